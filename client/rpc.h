@@ -1,0 +1,74 @@
+/*
+ * rpc.h - the client's multiplexed connection to one Cairn server.
+ *
+ * One TCP connection carries many requests at once; a reader thread
+ * matches replies to waiting callers by id and hands server pushes
+ * (callback breaks) to a callback. When the connection drops, the rpc
+ * reconnects by itself (retrying every 500 ms), redoes HELLO and tells the
+ * owner through on_reconnect; calls made meanwhile wait for the new
+ * connection and are then sent (again). A call that cannot be sent within
+ * `down_timeout_s` fails with -EIO.
+ *
+ * Life cycle: rpc_connect() (synchronous, no threads: safe to fork after)
+ * -> rpc_start() (starts the reader/reconnect thread) -> rpc_call()* ->
+ * rpc_destroy().
+ */
+#ifndef CAIRN_RPC_H
+#define CAIRN_RPC_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "../lib/proto.h"
+#include "../lib/wire.h"
+
+struct rpc;
+
+struct rpc_opts {
+	const char *host;        /* copied */
+	int port;
+	int connect_timeout_ms;  /* for each connection attempt */
+	int down_timeout_s;      /* how long a call waits for a lost server */
+	uint8_t client_id[16];   /* stable for the life of the mount */
+	/* Called on the reader thread for every WF_PUSH frame. payload is
+	 * valid only during the call. Must not call rpc_call(). */
+	void (*on_push)(void *arg, uint16_t op, const uint8_t *payload,
+			size_t len);
+	/* Called on the reader thread after a reconnect; epoch_changed is 1
+	 * when the server restarted. Every callback promise is gone either
+	 * way. Must not call rpc_call(). */
+	void (*on_reconnect)(void *arg, int epoch_changed);
+	void *arg;
+};
+
+/*
+ * Connect and say HELLO. On success *out is a new rpc and *root the root
+ * directory's attributes. On failure returns a negative errno and err names
+ * the address and the reason ("cannot reach server 10.0.0.5:7070:
+ * connection refused").
+ */
+int rpc_connect(const struct rpc_opts *o, struct rpc **out,
+		struct cairn_attr *root, char *err, size_t errsz);
+/* Start the reader thread. Returns 0 or a negative errno. */
+int rpc_start(struct rpc *r);
+/* Close the connection, fail waiting calls with -ESHUTDOWN, join threads,
+ * free. */
+void rpc_destroy(struct rpc *r);
+
+struct rpc_reply {
+	uint8_t *buf; /* payload, owned; free with rpc_reply_free */
+	size_t len;
+};
+
+/*
+ * Send request `op` with payload req (may be NULL for an empty payload)
+ * and wait for its reply. Returns the server's status (0 or a negative
+ * errno from the server) or a transport error (-EIO when the server stayed
+ * unreachable for down_timeout_s, -ESHUTDOWN after rpc_destroy). On 0,
+ * rep holds the reply payload; on error rep is empty. rep may be NULL when
+ * the caller does not need the payload.
+ */
+int rpc_call(struct rpc *r, uint16_t op, const struct wbuf *req,
+	     struct rpc_reply *rep);
+void rpc_reply_free(struct rpc_reply *rep);
+
+#endif

@@ -1,0 +1,138 @@
+/*
+ * proto.h - the Cairn wire protocol: constants, opcodes and value types.
+ *
+ * docs/PROTOCOL.md is the normative description of every message; this
+ * header gives the names the code uses for it. Everything on the wire is
+ * little-endian. Error statuses are negative Linux errno values (the
+ * protocol is Linux-only by design: client and server both run Linux).
+ */
+#ifndef CAIRN_PROTO_H
+#define CAIRN_PROTO_H
+
+#include <stdint.h>
+#include <stddef.h>
+
+#define CAIRN_MAGIC          0x4e524143u /* "CARN" read little-endian */
+#define CAIRN_PROTO_VERSION  1u
+#define CAIRN_DEFAULT_PORT   7070
+
+/* Frame header: u32 len | u16 op | u16 flags | u32 id | i32 status. */
+#define WIRE_HDR_SIZE        16u
+/* Hard limit on a frame's payload; a peer announcing more is dropped. */
+#define WIRE_MAX_PAYLOAD     ((4u << 20) + 4096u)
+/* Largest READ/WRITE data chunk. */
+#define CAIRN_MAX_IO         (1u << 20)
+#define CAIRN_NAME_MAX       255u
+#define CAIRN_SYMLINK_MAX    4095u
+#define CAIRN_XATTR_NAME_MAX 255u
+#define CAIRN_XATTR_SIZE_MAX 65536u
+#define CAIRN_XATTR_LIST_MAX 65536u
+
+/* Frame flags. */
+enum {
+	WF_REPLY = 1u << 0, /* a reply to request `id` */
+	WF_PUSH  = 1u << 1, /* server-initiated message (callback break) */
+};
+
+/*
+ * Opcodes. Requests go client -> server and are answered by a frame with
+ * the same op and id and WF_REPLY set. OP_CB_BREAK goes server -> client
+ * with WF_PUSH and id 0 and is not answered.
+ */
+enum cairn_op {
+	OP_HELLO = 1,
+	OP_PING,
+	OP_GETATTR,
+	OP_LOOKUP,
+	OP_SETATTR,
+	OP_CREATE,
+	OP_SYMLINK,
+	OP_READLINK,
+	OP_LINK,
+	OP_REMOVE,
+	OP_RENAME,
+	OP_READDIR,
+	OP_READ,
+	OP_WRITE,
+	OP_FSYNC,
+	OP_STATFS,
+	OP_SETXATTR,
+	OP_GETXATTR,
+	OP_LISTXATTR,
+	OP_REMOVEXATTR,
+	OP_FALLOCATE,
+	OP_STATUS,
+	OP__COUNT,          /* number of request opcodes + 1 */
+	OP_CB_BREAK = 64,
+};
+
+/* Returns a static lower-case name ("getattr") or "unknown". */
+const char *proto_op_name(unsigned op);
+
+/* SETATTR valid mask. */
+enum {
+	SA_MODE      = 1u << 0,
+	SA_UID       = 1u << 1,
+	SA_GID       = 1u << 2,
+	SA_SIZE      = 1u << 3,
+	SA_ATIME     = 1u << 4, /* set atime to the given value */
+	SA_MTIME     = 1u << 5,
+	SA_ATIME_NOW = 1u << 6, /* set atime to the server's clock */
+	SA_MTIME_NOW = 1u << 7,
+	SA_CTIME     = 1u << 8, /* set ctime to the given value */
+};
+
+/* CREATE flags. */
+enum { CR_EXCL = 1u << 0 };
+/* REMOVE flags. */
+enum { RM_DIR = 1u << 0 };
+/* RENAME flags: the Linux renameat2() values. */
+enum { RN_NOREPLACE = 1u << 0, RN_EXCHANGE = 1u << 1 };
+/* WRITE flags. */
+enum { WR_SYNC = 1u << 0 };
+/* FSYNC flags. */
+enum { FS_DATASYNC = 1u << 0 };
+/* SETXATTR flags: the Linux XATTR_CREATE / XATTR_REPLACE values. */
+enum { XA_CREATE = 1u << 0, XA_REPLACE = 1u << 1 };
+
+/* READDIR cookies: 0 = start; 1 and 2 are reserved for "." and ".." (the
+ * client synthesises those); server entries use cookies >= 3. */
+#define CAIRN_COOKIE_FIRST 3u
+
+/* File identifier: volume, vnode, uniquifier. Never a path. */
+struct cairn_fid {
+	uint32_t vol;
+	uint64_t vnode;
+	uint32_t uniq;
+};
+
+struct cairn_time {
+	int64_t  sec;
+	uint32_t nsec;
+};
+
+/* Attributes of one object as the server knows them. */
+struct cairn_attr {
+	struct cairn_fid fid;
+	uint32_t mode;   /* type and permission bits, as st_mode */
+	uint32_t nlink;
+	uint32_t uid;
+	uint32_t gid;
+	uint32_t rdev;   /* Linux dev_t encoding (makedev) for device nodes */
+	uint64_t size;
+	uint64_t blocks; /* 512-byte blocks allocated on the server */
+	struct cairn_time atime, mtime, ctime;
+	uint64_t dv;     /* data version: changes on every modification */
+};
+
+struct cairn_statfs {
+	uint64_t blocks, bfree, bavail, files, ffree;
+	uint32_t bsize, namemax;
+};
+
+/* Wire sizes of the fixed-size types. */
+#define WIRE_FID_SIZE  16u
+/* fid 16 + mode,nlink,uid,gid,rdev 20 + size 8 + blocks 8 + 3 times 36 + dv 8 */
+#define WIRE_ATTR_SIZE 96u
+
+#endif

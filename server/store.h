@@ -1,0 +1,159 @@
+/*
+ * store.h - the file server's storage engine for one data directory.
+ *
+ * Layout of a data directory:
+ *   DATA/LOCK           flock()ed by the one `cairn serve` using DATA
+ *   DATA/meta/          LMDB environment: inodes, directory entries, xattrs
+ *   DATA/objects/XX/N   file data of vnode N (hex), XX = low byte of N
+ *
+ * LMDB holds every object's attributes (size included: LMDB is the authority
+ * on size, the data file may be shorter, and the bytes past its end read as
+ * zeros). Vnode numbers are never reused. The root directory of volume 1 is
+ * vnode 1. All functions are safe to call from many threads at once.
+ *
+ * Every function returns 0 or a negative errno with the meaning a local
+ * Linux file system would give it (ENOENT, EEXIST, ENOTEMPTY, ...), plus
+ * -ESTALE for a FID that no longer names an object. Attribute outputs are
+ * filled only on success.
+ *
+ * Durability: when a mutating function returns 0 its metadata change is
+ * committed to LMDB and synced (group commit batches concurrent callers into
+ * one sync). File data written by store_write is in the server's page cache
+ * (so it survives kill -9 of the server); with WR_SYNC, or after
+ * store_fsync, it is on stable storage.
+ *
+ * Mutating functions report the objects whose attributes changed besides the
+ * ones returned, in `struct store_changed`, so the server can break callbacks
+ * on them.
+ */
+#ifndef CAIRN_STORE_H
+#define CAIRN_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "../lib/proto.h"
+
+struct store;
+
+/* Objects, besides those returned in attr outputs, that a change touched
+ * (e.g. the unlinked file whose nlink dropped, the replaced rename target,
+ * a moved directory whose ".." changed). */
+struct store_changed {
+	int n;
+	struct cairn_fid fid[4];
+};
+
+/*
+ * Open (creating on first use) the store in `dir`. Takes an exclusive
+ * flock on DIR/LOCK; if another process holds it, fails with -EBUSY and
+ * err says "data directory DIR is in use by another cairn serve". Other
+ * failures fill err with the path and reason. *out owned by the caller,
+ * released with store_close.
+ */
+int store_open(const char *dir, struct store **out, char *err, size_t errsz);
+void store_close(struct store *st);
+
+/* The root directory. */
+int store_root(struct store *st, struct cairn_attr *out);
+int store_getattr(struct store *st, const struct cairn_fid *fid,
+		  struct cairn_attr *out);
+/* name is NUL-terminated, already checked to be a valid component. */
+int store_lookup(struct store *st, const struct cairn_fid *dir,
+		 const char *name, struct cairn_attr *out);
+
+struct store_setattr {
+	uint32_t valid; /* SA_* */
+	uint32_t mode, uid, gid;
+	uint64_t size;
+	struct cairn_time atime, mtime, ctime;
+};
+int store_setattr(struct store *st, const struct cairn_fid *fid,
+		  const struct store_setattr *sa, struct cairn_attr *out);
+
+/*
+ * Create a regular file, directory, fifo, socket or device node (type from
+ * mode). flags: CR_EXCL. Without CR_EXCL, an existing regular file of that
+ * name is returned with *created = 0. Set-group-ID directory rules apply.
+ */
+int store_create(struct store *st, const struct cairn_fid *dir,
+		 const char *name, uint32_t mode, uint32_t uid, uint32_t gid,
+		 uint32_t rdev, uint32_t flags, int *created,
+		 struct cairn_attr *out, struct cairn_attr *dir_out);
+int store_symlink(struct store *st, const struct cairn_fid *dir,
+		  const char *name, const char *target, uint32_t uid,
+		  uint32_t gid, struct cairn_attr *out,
+		  struct cairn_attr *dir_out);
+/* target: buffer of CAIRN_SYMLINK_MAX + 1 bytes, NUL-terminated on return. */
+int store_readlink(struct store *st, const struct cairn_fid *fid,
+		   char *target, size_t *len);
+int store_link(struct store *st, const struct cairn_fid *fid,
+	       const struct cairn_fid *dir, const char *name,
+	       struct cairn_attr *out, struct cairn_attr *dir_out);
+/* flags: RM_DIR. ch gets the removed object. The data file of an object
+ * whose last link goes is deleted. */
+int store_remove(struct store *st, const struct cairn_fid *dir,
+		 const char *name, uint32_t flags, struct cairn_attr *dir_out,
+		 struct store_changed *ch);
+/* flags: RN_NOREPLACE, RN_EXCHANGE. ch gets the moved object(s) and a
+ * replaced target. */
+int store_rename(struct store *st, const struct cairn_fid *sdir,
+		 const char *sname, const struct cairn_fid *ddir,
+		 const char *dname, uint32_t flags, struct cairn_attr *sdir_out,
+		 struct cairn_attr *ddir_out, struct store_changed *ch);
+
+/*
+ * Directory listing from `cookie` (0 = start). Calls fn once per entry in
+ * cookie order until fn returns non-zero or max entries were given; *eof
+ * is set when the end was reached. fn is called inside a read transaction:
+ * it must not call back into the store.
+ */
+typedef int (*store_dirent_fn)(void *arg, uint64_t next_cookie,
+			       const char *name, size_t namelen,
+			       const struct cairn_attr *attr);
+int store_readdir(struct store *st, const struct cairn_fid *dir,
+		  uint64_t cookie, uint32_t max, store_dirent_fn fn, void *arg,
+		  int *eof);
+
+/* Read up to len bytes at off into buf; *n = bytes read (short only at
+ * EOF). Applies relatime rules to atime. out = attributes after the read. */
+int store_read(struct store *st, const struct cairn_fid *fid, uint64_t off,
+	       uint32_t len, void *buf, uint32_t *n, struct cairn_attr *out);
+/* flags: WR_SYNC. Updates size, mtime, ctime, dv. */
+int store_write(struct store *st, const struct cairn_fid *fid, uint64_t off,
+		const void *buf, uint32_t len, uint32_t flags,
+		struct cairn_attr *out);
+/* flags: FS_DATASYNC. */
+int store_fsync(struct store *st, const struct cairn_fid *fid,
+		uint32_t flags);
+int store_fallocate(struct store *st, const struct cairn_fid *fid,
+		    uint32_t mode, uint64_t off, uint64_t len,
+		    struct cairn_attr *out);
+int store_statfs(struct store *st, struct cairn_statfs *out);
+
+/* name NUL-terminated. flags: XA_CREATE, XA_REPLACE. */
+int store_setxattr(struct store *st, const struct cairn_fid *fid,
+		   const char *name, const void *val, size_t len,
+		   uint32_t flags);
+/* Copies min(size, value length) bytes into buf when size > 0; *len = value
+ * length. -ERANGE if size > 0 and the value is longer. */
+int store_getxattr(struct store *st, const struct cairn_fid *fid,
+		   const char *name, void *buf, size_t size, size_t *len);
+/* NUL-terminated names back to back, same size rules as getxattr. */
+int store_listxattr(struct store *st, const struct cairn_fid *fid, char *buf,
+		    size_t size, size_t *len);
+int store_removexattr(struct store *st, const struct cairn_fid *fid,
+		      const char *name);
+
+/*
+ * Offline consistency check of a stopped server's data directory (takes
+ * DIR/LOCK; -EBUSY while a server runs). Prints one line per problem to
+ * `report` (a FILE *) and returns the number of problems found (0 = clean)
+ * or a negative errno if the check could not run (err filled).
+ * Checks: every dirent names an existing inode of the recorded type; nlink
+ * equals the number of entries naming each inode (+ subdirectories' ".."
+ * for directories); no inode is unreachable from the root; every regular
+ * file's data file exists or its size is 0; no data file without an inode.
+ */
+int store_fsck(const char *dir, void *report, char *err, size_t errsz);
+
+#endif
