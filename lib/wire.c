@@ -169,6 +169,15 @@ void wire_frame_end(struct wbuf *w, size_t hdr_off)
 	le_store(w->data + hdr_off, len, 4);
 }
 
+void wire_hdr_encode(uint8_t buf[WIRE_HDR_SIZE], const struct wire_hdr *h)
+{
+	le_store(buf, h->len, 4);
+	le_store(buf + 4, h->op, 2);
+	le_store(buf + 6, h->flags, 2);
+	le_store(buf + 8, h->id, 4);
+	le_store(buf + 12, (uint32_t)h->status, 4);
+}
+
 int wire_hdr_decode(const uint8_t buf[WIRE_HDR_SIZE], struct wire_hdr *h)
 {
 	h->len = (uint32_t)le_load(buf, 4);

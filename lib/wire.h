@@ -79,6 +79,8 @@ size_t wire_frame_begin(struct wbuf *w, uint16_t op, uint16_t flags,
 			uint32_t id, int32_t status);
 void wire_frame_end(struct wbuf *w, size_t hdr_off);
 
+/* Encode a 16-byte header (h->len is written as given). */
+void wire_hdr_encode(uint8_t buf[WIRE_HDR_SIZE], const struct wire_hdr *h);
 /* Decode a 16-byte header. Returns 0, or -EMSGSIZE if len exceeds
  * WIRE_MAX_PAYLOAD. */
 int wire_hdr_decode(const uint8_t buf[WIRE_HDR_SIZE], struct wire_hdr *h);

@@ -1,0 +1,525 @@
+/*
+ * rpc.c - the client's multiplexed, self-reconnecting server connection.
+ *
+ * States of the connection (r->state, guarded by r->mu):
+ *
+ *   UP        fd is a connected socket that has completed HELLO.
+ *   DOWN      the connection was lost; the reader thread retries every
+ *             RECONNECT_MS until a HELLO succeeds (-> UP).
+ *   SHUTDOWN  rpc_destroy() was called; terminal.
+ *
+ * Every call is a `struct pending` on r->pending while it waits. The reader
+ * thread completes it when the reply arrives. When the connection drops,
+ * every pending call is completed with RETRY and goes back to waiting for
+ * UP, then is sent again on the new connection: the server may therefore
+ * see a request twice across a reconnect (see docs/PROTOCOL.md).
+ *
+ * Locks: r->send_mu serialises writes to the socket and is held whenever
+ * fd/gen change; r->mu guards everything else. Order: send_mu before mu.
+ * Neither is held across a blocking read; only send_mu is held across a
+ * write.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+#include "rpc.h"
+#include "../lib/log.h"
+#include "../lib/net.h"
+
+#define RECONNECT_MS 500
+#define RETRY        (-100000) /* internal status: send again */
+
+enum rpc_state { RPC_UP, RPC_DOWN, RPC_SHUTDOWN };
+
+struct pending {
+	struct pending *next;
+	uint32_t id;
+	int done;
+	int status;      /* server status, RETRY or a transport error */
+	uint8_t *buf;    /* reply payload, owned until handed to the caller */
+	size_t len;
+	pthread_cond_t cv;
+};
+
+struct rpc {
+	struct rpc_opts o;
+	char host[256];
+
+	pthread_mutex_t send_mu;
+	pthread_mutex_t mu;
+	pthread_cond_t state_cv;   /* broadcast on every state change */
+	enum rpc_state state;      /* mu */
+	int fd;                    /* send_mu + mu to change; -1 when down */
+	uint64_t gen;              /* connection generation; as fd */
+	uint64_t epoch;            /* server epoch seen at the last HELLO; mu */
+	uint32_t next_id;          /* mu */
+	struct pending *pending;   /* mu */
+
+	pthread_t reader;
+	int started;
+};
+
+static void deadline_in(struct timespec *ts, int ms)
+{
+	clock_gettime(CLOCK_REALTIME, ts);
+	ts->tv_sec += ms / 1000;
+	ts->tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts->tv_nsec >= 1000000000L) {
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000L;
+	}
+}
+
+static void set_rcv_timeout(int fd, int ms)
+{
+	struct timeval tv = { .tv_sec = ms / 1000,
+			      .tv_usec = (ms % 1000) * 1000 };
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+}
+
+/* Read one frame; *payload malloc'ed (NULL when empty). */
+static int read_frame(int fd, struct wire_hdr *h, uint8_t **payload)
+{
+	uint8_t hb[WIRE_HDR_SIZE];
+	int ret;
+
+	*payload = NULL;
+	ret = net_read_full(fd, hb, sizeof(hb));
+	if (ret)
+		return ret;
+	ret = wire_hdr_decode(hb, h);
+	if (ret)
+		return ret;
+	if (h->len == 0)
+		return 0;
+	*payload = malloc(h->len);
+	if (!*payload)
+		return -ENOMEM;
+	ret = net_read_full(fd, *payload, h->len);
+	if (ret) {
+		free(*payload);
+		*payload = NULL;
+	}
+	return ret;
+}
+
+static int send_frame(int fd, uint16_t op, uint32_t id, const struct wbuf *req)
+{
+	size_t len = req ? req->len : 0;
+	uint8_t hb[WIRE_HDR_SIZE];
+	struct iovec iov[2];
+	int n = 1;
+
+	if (len > WIRE_MAX_PAYLOAD)
+		return -EMSGSIZE;
+	struct wire_hdr h = { .len = (uint32_t)len, .op = op, .id = id };
+	wire_hdr_encode(hb, &h);
+
+	iov[0].iov_base = hb;
+	iov[0].iov_len = WIRE_HDR_SIZE;
+	if (len) {
+		iov[1].iov_base = req->data;
+		iov[1].iov_len = len;
+		n = 2;
+	}
+	while (n > 0) {
+		struct msghdr mh = { .msg_iov = iov, .msg_iovlen = (size_t)n };
+		ssize_t w = sendmsg(fd, &mh, MSG_NOSIGNAL);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		while (n > 0 && (size_t)w >= iov[0].iov_len) {
+			w -= (ssize_t)iov[0].iov_len;
+			iov[0] = iov[1];
+			n--;
+		}
+		if (n > 0) {
+			iov[0].iov_base = (uint8_t *)iov[0].iov_base + w;
+			iov[0].iov_len -= (size_t)w;
+		}
+	}
+	return 0;
+}
+
+/*
+ * Connect and complete HELLO, bounded by connect_timeout_ms. Returns the fd
+ * or a negative errno with err filled in.
+ */
+static int dial(struct rpc *r, uint64_t *epoch, struct cairn_attr *root,
+		char *err, size_t errsz)
+{
+	struct wbuf req;
+	struct wire_hdr h;
+	uint8_t *payload = NULL;
+	int fd, ret;
+
+	fd = net_connect(r->host, r->o.port, r->o.connect_timeout_ms, err,
+			 errsz);
+	if (fd < 0)
+		return fd;
+	set_rcv_timeout(fd, r->o.connect_timeout_ms);
+
+	wbuf_init(&req);
+	wire_put_u32(&req, CAIRN_MAGIC);
+	wire_put_u32(&req, CAIRN_PROTO_VERSION);
+	wire_put_bytes(&req, r->o.client_id, 16);
+	wire_put_u32(&req, 0);
+	ret = req.err ? req.err : send_frame(fd, OP_HELLO, 0, &req);
+	wbuf_free(&req);
+	if (ret == 0)
+		ret = read_frame(fd, &h, &payload);
+	if (ret) {
+		snprintf(err, errsz, "cannot reach server %s:%d: %s", r->host,
+			 r->o.port,
+			 ret == -EAGAIN ? "no answer to HELLO (timed out)" :
+			 ret == -EPIPE ? "connection closed during HELLO" :
+					 strerror(-ret));
+		goto fail;
+	}
+	if (h.op != OP_HELLO || !(h.flags & WF_REPLY) || h.id != 0) {
+		ret = -EPROTO;
+		snprintf(err, errsz, "server %s:%d: unexpected answer to HELLO",
+			 r->host, r->o.port);
+		goto fail;
+	}
+	if (h.status) {
+		ret = h.status;
+		snprintf(err, errsz, "server %s:%d refused HELLO: %s", r->host,
+			 r->o.port, strerror(-h.status));
+		goto fail;
+	}
+
+	struct rbuf rb;
+	rbuf_init(&rb, payload, h.len);
+	uint32_t version = wire_get_u32(&rb);
+	wire_get_bytes(&rb, 16); /* server id: not used yet */
+	*epoch = wire_get_u64(&rb);
+	wire_get_attr(&rb, root);
+	if (wire_get_end(&rb) || version != CAIRN_PROTO_VERSION) {
+		ret = -EPROTO;
+		snprintf(err, errsz, "server %s:%d: malformed HELLO reply",
+			 r->host, r->o.port);
+		goto fail;
+	}
+	free(payload);
+	set_rcv_timeout(fd, 0);
+	return fd;
+fail:
+	free(payload);
+	close(fd);
+	return ret;
+}
+
+int rpc_connect(const struct rpc_opts *o, struct rpc **out,
+		struct cairn_attr *root, char *err, size_t errsz)
+{
+	struct rpc *r = calloc(1, sizeof(*r));
+	int fd;
+
+	if (!r) {
+		snprintf(err, errsz, "out of memory");
+		return -ENOMEM;
+	}
+	r->o = *o;
+	snprintf(r->host, sizeof(r->host), "%s", o->host);
+	r->o.host = r->host;
+	if (r->o.connect_timeout_ms <= 0)
+		r->o.connect_timeout_ms = 5000;
+	pthread_mutex_init(&r->send_mu, NULL);
+	pthread_mutex_init(&r->mu, NULL);
+	pthread_cond_init(&r->state_cv, NULL);
+	r->next_id = 1;
+
+	fd = dial(r, &r->epoch, root, err, errsz);
+	if (fd < 0) {
+		pthread_cond_destroy(&r->state_cv);
+		pthread_mutex_destroy(&r->mu);
+		pthread_mutex_destroy(&r->send_mu);
+		free(r);
+		return fd;
+	}
+	r->fd = fd;
+	r->gen = 1;
+	r->state = RPC_UP;
+	*out = r;
+	return 0;
+}
+
+/* Complete every pending call with `status`. Caller holds r->mu. */
+static void fail_pending(struct rpc *r, int status)
+{
+	struct pending *p;
+	while ((p = r->pending)) {
+		r->pending = p->next;
+		p->status = status;
+		p->done = 1;
+		pthread_cond_signal(&p->cv);
+	}
+}
+
+/* The connection broke: drop it and wake every waiter to resend later. */
+static void conn_lost(struct rpc *r, const char *why)
+{
+	pthread_mutex_lock(&r->send_mu);
+	pthread_mutex_lock(&r->mu);
+	if (r->state == RPC_UP) {
+		log_warn("lost connection to server %s:%d: %s; reconnecting",
+			 r->host, r->o.port, why);
+		r->state = RPC_DOWN;
+	}
+	if (r->fd >= 0) {
+		close(r->fd);
+		r->fd = -1;
+		r->gen++;
+	}
+	fail_pending(r, r->state == RPC_SHUTDOWN ? -ESHUTDOWN : RETRY);
+	pthread_cond_broadcast(&r->state_cv);
+	pthread_mutex_unlock(&r->mu);
+	pthread_mutex_unlock(&r->send_mu);
+}
+
+static void complete(struct rpc *r, const struct wire_hdr *h, uint8_t *payload)
+{
+	struct pending **pp, *p;
+
+	pthread_mutex_lock(&r->mu);
+	for (pp = &r->pending; (p = *pp); pp = &p->next)
+		if (p->id == h->id)
+			break;
+	if (p) {
+		*pp = p->next;
+		p->status = h->status;
+		p->buf = payload;
+		p->len = h->len;
+		p->done = 1;
+		pthread_cond_signal(&p->cv);
+		payload = NULL;
+	}
+	pthread_mutex_unlock(&r->mu);
+	if (payload || !p)
+		log_debug("reply to unknown request id %u", h->id);
+	free(payload);
+}
+
+/* Reader side while UP: returns when the connection is gone. */
+static void read_loop(struct rpc *r, int fd)
+{
+	for (;;) {
+		struct wire_hdr h;
+		uint8_t *payload;
+		int ret = read_frame(fd, &h, &payload);
+
+		if (ret) {
+			conn_lost(r, ret == -EPIPE ? "connection closed" :
+				     ret == -EMSGSIZE ? "oversized frame" :
+							strerror(-ret));
+			return;
+		}
+		if (h.flags & WF_PUSH) {
+			if (r->o.on_push)
+				r->o.on_push(r->o.arg, h.op, payload, h.len);
+			free(payload);
+		} else if (h.flags & WF_REPLY) {
+			complete(r, &h, payload);
+		} else {
+			free(payload);
+			conn_lost(r, "server sent a frame that is neither "
+				     "reply nor push");
+			return;
+		}
+	}
+}
+
+/* Reader side while DOWN: returns once UP again (or on shutdown). */
+static void reconnect_loop(struct rpc *r)
+{
+	char err[256];
+	struct cairn_attr root;
+	uint64_t epoch;
+	int logged = 0;
+
+	for (;;) {
+		pthread_mutex_lock(&r->mu);
+		if (r->state == RPC_SHUTDOWN) {
+			pthread_mutex_unlock(&r->mu);
+			return;
+		}
+		pthread_mutex_unlock(&r->mu);
+
+		int fd = dial(r, &epoch, &root, err, sizeof(err));
+		if (fd >= 0) {
+			pthread_mutex_lock(&r->send_mu);
+			pthread_mutex_lock(&r->mu);
+			int changed = epoch != r->epoch;
+			if (r->state == RPC_SHUTDOWN) {
+				close(fd);
+			} else {
+				r->fd = fd;
+				r->gen++;
+				r->epoch = epoch;
+				r->state = RPC_UP;
+			}
+			pthread_cond_broadcast(&r->state_cv);
+			pthread_mutex_unlock(&r->mu);
+			pthread_mutex_unlock(&r->send_mu);
+			log_info("reconnected to server %s:%d%s", r->host,
+				 r->o.port,
+				 changed ? " (server restarted)" : "");
+			if (r->o.on_reconnect)
+				r->o.on_reconnect(r->o.arg, changed);
+			return;
+		}
+		if (!logged++)
+			log_warn("%s; retrying every %d ms", err, RECONNECT_MS);
+		struct timespec ts;
+		deadline_in(&ts, RECONNECT_MS);
+		pthread_mutex_lock(&r->mu);
+		if (r->state != RPC_SHUTDOWN)
+			pthread_cond_timedwait(&r->state_cv, &r->mu, &ts);
+		pthread_mutex_unlock(&r->mu);
+	}
+}
+
+static void *reader_main(void *arg)
+{
+	struct rpc *r = arg;
+
+	for (;;) {
+		pthread_mutex_lock(&r->mu);
+		enum rpc_state st = r->state;
+		int fd = r->fd;
+		pthread_mutex_unlock(&r->mu);
+
+		if (st == RPC_SHUTDOWN)
+			return NULL;
+		if (st == RPC_UP)
+			read_loop(r, fd);
+		else
+			reconnect_loop(r);
+	}
+}
+
+int rpc_start(struct rpc *r)
+{
+	int ret = pthread_create(&r->reader, NULL, reader_main, r);
+	if (ret)
+		return -ret;
+	r->started = 1;
+	return 0;
+}
+
+void rpc_destroy(struct rpc *r)
+{
+	if (!r)
+		return;
+	pthread_mutex_lock(&r->send_mu);
+	pthread_mutex_lock(&r->mu);
+	r->state = RPC_SHUTDOWN;
+	if (r->fd >= 0)
+		shutdown(r->fd, SHUT_RDWR); /* wakes the reader */
+	fail_pending(r, -ESHUTDOWN);
+	pthread_cond_broadcast(&r->state_cv);
+	pthread_mutex_unlock(&r->mu);
+	pthread_mutex_unlock(&r->send_mu);
+	if (r->started)
+		pthread_join(r->reader, NULL);
+	if (r->fd >= 0)
+		close(r->fd);
+	pthread_cond_destroy(&r->state_cv);
+	pthread_mutex_destroy(&r->mu);
+	pthread_mutex_destroy(&r->send_mu);
+	free(r);
+}
+
+/*
+ * Wait (r->mu held) until the connection is UP, at most until `dl`.
+ * Returns 0, -EIO on timeout or -ESHUTDOWN.
+ */
+static int wait_up(struct rpc *r, const struct timespec *dl)
+{
+	while (r->state == RPC_DOWN) {
+		if (pthread_cond_timedwait(&r->state_cv, &r->mu, dl) ==
+		    ETIMEDOUT && r->state == RPC_DOWN)
+			return -EIO;
+	}
+	return r->state == RPC_SHUTDOWN ? -ESHUTDOWN : 0;
+}
+
+int rpc_call(struct rpc *r, uint16_t op, const struct wbuf *req,
+	     struct rpc_reply *rep)
+{
+	struct pending p = { 0 };
+	struct timespec dl;
+	int ret;
+
+	if (rep) {
+		rep->buf = NULL;
+		rep->len = 0;
+	}
+	if (req && req->err)
+		return req->err;
+	pthread_cond_init(&p.cv, NULL);
+	deadline_in(&dl, (r->o.down_timeout_s > 0 ? r->o.down_timeout_s : 60) *
+				 1000);
+	for (;;) {
+		/* Wait for UP holding only mu (the reconnect needs send_mu),
+		 * then take the locks in order and check again. */
+		pthread_mutex_lock(&r->mu);
+		ret = wait_up(r, &dl);
+		pthread_mutex_unlock(&r->mu);
+		if (ret)
+			break;
+		pthread_mutex_lock(&r->send_mu);
+		pthread_mutex_lock(&r->mu);
+		if (r->state != RPC_UP) {
+			pthread_mutex_unlock(&r->mu);
+			pthread_mutex_unlock(&r->send_mu);
+			continue;
+		}
+		p.id = r->next_id++;
+		if (p.id == 0)
+			p.id = r->next_id++;
+		p.done = 0;
+		p.next = r->pending;
+		r->pending = &p;
+		int fd = r->fd;
+		pthread_mutex_unlock(&r->mu);
+		if (send_frame(fd, op, p.id, req))
+			shutdown(fd, SHUT_RDWR); /* the reader cleans up */
+		pthread_mutex_unlock(&r->send_mu);
+
+		pthread_mutex_lock(&r->mu);
+		while (!p.done)
+			pthread_cond_wait(&p.cv, &r->mu);
+		pthread_mutex_unlock(&r->mu);
+		if (p.status != RETRY) {
+			ret = p.status;
+			break;
+		}
+	}
+	pthread_cond_destroy(&p.cv);
+	if (ret == 0 && rep) {
+		rep->buf = p.buf;
+		rep->len = p.len;
+	} else {
+		free(p.buf);
+	}
+	return ret;
+}
+
+void rpc_reply_free(struct rpc_reply *rep)
+{
+	free(rep->buf);
+	rep->buf = NULL;
+	rep->len = 0;
+}
