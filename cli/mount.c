@@ -1,0 +1,388 @@
+/*
+ * mount.c - `cairn mount`: connect to a server and serve its volume
+ * through FUSE.
+ *
+ * Order matters: the server is reached first (so a wrong address fails at
+ * once with a clear message, before anything is mounted), then the FUSE
+ * session is created and mounted, then the process daemonizes (the parent
+ * exits 0 only once the mount exists), and only then are threads started
+ * (rpc reader, notifier, FUSE workers): fork() keeps only the calling
+ * thread.
+ */
+#define FUSE_USE_VERSION 35
+#include <errno.h>
+#include <fcntl.h>
+#include <fuse_lowlevel.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "cli.h"
+#include "../client/fs.h"
+#include "../client/inode.h"
+#include "../client/notify.h"
+#include "../client/rpc.h"
+#include "../lib/log.h"
+#include "../lib/net.h"
+
+#define MOUNT_CONNECT_TIMEOUT_MS 5000 /* fail well within 10 s */
+#define MOUNT_DOWN_TIMEOUT_S     60   /* a call waits this long for a lost
+				       * server before failing with EIO */
+#define MOUNT_DEFAULT_CACHE_ROOT "/var/cache/cairn"
+
+struct mount_args {
+	const char *addr;
+	const char *mountpoint;
+	const char *cache_dir;
+	const char *extra_opts;
+	int foreground;
+	int verbose;
+	char host[256];
+	int port;
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+"usage: cairn mount [--cache-dir DIR] [-f] [-v] [-o OPTS] HOST[:PORT] MOUNTPOINT\n"
+"\n"
+"Mount the volume of the Cairn server at HOST (port %d by default) on\n"
+"MOUNTPOINT. The command returns once the mount exists; the client keeps\n"
+"running in the background until `cairn umount MOUNTPOINT`.\n"
+"\n"
+"  --cache-dir DIR  the client's state directory, created if missing\n"
+"                   (default %s/HOST_PORT). This version keeps\n"
+"                   only its log (cairn.log) and pid file there: file data\n"
+"                   is cached in the kernel's page cache, not on disk yet.\n"
+"  -f               stay in the foreground and log to stderr\n"
+"  -v               log debugging detail\n"
+"  -o OPTS          extra FUSE mount options, comma-separated\n"
+"  -h, --help       print this help\n"
+"\n"
+"Run as root, the mount is open to every local user (allow_other) with\n"
+"permissions checked by the kernel (default_permissions).\n",
+		CAIRN_DEFAULT_PORT, MOUNT_DEFAULT_CACHE_ROOT);
+}
+
+/* Returns 0, or 2 after printing usage (or -1 for --help, printed). */
+static int parse_args(int argc, char **argv, struct mount_args *a)
+{
+	static const struct option longopts[] = {
+		{ "cache-dir", required_argument, NULL, 'c' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int c;
+
+	memset(a, 0, sizeof(*a));
+	optind = 0; /* full reset: main may be reused, e.g. by tests */
+	while ((c = getopt_long(argc, argv, "+fvo:h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'c':
+			a->cache_dir = optarg;
+			break;
+		case 'f':
+			a->foreground = 1;
+			break;
+		case 'v':
+			a->verbose = 1;
+			break;
+		case 'o':
+			a->extra_opts = optarg;
+			break;
+		case 'h':
+			usage(stdout);
+			return -1;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (argc - optind != 2) {
+		fprintf(stderr, "cairn mount: expected HOST[:PORT] and MOUNTPOINT\n");
+		usage(stderr);
+		return 2;
+	}
+	a->addr = argv[optind];
+	a->mountpoint = argv[optind + 1];
+	if (net_parse_addr(a->addr, a->host, sizeof(a->host), &a->port,
+			   CAIRN_DEFAULT_PORT) < 0) {
+		fprintf(stderr, "cairn mount: bad server address '%s'\n",
+			a->addr);
+		usage(stderr);
+		return 2;
+	}
+	return 0;
+}
+
+/* mkdir -p; returns 0 or -errno. */
+static int mkdir_p(const char *path)
+{
+	char buf[PATH_MAX];
+	size_t len = strlen(path);
+
+	if (len == 0 || len >= sizeof(buf))
+		return -ENAMETOOLONG;
+	memcpy(buf, path, len + 1);
+	for (char *p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+/*
+ * Where `cairn umount` finds the daemon of a mount point: a pid file named
+ * after the absolute mount point in a runtime directory. cli/umount.c
+ * computes the same name.
+ */
+static void runtime_pidfile(const char *abs_mnt, char *buf, size_t bufsz)
+{
+	char dir[PATH_MAX];
+	size_t o;
+
+	if (geteuid() == 0)
+		snprintf(dir, sizeof(dir), "/run/cairn");
+	else
+		snprintf(dir, sizeof(dir), "/tmp/cairn-%u", (unsigned)geteuid());
+	mkdir(dir, 0700);
+	o = (size_t)snprintf(buf, bufsz, "%s/", dir);
+	for (const char *s = abs_mnt; *s && o + 4 < bufsz; s++) {
+		if (*s == '/' || *s == '%')
+			o += (size_t)snprintf(buf + o, bufsz - o, "%%%02X",
+					      (unsigned char)*s);
+		else
+			buf[o++] = *s;
+	}
+	snprintf(buf + o, bufsz - o, ".pid");
+}
+
+static int write_pidfile(const char *path, const char *mnt)
+{
+	FILE *f = fopen(path, "w");
+
+	if (!f)
+		return -errno;
+	fprintf(f, "%d\n%s\n", (int)getpid(), mnt);
+	return fclose(f) ? -errno : 0;
+}
+
+/* Daemon mode: log lines go to DIR/cairn.log (stderr redirected). */
+static void log_to_file(const char *cache_dir)
+{
+	char path[PATH_MAX];
+	int fd;
+
+	if (snprintf(path, sizeof(path), "%s/cairn.log", cache_dir) >=
+	    (int)sizeof(path)) {
+		log_use_syslog();
+		return;
+	}
+	fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		log_use_syslog();
+		log_warn("cannot open %s: %s; logging to syslog", path,
+			 strerror(errno));
+		return;
+	}
+	dup2(fd, STDERR_FILENO);
+	close(fd);
+}
+
+static struct fuse_session *session_new(const struct mount_args *a,
+					struct fs *fs)
+{
+	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
+	struct fuse_session *se = NULL;
+	char opts[512];
+
+	/* default_permissions always: the server does not check access,
+	 * the kernel must. allow_other only where it is permitted. */
+	snprintf(opts, sizeof(opts),
+		 "fsname=cairn:%s:%d,subtype=cairn,default_permissions%s",
+		 a->host, a->port, geteuid() == 0 ? ",allow_other" : "");
+	if (fuse_opt_add_arg(&args, "cairn") ||
+	    fuse_opt_add_arg(&args, "-o") || fuse_opt_add_arg(&args, opts) ||
+	    (a->extra_opts && (fuse_opt_add_arg(&args, "-o") ||
+			       fuse_opt_add_arg(&args, a->extra_opts))))
+		goto out;
+	se = fuse_session_new(&args, fs_ops(), sizeof(struct fuse_lowlevel_ops),
+			      fs);
+out:
+	fuse_opt_free_args(&args);
+	return se;
+}
+
+struct mount_state {
+	struct notify *ntf;
+	struct rpc *rpc;
+	struct itab *itab;
+	struct fs *fs;
+	struct fuse_session *se;
+	int mounted;
+	int signals;
+	char pidfile[PATH_MAX];
+	char runfile[PATH_MAX];
+};
+
+static void teardown(struct mount_state *m)
+{
+	if (m->signals)
+		fuse_remove_signal_handlers(m->se);
+	if (m->mounted)
+		fuse_session_unmount(m->se);
+	/* No pushes after this, so the notifier can go. */
+	if (m->rpc)
+		rpc_destroy(m->rpc);
+	notify_destroy(m->ntf);
+	if (m->se)
+		fuse_session_destroy(m->se);
+	fs_destroy(m->fs);
+	itab_destroy(m->itab);
+	if (m->pidfile[0])
+		unlink(m->pidfile);
+	if (m->runfile[0])
+		unlink(m->runfile);
+}
+
+/* After daemonizing: start the threads and serve until unmounted. */
+static int serve_mount(struct mount_state *m, const struct mount_args *a,
+		       const char *mnt)
+{
+	struct fuse_loop_config cfg = { .clone_fd = 0, .max_idle_threads = 16 };
+	int rc;
+
+	if ((rc = write_pidfile(m->pidfile, mnt)) < 0)
+		log_warn("cannot write %s: %s", m->pidfile, strerror(-rc));
+	if ((rc = write_pidfile(m->runfile, mnt)) < 0)
+		log_warn("cannot write %s: %s", m->runfile, strerror(-rc));
+	if ((rc = notify_start(m->ntf, m->se, m->itab)) < 0 ||
+	    (rc = rpc_start(m->rpc)) < 0) {
+		log_error("cannot start threads: %s", strerror(-rc));
+		return 1;
+	}
+	if (fuse_set_signal_handlers(m->se) == 0)
+		m->signals = 1;
+	if ((rc = fs_refresh_statfs(m->fs)) < 0)
+		log_warn("statfs: %s", strerror(-rc));
+	log_info("serving %s:%d on %s", a->host, a->port, mnt);
+	rc = fuse_session_loop_mt(m->se, &cfg);
+	log_info("session ended (%d); unmounting %s", rc, mnt);
+	return rc < 0 ? 1 : 0;
+}
+
+int cmd_mount(int argc, char **argv)
+{
+	struct mount_state m;
+	struct mount_args a;
+	struct rpc_opts o;
+	struct cairn_attr root;
+	char mnt[PATH_MAX], cache[PATH_MAX], tmp[PATH_MAX], err[256] = "";
+	struct stat st;
+	int rc, status = 1;
+
+	memset(&m, 0, sizeof(m));
+	rc = parse_args(argc, argv, &a);
+	if (rc)
+		return rc < 0 ? 0 : rc;
+	log_set_role("mount");
+	log_verbose = a.verbose;
+
+	if (stat(a.mountpoint, &st) < 0 || !realpath(a.mountpoint, mnt)) {
+		fprintf(stderr, "cairn mount: %s: %s\n", a.mountpoint,
+			strerror(errno));
+		return 1;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "cairn mount: %s: not a directory\n",
+			a.mountpoint);
+		return 1;
+	}
+	if (a.cache_dir)
+		snprintf(tmp, sizeof(tmp), "%s", a.cache_dir);
+	else
+		snprintf(tmp, sizeof(tmp), "%s/%s_%d",
+			 MOUNT_DEFAULT_CACHE_ROOT, a.host, a.port);
+	runtime_pidfile(mnt, m.runfile, sizeof(m.runfile));
+
+	memset(&o, 0, sizeof(o));
+	o.host = a.host;
+	o.port = a.port;
+	o.connect_timeout_ms = MOUNT_CONNECT_TIMEOUT_MS;
+	o.down_timeout_s = MOUNT_DOWN_TIMEOUT_S;
+	o.on_push = notify_on_push;
+	o.on_reconnect = notify_on_reconnect;
+	if (getrandom(o.client_id, sizeof(o.client_id), 0) !=
+	    (ssize_t)sizeof(o.client_id)) {
+		fprintf(stderr, "cairn mount: getrandom: %s\n", strerror(errno));
+		return 1;
+	}
+	if ((rc = notify_create(&m.ntf)) < 0)
+		goto fail_errno;
+	o.arg = m.ntf;
+	rc = rpc_connect(&o, &m.rpc, &root, err, sizeof(err));
+	if (rc < 0) {
+		if (err[0])
+			fprintf(stderr, "cairn mount: %s\n", err);
+		else
+			fprintf(stderr, "cairn mount: cannot reach server "
+				"%s:%d: %s\n", a.host, a.port, strerror(-rc));
+		m.rpc = NULL;
+		goto out;
+	}
+	/* Only now: a mistyped server address leaves nothing behind. */
+	if ((rc = mkdir_p(tmp)) < 0 || !realpath(tmp, cache)) {
+		fprintf(stderr, "cairn mount: cannot create cache directory "
+			"%s: %s\n", tmp, strerror(rc < 0 ? -rc : errno));
+		goto out;
+	}
+	if (snprintf(m.pidfile, sizeof(m.pidfile), "%s/pid", cache) >=
+	    (int)sizeof(m.pidfile)) {
+		fprintf(stderr, "cairn mount: %s: path too long\n", cache);
+		goto out;
+	}
+	if ((rc = itab_create(&root, &m.itab)) < 0) {
+		fprintf(stderr, "cairn mount: server's root is vnode %llu, "
+			"not %u\n", (unsigned long long)root.fid.vnode,
+			ITAB_ROOT_INO);
+		goto out;
+	}
+	if ((rc = fs_create(m.rpc, m.itab, m.ntf, &m.fs)) < 0)
+		goto fail_errno;
+	if (!(m.se = session_new(&a, m.fs))) {
+		fprintf(stderr, "cairn mount: cannot create FUSE session "
+			"(bad -o option?)\n");
+		goto out;
+	}
+	if (fuse_session_mount(m.se, mnt) != 0) {
+		fprintf(stderr, "cairn mount: cannot mount on %s\n", mnt);
+		goto out;
+	}
+	m.mounted = 1;
+	if (!a.foreground) {
+		/* The parent exits 0 here once the child is ready; the mount
+		 * already exists. */
+		if (fuse_daemonize(0) != 0) {
+			fprintf(stderr, "cairn mount: cannot daemonize\n");
+			goto out;
+		}
+		log_to_file(cache);
+	}
+	status = serve_mount(&m, &a, mnt);
+	goto out;
+fail_errno:
+	fprintf(stderr, "cairn mount: %s\n", strerror(-rc));
+out:
+	teardown(&m);
+	return status;
+}

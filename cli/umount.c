@@ -1,0 +1,274 @@
+/*
+ * umount.c - `cairn umount MOUNTPOINT`: unmount a Cairn mount and wait for
+ * its client daemon to exit.
+ *
+ * The mount point is resolved without touching it (a mount whose daemon
+ * died answers every stat with ENOTCONN): the parent directory is resolved
+ * and the last component appended, then looked up in /proc/self/mountinfo.
+ * The daemon is found through the pid file `cairn mount` writes in its
+ * runtime directory (see runtime_pidfile in cli/mount.c).
+ */
+#include <errno.h>
+#include <libgen.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include "cli.h"
+
+#define UMOUNT_WAIT_MS 10000
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+"usage: cairn umount MOUNTPOINT\n"
+"\n"
+"Unmount the Cairn mount at MOUNTPOINT and wait (up to 10 s) for its client\n"
+"to exit. Fails if MOUNTPOINT is not a Cairn mount or is busy.\n");
+}
+
+/* Absolute path of `path` without resolving its last component. */
+static int resolve(const char *path, char *out, size_t outsz)
+{
+	char a[PATH_MAX], b[PATH_MAX], dir[PATH_MAX];
+	size_t len = strlen(path);
+
+	if (len == 0 || len >= sizeof(a))
+		return -EINVAL;
+	memcpy(a, path, len + 1);
+	while (len > 1 && a[len - 1] == '/')
+		a[--len] = '\0';
+	memcpy(b, a, len + 1);
+	if (!realpath(dirname(a), dir))
+		return -errno;
+	const char *base = basename(b);
+	int n;
+
+	if (!strcmp(base, "/"))
+		n = snprintf(out, outsz, "/");
+	else if (!strcmp(dir, "/"))
+		n = snprintf(out, outsz, "/%s", base);
+	else
+		n = snprintf(out, outsz, "%s/%s", dir, base);
+	return n < (int)outsz ? 0 : -ENAMETOOLONG;
+}
+
+/* Undo mountinfo's octal escapes (\040 for space etc.) in place. */
+static void unescape(char *s)
+{
+	char *d = s;
+
+	while (*s) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' &&
+		    s[2] >= '0' && s[2] <= '7' && s[3] >= '0' && s[3] <= '7') {
+			*d++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 +
+				      (s[3] - '0'));
+			s += 4;
+		} else {
+			*d++ = *s++;
+		}
+	}
+	*d = '\0';
+}
+
+/*
+ * Find the last mount on `mnt`; copy its file system type into fstype.
+ * Returns 1 if mounted, 0 if not, -errno when mountinfo is unreadable.
+ */
+static int find_mount(const char *mnt, char *fstype, size_t fstypesz)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "r");
+	char *line = NULL;
+	size_t cap = 0;
+	int found = 0;
+
+	if (!f)
+		return -errno;
+	while (getline(&line, &cap, f) > 0) {
+		char *save = NULL, *tok, *mp = NULL;
+		int field = 0, after_sep = 0;
+
+		for (tok = strtok_r(line, " \n", &save); tok;
+		     tok = strtok_r(NULL, " \n", &save), field++) {
+			if (field == 4)
+				mp = tok;
+			if (after_sep) {
+				if (mp) {
+					unescape(mp);
+					if (!strcmp(mp, mnt)) {
+						found = 1;
+						snprintf(fstype, fstypesz,
+							 "%s", tok);
+					}
+				}
+				break;
+			}
+			if (field > 4 && !strcmp(tok, "-"))
+				after_sep = 1;
+		}
+	}
+	free(line);
+	fclose(f);
+	return found;
+}
+
+/* Same naming as cli/mount.c's runtime_pidfile (without creating it). */
+static void runtime_pidfile(const char *abs_mnt, char *buf, size_t bufsz)
+{
+	size_t o;
+
+	if (geteuid() == 0)
+		o = (size_t)snprintf(buf, bufsz, "/run/cairn/");
+	else
+		o = (size_t)snprintf(buf, bufsz, "/tmp/cairn-%u/",
+				     (unsigned)geteuid());
+	for (const char *s = abs_mnt; *s && o + 4 < bufsz; s++) {
+		if (*s == '/' || *s == '%')
+			o += (size_t)snprintf(buf + o, bufsz - o, "%%%02X",
+					      (unsigned char)*s);
+		else
+			buf[o++] = *s;
+	}
+	snprintf(buf + o, bufsz - o, ".pid");
+}
+
+/* The daemon's pid if its pid file names a live `cairn` process, else 0. */
+static pid_t daemon_pid(const char *mnt)
+{
+	char path[PATH_MAX], comm[64] = "", want[PATH_MAX] = "";
+	FILE *f;
+	int pid = 0;
+
+	runtime_pidfile(mnt, path, sizeof(path));
+	f = fopen(path, "r");
+	if (!f)
+		return 0;
+	if (fscanf(f, "%d\n", &pid) != 1 || !fgets(want, sizeof(want), f))
+		pid = 0;
+	fclose(f);
+	want[strcspn(want, "\n")] = '\0';
+	if (pid <= 0 || strcmp(want, mnt))
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%d/comm", pid);
+	f = fopen(path, "r");
+	if (!f)
+		return 0;
+	if (!fgets(comm, sizeof(comm), f))
+		comm[0] = '\0';
+	fclose(f);
+	return strncmp(comm, "cairn", 5) ? 0 : (pid_t)pid;
+}
+
+/* 1 while pid exists and is not a zombie. */
+static int alive(pid_t pid)
+{
+	char path[64], buf[512];
+	FILE *f;
+	char *p;
+	int live = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return 0;
+	if (fgets(buf, sizeof(buf), f) && (p = strrchr(buf, ')')))
+		live = p[1] == ' ' && p[2] != 'Z' && p[2] != 'X';
+	fclose(f);
+	return live;
+}
+
+/* fusermount3 -u MNT: for users who may not call umount2 themselves. */
+static int fusermount_u(const char *mnt)
+{
+	pid_t pid = fork();
+	int st;
+
+	if (pid < 0)
+		return -errno;
+	if (pid == 0) {
+		execlp("fusermount3", "fusermount3", "-u", mnt, (char *)NULL);
+		_exit(127);
+	}
+	if (waitpid(pid, &st, 0) < 0)
+		return -errno;
+	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -EPERM;
+}
+
+static void sleep_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+int cmd_umount(int argc, char **argv)
+{
+	char mnt[PATH_MAX], fstype[64] = "";
+	pid_t pid;
+	int rc;
+
+	if (argc == 2 && (!strcmp(argv[1], "--help") ||
+			  !strcmp(argv[1], "-h"))) {
+		usage(stdout);
+		return 0;
+	}
+	if (argc != 2 || argv[1][0] == '-') {
+		usage(stderr);
+		return 2;
+	}
+	if ((rc = resolve(argv[1], mnt, sizeof(mnt))) < 0) {
+		fprintf(stderr, "cairn umount: %s: %s\n", argv[1],
+			strerror(-rc));
+		return 1;
+	}
+	rc = find_mount(mnt, fstype, sizeof(fstype));
+	if (rc < 0) {
+		fprintf(stderr, "cairn umount: cannot read mount table: %s\n",
+			strerror(-rc));
+		return 1;
+	}
+	if (rc == 0) {
+		fprintf(stderr, "cairn umount: %s is not mounted\n", mnt);
+		return 1;
+	}
+	if (strcmp(fstype, "fuse.cairn")) {
+		fprintf(stderr, "cairn umount: %s is not a Cairn mount "
+			"(file system type %s)\n", mnt, fstype);
+		return 1;
+	}
+	pid = daemon_pid(mnt);
+	if (umount2(mnt, 0) < 0) {
+		int e = errno;
+
+		if (e == EBUSY) {
+			fprintf(stderr, "cairn umount: %s is busy (files open "
+				"or a process inside it)\n", mnt);
+			return 1;
+		}
+		if (fusermount_u(mnt) < 0) {
+			fprintf(stderr, "cairn umount: cannot unmount %s: %s\n",
+				mnt, strerror(e));
+			return 1;
+		}
+	}
+	/* The daemon sees the session end and exits; wait for it so the next
+	 * command can remount or remove its cache. */
+	for (int waited = 0; waited < UMOUNT_WAIT_MS; waited += 50) {
+		if (pid ? !alive(pid) : find_mount(mnt, fstype,
+						   sizeof(fstype)) == 0)
+			return 0;
+		sleep_ms(50);
+	}
+	if (pid)
+		fprintf(stderr, "cairn umount: %s unmounted, but its client "
+			"(pid %d) has not exited after %d s\n", mnt, (int)pid,
+			UMOUNT_WAIT_MS / 1000);
+	else
+		fprintf(stderr, "cairn umount: %s is still mounted\n", mnt);
+	return 1;
+}

@@ -1,0 +1,40 @@
+/*
+ * fs.h - the FUSE low-level operations of the Cairn client.
+ *
+ * Every operation becomes one (or, for large reads, a few) server
+ * requests through the rpc; replies that carry attributes come with a
+ * callback promise, so the kernel is told to cache entries and attributes
+ * for a long time (see notify.h for how breaks end that). Writes go
+ * through to the server (v0: no write-back yet), so close() needs nothing.
+ *
+ * The session's userdata is the struct fs. The fs borrows the rpc, inode
+ * table and notifier: they must outlive the session loop.
+ */
+#ifndef CAIRN_CLIENT_FS_H
+#define CAIRN_CLIENT_FS_H
+
+struct fs;
+struct rpc;
+struct itab;
+struct notify;
+struct fuse_lowlevel_ops;
+
+/* How long the kernel may cache what a standing promise covers. */
+#define FS_CACHE_TIMEOUT 86400.0
+
+/* Returns 0 and *out, or -ENOMEM. */
+int fs_create(struct rpc *r, struct itab *t, struct notify *n,
+	      struct fs **out);
+void fs_destroy(struct fs *fs);
+
+/* The operation table to pass to fuse_session_new (with userdata fs). */
+const struct fuse_lowlevel_ops *fs_ops(void);
+
+/*
+ * Fetch the server's statfs now (after rpc_start) so that statfs(2) can
+ * always be answered from a recent value without waiting on the network.
+ * Returns 0 or a negative errno.
+ */
+int fs_refresh_statfs(struct fs *fs);
+
+#endif

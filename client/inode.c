@@ -1,0 +1,854 @@
+/*
+ * inode.c - the client's inode table (see inode.h for the contract).
+ *
+ * States of an inode:
+ *
+ *   absent --add_entry--> live (nlookup >= 1) --forget to 0--> freed
+ *
+ * A live inode is in the inode hash; the forget that brings nlookup to zero
+ * unlinks and frees it at once. No pointer to an inode ever leaves this
+ * file (callers get copies), so there are no other users to drain. The
+ * root is created with the table and pinned (the kernel never forgets it).
+ *
+ * Entries: every (parent, name) the kernel was handed is an `iname` in the
+ * entry hash, on its directory's `kids` list, and for a positive entry on
+ * its owner inode's `names` list (a negative entry has owner NULL). One
+ * (parent, name) is recorded at most once, mirroring the kernel's dcache:
+ * handing out a name again replaces the old record.
+ *
+ * Why kids: the server covers a directory's entries with the promise on
+ * the directory, and drops that promise on any break of it. So a break on
+ * a directory uncovers every entry in it, and all of them are handed back
+ * to the caller for invalidation.
+ *
+ * Callback state per inode:
+ *   promise      set by replies that arrived with no break in between,
+ *                cleared by breaks and reconnects;
+ *   cache_valid  set when open filled the page cache at cache_dv after a
+ *                fresh GETATTR; cleared with the promise;
+ *   xabsent      bit mask of well-known xattrs known to be absent, valid
+ *                with the promise.
+ *
+ * Invariants: cache_valid and xabsent imply promise; an inode owns at most
+ * ITAB_NAMES_MAX names; a negative entry is always on its directory's kids;
+ * t->nnegs is the sum of every inode's nnegs and t->nnames the number of
+ * inames in the entry hash.
+ *
+ * Locking: everything is guarded by itab.lock.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "inode.h"
+
+struct inode;
+
+struct iname {
+	struct iname *hnext;          /* entry hash chain */
+	struct iname *next, **pprev;  /* owner's names (positive only) */
+	struct iname *knext, **kpprev;/* directory's kids */
+	struct inode *owner;          /* NULL for a negative entry */
+	struct inode *dir;            /* parent inode while on its kids */
+	uint64_t parent;
+	uint16_t len;
+	char name[];                  /* len bytes + NUL */
+};
+
+struct inode {
+	struct inode *hnext;          /* inode hash chain */
+	uint64_t ino;
+	struct cairn_fid fid;
+	uint64_t nlookup;
+	struct iname *names;          /* its own names, newest first */
+	unsigned nnames;
+	struct iname *kids;           /* entries in this directory */
+	unsigned nnegs;               /* negative ones among kids */
+	uint64_t dv;
+	uint64_t cache_dv;
+	unsigned nopen;               /* FUSE opens not yet released */
+	struct iname *silly;          /* hidden name to remove at last
+				       * release; not in the entry hash */
+	unsigned promise : 1;
+	unsigned cache_valid : 1;
+	unsigned xabsent : 8;
+	unsigned pinned : 1;
+};
+
+struct htab {
+	void **b;
+	size_t n;                     /* power of two */
+};
+
+struct itab {
+	pthread_mutex_t lock;
+	struct htab inodes;
+	struct htab entries;
+	size_t count;                 /* inodes */
+	size_t nnames;                /* inames, positive and negative */
+	size_t nnegs;
+};
+
+#define ITAB_INITIAL_BUCKETS 1024u
+
+static size_t hash_ino(uint64_t ino)
+{
+	ino *= 0x9e3779b97f4a7c15ull;
+	return (size_t)(ino >> 29);
+}
+
+static size_t hash_entry(uint64_t parent, const char *name, size_t len)
+{
+	uint64_t h = 0xcbf29ce484222325ull ^ parent;
+
+	for (size_t i = 0; i < len; i++) {
+		h ^= (unsigned char)name[i];
+		h *= 0x100000001b3ull;
+	}
+	return (size_t)(h ^ (h >> 31));
+}
+
+static int htab_init(struct htab *h)
+{
+	h->b = calloc(ITAB_INITIAL_BUCKETS, sizeof(*h->b));
+	h->n = ITAB_INITIAL_BUCKETS;
+	return h->b ? 0 : -ENOMEM;
+}
+
+static struct inode **ibucket(struct itab *t, uint64_t ino)
+{
+	return (struct inode **)&t->inodes.b[hash_ino(ino) & (t->inodes.n - 1)];
+}
+
+static struct iname **ebucket(struct itab *t, uint64_t parent,
+			      const char *name, size_t len)
+{
+	size_t h = hash_entry(parent, name, len) & (t->entries.n - 1);
+
+	return (struct iname **)&t->entries.b[h];
+}
+
+static struct inode *find(struct itab *t, uint64_t ino)
+{
+	struct inode *n = *ibucket(t, ino);
+
+	while (n && n->ino != ino)
+		n = n->hnext;
+	return n;
+}
+
+static int iname_eq(const struct iname *in, uint64_t parent, const char *name,
+		    size_t len)
+{
+	return in->parent == parent && in->len == len &&
+	       !memcmp(in->name, name, len);
+}
+
+static struct iname *find_entry(struct itab *t, uint64_t parent,
+				const char *name, size_t len)
+{
+	struct iname *in = *ebucket(t, parent, name, len);
+
+	while (in && !iname_eq(in, parent, name, len))
+		in = in->hnext;
+	return in;
+}
+
+/* Double a hash table; on allocation failure keep the old one (chains just
+ * get longer). */
+static void grow_inodes(struct itab *t)
+{
+	size_t nb = t->inodes.n * 2;
+	void **b = calloc(nb, sizeof(*b));
+
+	if (!b)
+		return;
+	for (size_t i = 0; i < t->inodes.n; i++) {
+		struct inode *n = t->inodes.b[i], *next;
+
+		for (; n; n = next) {
+			size_t h = hash_ino(n->ino) & (nb - 1);
+
+			next = n->hnext;
+			n->hnext = b[h];
+			b[h] = n;
+		}
+	}
+	free(t->inodes.b);
+	t->inodes.b = b;
+	t->inodes.n = nb;
+}
+
+static void grow_entries(struct itab *t)
+{
+	size_t nb = t->entries.n * 2;
+	void **b = calloc(nb, sizeof(*b));
+
+	if (!b)
+		return;
+	for (size_t i = 0; i < t->entries.n; i++) {
+		struct iname *in = t->entries.b[i], *next;
+
+		for (; in; in = next) {
+			size_t h = hash_entry(in->parent, in->name, in->len) &
+				   (nb - 1);
+
+			next = in->hnext;
+			in->hnext = b[h];
+			b[h] = in;
+		}
+	}
+	free(t->entries.b);
+	t->entries.b = b;
+	t->entries.n = nb;
+}
+
+static struct iname *iname_new(uint64_t parent, const char *name, size_t len)
+{
+	struct iname *in = calloc(1, sizeof(*in) + len + 1);
+
+	if (!in)
+		return NULL;
+	in->parent = parent;
+	in->len = (uint16_t)len;
+	memcpy(in->name, name, len);
+	in->name[len] = '\0';
+	return in;
+}
+
+static void names_push(struct inode *owner, struct iname *in)
+{
+	in->owner = owner;
+	in->next = owner->names;
+	if (owner->names)
+		owner->names->pprev = &in->next;
+	owner->names = in;
+	in->pprev = &owner->names;
+	owner->nnames++;
+}
+
+static void names_unlink(struct iname *in)
+{
+	*in->pprev = in->next;
+	if (in->next)
+		in->next->pprev = in->pprev;
+	in->owner->nnames--;
+	in->owner = NULL;
+	in->next = NULL;
+	in->pprev = NULL;
+}
+
+/*
+ * Record a new entry (not yet in the table): hashed, on its owner's names
+ * (owner NULL: negative) and on its directory's kids (dir may be NULL when
+ * the parent is unknown, for positive entries only).
+ */
+static void iname_insert(struct itab *t, struct iname *in, struct inode *owner,
+			 struct inode *dir)
+{
+	struct iname **b = ebucket(t, in->parent, in->name, in->len);
+
+	in->hnext = *b;
+	*b = in;
+	t->nnames++;
+	if (owner)
+		names_push(owner, in);
+	in->dir = dir;
+	if (dir) {
+		in->knext = dir->kids;
+		if (dir->kids)
+			dir->kids->kpprev = &in->knext;
+		dir->kids = in;
+		in->kpprev = &dir->kids;
+		if (!owner) {
+			dir->nnegs++;
+			t->nnegs++;
+		}
+	}
+	if (t->nnames > t->entries.n * 2)
+		grow_entries(t);
+}
+
+/* Remove `in` from the hash and both lists, and free it. */
+static void iname_drop(struct itab *t, struct iname *in)
+{
+	struct iname **p = ebucket(t, in->parent, in->name, in->len);
+
+	while (*p != in)
+		p = &(*p)->hnext;
+	*p = in->hnext;
+	t->nnames--;
+	if (in->dir) {
+		*in->kpprev = in->knext;
+		if (in->knext)
+			in->knext->kpprev = in->kpprev;
+		if (!in->owner) {
+			in->dir->nnegs--;
+			t->nnegs--;
+		}
+	}
+	if (in->owner)
+		names_unlink(in);
+	free(in);
+}
+
+/* Keep at most ITAB_NAMES_MAX names per inode: after a reconnect the
+ * dropped (oldest) dentry is not invalidated by name, but the inode itself
+ * still is. */
+static void trim_names(struct itab *t, struct inode *n)
+{
+	while (n->nnames > ITAB_NAMES_MAX) {
+		struct iname *last = n->names;
+
+		while (last->next)
+			last = last->next;
+		iname_drop(t, last);
+	}
+}
+
+static void clear_promise(struct inode *n)
+{
+	n->promise = 0;
+	n->cache_valid = 0;
+	n->xabsent = 0;
+}
+
+/* Take the data version of a reply (see itab_update). */
+static void apply_attr(struct inode *n, const struct cairn_attr *a, int promise)
+{
+	n->dv = a->dv;
+	if (promise) {
+		n->promise = 1;
+		if (n->cache_valid)
+			n->cache_dv = a->dv;
+	} else {
+		clear_promise(n);
+	}
+}
+
+static void inode_free(struct itab *t, struct inode *n)
+{
+	free(n->silly);
+	while (n->names)
+		iname_drop(t, n->names);
+	/* The kernel forgot the directory, so its dentries are gone. */
+	while (n->kids)
+		iname_drop(t, n->kids);
+	free(n);
+}
+
+int itab_create(const struct cairn_attr *root, struct itab **out)
+{
+	struct itab *t;
+	struct inode *n;
+
+	if (root->fid.vnode != ITAB_ROOT_INO)
+		return -EINVAL;
+	t = calloc(1, sizeof(*t));
+	n = calloc(1, sizeof(*n));
+	if (!t || !n || htab_init(&t->inodes) || htab_init(&t->entries)) {
+		if (t) {
+			free(t->inodes.b);
+			free(t->entries.b);
+		}
+		free(t);
+		free(n);
+		return -ENOMEM;
+	}
+	pthread_mutex_init(&t->lock, NULL);
+	n->ino = ITAB_ROOT_INO;
+	n->fid = root->fid;
+	n->nlookup = 1;
+	n->pinned = 1;
+	n->dv = root->dv;
+	n->promise = 1;
+	*ibucket(t, n->ino) = n;
+	t->count = 1;
+	*out = t;
+	return 0;
+}
+
+void itab_destroy(struct itab *t)
+{
+	if (!t)
+		return;
+	for (size_t i = 0; i < t->inodes.n; i++) {
+		struct inode *n = t->inodes.b[i], *next;
+
+		for (; n; n = next) {
+			next = n->hnext;
+			inode_free(t, n);
+		}
+	}
+	free(t->inodes.b);
+	free(t->entries.b);
+	pthread_mutex_destroy(&t->lock);
+	free(t);
+}
+
+int itab_add_entry(struct itab *t, uint64_t parent, const char *name,
+		   size_t len, const struct cairn_attr *a, int promise)
+{
+	uint64_t ino = a->fid.vnode;
+	struct inode *n, *fresh;
+	struct iname *in, *old;
+
+	if (ino == 0 || len == 0 || len > CAIRN_NAME_MAX)
+		return -EINVAL;
+	/* Allocate before locking; freed below if unused. */
+	fresh = calloc(1, sizeof(*fresh));
+	in = iname_new(parent, name, len);
+	if (!fresh || !in) {
+		free(fresh);
+		free(in);
+		return -ENOMEM;
+	}
+	pthread_mutex_lock(&t->lock);
+	n = find(t, ino);
+	if (!n) {
+		n = fresh;
+		fresh = NULL;
+		n->ino = ino;
+		n->fid = a->fid;
+		n->hnext = *ibucket(t, ino);
+		*ibucket(t, ino) = n;
+		if (++t->count > t->inodes.n * 2)
+			grow_inodes(t);
+	} else if (n->fid.uniq != a->fid.uniq) {
+		/* Vnode numbers are never reused, so this is a broken server;
+		 * follow it rather than keep a FID that can only be ESTALE. */
+		n->fid = a->fid;
+		clear_promise(n);
+	}
+	n->nlookup++;
+	apply_attr(n, a, promise);
+
+	old = find_entry(t, parent, name, len);
+	if (old && old->owner == n) {
+		free(in);
+	} else {
+		/* A negative entry, or a name that now means another inode. */
+		if (old)
+			iname_drop(t, old);
+		iname_insert(t, in, n, find(t, parent));
+	}
+	trim_names(t, n);
+	pthread_mutex_unlock(&t->lock);
+	free(fresh);
+	return 0;
+}
+
+void itab_forget(struct itab *t, uint64_t ino, uint64_t cnt)
+{
+	struct inode **p;
+
+	pthread_mutex_lock(&t->lock);
+	for (p = ibucket(t, ino); *p; p = &(*p)->hnext)
+		if ((*p)->ino == ino)
+			break;
+	if (*p && !(*p)->pinned) {
+		struct inode *n = *p;
+
+		n->nlookup = cnt >= n->nlookup ? 0 : n->nlookup - cnt;
+		if (n->nlookup == 0) {
+			*p = n->hnext;
+			t->count--;
+			inode_free(t, n);
+		}
+	}
+	pthread_mutex_unlock(&t->lock);
+}
+
+int itab_add_negative(struct itab *t, uint64_t parent, const char *name,
+		      size_t len)
+{
+	struct iname *in, *old;
+	struct inode *dir;
+	int rc = 0;
+
+	if (len == 0 || len > CAIRN_NAME_MAX)
+		return -EINVAL;
+	in = iname_new(parent, name, len);
+	if (!in)
+		return -ENOMEM;
+	pthread_mutex_lock(&t->lock);
+	dir = find(t, parent);
+	if (!dir) {
+		rc = -ESTALE;
+		goto out;
+	}
+	old = find_entry(t, parent, name, len);
+	if (old && !old->owner)
+		goto out; /* already recorded; `in` freed below */
+	/* The kernel drops a positive dentry it is told is negative. */
+	if (old)
+		iname_drop(t, old);
+	if (dir->nnegs >= ITAB_NEGS_DIR_MAX ||
+	    t->nnegs >= ITAB_NEGS_TOTAL_MAX) {
+		rc = -ENOSPC;
+		goto out;
+	}
+	iname_insert(t, in, NULL, dir);
+	in = NULL;
+out:
+	pthread_mutex_unlock(&t->lock);
+	free(in);
+	return rc;
+}
+
+void itab_remove_entry(struct itab *t, uint64_t parent, const char *name,
+		       size_t len)
+{
+	struct iname *in;
+
+	pthread_mutex_lock(&t->lock);
+	in = find_entry(t, parent, name, len);
+	if (in)
+		iname_drop(t, in);
+	pthread_mutex_unlock(&t->lock);
+}
+
+/* Re-key positive entry `in` under (parent, name), which must not be
+ * recorded. */
+static void iname_rekey(struct itab *t, struct iname *in, uint64_t parent,
+			const char *name, size_t len)
+{
+	struct iname *moved = iname_new(parent, name, len);
+	struct inode *owner = in->owner;
+
+	iname_drop(t, in);
+	/* Allocation under the lock: a rename is rare enough, and if it
+	 * fails the name is merely not recorded (the inode still is). */
+	if (moved)
+		iname_insert(t, moved, owner, find(t, parent));
+}
+
+void itab_rename(struct itab *t, uint64_t oldparent, const char *oldname,
+		 size_t oldlen, uint64_t newparent, const char *newname,
+		 size_t newlen, int exchange)
+{
+	struct iname *src, *dst;
+
+	pthread_mutex_lock(&t->lock);
+	src = find_entry(t, oldparent, oldname, oldlen);
+	dst = find_entry(t, newparent, newname, newlen);
+	if (exchange && src && dst && src->owner && dst->owner) {
+		struct inode *a = src->owner, *b = dst->owner;
+
+		names_unlink(src);
+		names_unlink(dst);
+		names_push(b, src);
+		names_push(a, dst);
+	} else if (exchange) {
+		if (src)
+			iname_drop(t, src);
+		if (dst)
+			iname_drop(t, dst);
+	} else {
+		if (dst)
+			iname_drop(t, dst);
+		if (src && src->owner)
+			iname_rekey(t, src, newparent, newname, newlen);
+		else if (src)
+			iname_drop(t, src);
+	}
+	pthread_mutex_unlock(&t->lock);
+}
+
+int itab_fid(struct itab *t, uint64_t ino, struct cairn_fid *fid)
+{
+	struct inode *n;
+	int rc = -ESTALE;
+
+	pthread_mutex_lock(&t->lock);
+	n = find(t, ino);
+	if (n) {
+		*fid = n->fid;
+		rc = 0;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return rc;
+}
+
+int itab_parent(struct itab *t, uint64_t ino, uint64_t *parent)
+{
+	struct inode *n;
+	int rc = -ESTALE;
+
+	pthread_mutex_lock(&t->lock);
+	n = find(t, ino);
+	if (n) {
+		*parent = n->names ? n->names->parent : ino;
+		rc = 0;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return rc;
+}
+
+void itab_update(struct itab *t, const struct cairn_attr *a, int promise)
+{
+	struct inode *n;
+
+	pthread_mutex_lock(&t->lock);
+	n = find(t, a->fid.vnode);
+	if (n && n->fid.uniq == a->fid.uniq)
+		apply_attr(n, a, promise);
+	pthread_mutex_unlock(&t->lock);
+}
+
+void itab_set_cached(struct itab *t, uint64_t ino, uint64_t dv)
+{
+	struct inode *n;
+
+	pthread_mutex_lock(&t->lock);
+	n = find(t, ino);
+	if (n && n->promise && n->dv == dv) {
+		n->cache_valid = 1;
+		n->cache_dv = dv;
+	}
+	pthread_mutex_unlock(&t->lock);
+}
+
+int itab_keep_cache(struct itab *t, uint64_t ino)
+{
+	struct inode *n;
+	int keep = 0;
+
+	pthread_mutex_lock(&t->lock);
+	n = find(t, ino);
+	if (n)
+		keep = n->promise && n->cache_valid && n->cache_dv == n->dv;
+	pthread_mutex_unlock(&t->lock);
+	return keep;
+}
+
+unsigned itab_xattr_absent(struct itab *t, uint64_t ino, unsigned mask)
+{
+	struct inode *n;
+	unsigned v = 0;
+
+	pthread_mutex_lock(&t->lock);
+	n = find(t, ino);
+	if (n && n->promise)
+		v = n->xabsent & mask;
+	pthread_mutex_unlock(&t->lock);
+	return v;
+}
+
+void itab_set_xattr_absent(struct itab *t, uint64_t ino, unsigned mask, int v)
+{
+	struct inode *n;
+
+	pthread_mutex_lock(&t->lock);
+	n = find(t, ino);
+	if (n && v && n->promise)
+		n->xabsent |= mask & 0xffu;
+	else if (n && !v)
+		n->xabsent &= ~mask & 0xffu;
+	pthread_mutex_unlock(&t->lock);
+}
+
+/* Visit and drop every entry in directory n (lock held). */
+static void drop_kids(struct itab *t, struct inode *n, itab_visit_fn fn,
+		      void *arg)
+{
+	while (n->kids) {
+		struct iname *in = n->kids;
+
+		if (fn)
+			fn(arg, in->owner ? in->owner->ino : 0, in->parent,
+			   in->name, in->len);
+		iname_drop(t, in);
+	}
+}
+
+int itab_break(struct itab *t, uint64_t ino, itab_visit_fn fn, void *arg)
+{
+	struct inode *n;
+
+	pthread_mutex_lock(&t->lock);
+	n = find(t, ino);
+	if (n) {
+		clear_promise(n);
+		drop_kids(t, n, fn, arg);
+	}
+	pthread_mutex_unlock(&t->lock);
+	return n ? 0 : -ENOENT;
+}
+
+int itab_promised(struct itab *t, uint64_t ino)
+{
+	struct inode *n;
+	int v = 0;
+
+	pthread_mutex_lock(&t->lock);
+	n = find(t, ino);
+	if (n)
+		v = n->promise;
+	pthread_mutex_unlock(&t->lock);
+	return v;
+}
+
+void itab_set_promised(struct itab *t, uint64_t ino)
+{
+	struct inode *n;
+
+	pthread_mutex_lock(&t->lock);
+	n = find(t, ino);
+	if (n)
+		n->promise = 1;
+	pthread_mutex_unlock(&t->lock);
+}
+
+void itab_break_all(struct itab *t, itab_visit_fn fn, void *arg)
+{
+	pthread_mutex_lock(&t->lock);
+	for (size_t i = 0; i < t->inodes.n; i++) {
+		for (struct inode *n = t->inodes.b[i]; n; n = n->hnext) {
+			clear_promise(n);
+			fn(arg, n->ino, 0, NULL, 0);
+			for (struct iname *in = n->names; in; in = in->next)
+				fn(arg, n->ino, in->parent, in->name, in->len);
+			for (struct iname *in = n->kids; in; in = in->knext)
+				if (!in->owner)
+					fn(arg, 0, in->parent, in->name,
+					   in->len);
+		}
+	}
+	/* Every dentry is being invalidated: forget them all. */
+	for (size_t i = 0; i < t->inodes.n; i++) {
+		for (struct inode *n = t->inodes.b[i]; n; n = n->hnext) {
+			while (n->kids)
+				iname_drop(t, n->kids);
+			while (n->names)
+				iname_drop(t, n->names);
+		}
+	}
+	pthread_mutex_unlock(&t->lock);
+}
+
+void itab_open_inc(struct itab *t, uint64_t ino)
+{
+	struct inode *n;
+
+	pthread_mutex_lock(&t->lock);
+	n = find(t, ino);
+	if (n)
+		n->nopen++;
+	pthread_mutex_unlock(&t->lock);
+}
+
+int itab_open_dec(struct itab *t, uint64_t ino, uint64_t *parent, char *name,
+		  size_t namesz)
+{
+	struct iname *silly = NULL;
+	struct inode *n;
+
+	pthread_mutex_lock(&t->lock);
+	n = find(t, ino);
+	if (n && n->nopen > 0 && --n->nopen == 0) {
+		silly = n->silly;
+		n->silly = NULL;
+	}
+	pthread_mutex_unlock(&t->lock);
+	if (!silly)
+		return 0;
+	*parent = silly->parent;
+	snprintf(name, namesz, "%s", silly->name);
+	free(silly);
+	return 1;
+}
+
+unsigned itab_open_count(struct itab *t, uint64_t ino)
+{
+	struct inode *n;
+	unsigned c = 0;
+
+	pthread_mutex_lock(&t->lock);
+	n = find(t, ino);
+	if (n)
+		c = n->nopen;
+	pthread_mutex_unlock(&t->lock);
+	return c;
+}
+
+int itab_set_silly(struct itab *t, uint64_t ino, uint64_t parent,
+		   const char *name, size_t len)
+{
+	struct iname *in = iname_new(parent, name, len);
+	struct inode *n;
+	int rc = 0;
+
+	if (!in)
+		return -ENOMEM;
+	pthread_mutex_lock(&t->lock);
+	n = find(t, ino);
+	if (!n)
+		rc = -ENOENT;
+	else if (n->silly)
+		rc = -EBUSY;
+	else
+		n->silly = in;
+	pthread_mutex_unlock(&t->lock);
+	if (rc)
+		free(in);
+	return rc;
+}
+
+int itab_silly(struct itab *t, uint64_t ino)
+{
+	struct inode *n;
+	int v = 0;
+
+	pthread_mutex_lock(&t->lock);
+	n = find(t, ino);
+	if (n)
+		v = n->silly != NULL;
+	pthread_mutex_unlock(&t->lock);
+	return v;
+}
+
+int itab_info(struct itab *t, uint64_t ino, struct itab_info *out)
+{
+	struct inode *n;
+
+	pthread_mutex_lock(&t->lock);
+	n = find(t, ino);
+	if (n) {
+		out->fid = n->fid;
+		out->nlookup = n->nlookup;
+		out->nnames = n->nnames;
+		out->nnegs = n->nnegs;
+		out->promise = n->promise;
+		out->cache_valid = n->cache_valid;
+		out->dv = n->dv;
+		out->cache_dv = n->cache_dv;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return n ? 0 : -ENOENT;
+}
+
+size_t itab_count(struct itab *t)
+{
+	size_t c;
+
+	pthread_mutex_lock(&t->lock);
+	c = t->count;
+	pthread_mutex_unlock(&t->lock);
+	return c;
+}
+
+int64_t itab_entry(struct itab *t, uint64_t parent, const char *name,
+		   size_t len)
+{
+	struct iname *in;
+	int64_t rc = -ENOENT;
+
+	pthread_mutex_lock(&t->lock);
+	in = find_entry(t, parent, name, len);
+	if (in)
+		rc = in->owner ? (int64_t)in->owner->ino : 0;
+	pthread_mutex_unlock(&t->lock);
+	return rc;
+}

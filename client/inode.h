@@ -1,0 +1,186 @@
+/*
+ * inode.h - the client's inode table: what the kernel has been told.
+ *
+ * The FUSE inode number of an object is its FID's vnode number (the root,
+ * vnode 1, is FUSE_ROOT_ID) and the FUSE generation is the FID's uniq, so
+ * the table maps ino -> FID without any allocation of numbers. Per inode it
+ * keeps:
+ *
+ *   - nlookup: the kernel's lookup count (every entry handed out by lookup,
+ *     create, mknod, mkdir, symlink, link or readdirplus adds one; forget
+ *     subtracts). It is the inode's reference count: when it reaches zero
+ *     the inode leaves the table and is freed. The root is pinned.
+ *   - names: the (parent ino, name) pairs the kernel got it under (at most
+ *     ITAB_NAMES_MAX, oldest dropped), and for a directory every entry
+ *     (positive or negative) handed out in it, so that a break or a lost
+ *     connection can invalidate the dentries the kernel caches.
+ *   - the callback state: whether the server's promise stands, the last
+ *     known data version, and whether the kernel's page cache holds data of
+ *     that version (set when a file is opened after a fresh GETATTR).
+ *
+ * Every function is thread-safe (one mutex inside; no function blocks or
+ * calls out while holding it, except the visitors of itab_break and
+ * itab_break_all, which must not block). Nothing here talks to the kernel or the server.
+ *
+ * Inode numbers are uint64_t (fuse_ino_t) so that this module does not
+ * depend on libfuse and the unit test can drive it directly.
+ */
+#ifndef CAIRN_CLIENT_INODE_H
+#define CAIRN_CLIENT_INODE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "../lib/proto.h"
+
+#define ITAB_ROOT_INO   1u
+/* Names remembered per inode (hard links, renames); older ones dropped. */
+#define ITAB_NAMES_MAX  16u
+/* Negative entries remembered per directory and in total; beyond that the
+ * caller must not let the kernel cache the negative entry for long. */
+#define ITAB_NEGS_DIR_MAX   4096u
+#define ITAB_NEGS_TOTAL_MAX 65536u
+
+struct itab;
+
+/* A copy of one inode's state, for diagnostics and tests. */
+struct itab_info {
+	struct cairn_fid fid;
+	uint64_t nlookup;
+	unsigned nnames;      /* (parent, name) pairs recorded for it */
+	unsigned nnegs;       /* negative entries recorded in this directory */
+	int promise;          /* 1 while the server's callback promise stands */
+	int cache_valid;      /* 1 while the page cache matches cache_dv */
+	uint64_t dv;
+	uint64_t cache_dv;
+};
+
+/*
+ * Create a table holding the root (from the HELLO reply; its vnode must be
+ * ITAB_ROOT_INO). Returns 0 and *out, or -ENOMEM / -EINVAL.
+ */
+int itab_create(const struct cairn_attr *root, struct itab **out);
+/* Free the table and every inode in it. */
+void itab_destroy(struct itab *t);
+
+/*
+ * The kernel is being handed object `a` as entry `name` (len bytes, not
+ * necessarily NUL-terminated) of directory `parent`: take one lookup
+ * reference (creating the inode if needed), record the name, drop a
+ * negative entry of that name, and take a->dv as the known data version.
+ * `promise` says whether the callback promise carried by the reply still
+ * stands (no break arrived meanwhile). Returns 0, -ENOMEM (nothing taken)
+ * or -EINVAL (ino 0 or a name over CAIRN_NAME_MAX).
+ */
+int itab_add_entry(struct itab *t, uint64_t parent, const char *name,
+		   size_t len, const struct cairn_attr *a, int promise);
+/* Drop `n` lookup references (FUSE forget). Unknown inos are ignored. */
+void itab_forget(struct itab *t, uint64_t ino, uint64_t n);
+
+/*
+ * Record a negative entry handed to the kernel. Returns 0, -ENOSPC when
+ * over ITAB_NEGS_*_MAX (do not cache it for long), -ESTALE when the
+ * directory is unknown, -ENOMEM.
+ */
+int itab_add_negative(struct itab *t, uint64_t parent, const char *name,
+		      size_t len);
+
+/*
+ * Names changed by our own requests: unlink/rmdir removed (parent, name);
+ * rename moved (or with exchange = 1 swapped) the entries. These keep the
+ * recorded names equal to the kernel's dentries. Never fail.
+ */
+void itab_remove_entry(struct itab *t, uint64_t parent, const char *name,
+		       size_t len);
+void itab_rename(struct itab *t, uint64_t oldparent, const char *oldname,
+		 size_t oldlen, uint64_t newparent, const char *newname,
+		 size_t newlen, int exchange);
+
+/* The FID of ino: 0, or -ESTALE when the kernel should not know it. */
+int itab_fid(struct itab *t, uint64_t ino, struct cairn_fid *fid);
+/* Parent ino of the first recorded name (root: itself). 0 or -ESTALE. */
+int itab_parent(struct itab *t, uint64_t ino, uint64_t *parent);
+
+/*
+ * A reply from the server carried attributes `a` of a known inode
+ * (unknown inodes are ignored). promise = 1: no break arrived meanwhile,
+ * so the promise stands and `a` is the result of our own change or no
+ * change at all; the page cache, if valid, follows to a->dv. promise = 0:
+ * the promise is gone and the page cache is no longer trusted.
+ */
+void itab_update(struct itab *t, const struct cairn_attr *a, int promise);
+/* The page cache of ino now holds (or will be filled with) version dv. */
+void itab_set_cached(struct itab *t, uint64_t ino, uint64_t dv);
+/* 1 when open may keep the page cache: the promise stands and the data
+ * version has not changed since the cache was filled. */
+int itab_keep_cache(struct itab *t, uint64_t ino);
+
+/*
+ * Absent-xattr cache for a few well-known names the kernel and tools ask
+ * for constantly (security.capability on every write, security.selinux on
+ * every ls -l), as a bit mask chosen by the caller (at most 8 bits).
+ * itab_xattr_absent() returns the bits of `mask` known absent while the
+ * promise stands; itab_set_xattr_absent() records `mask` as absent (v = 1,
+ * only while the promise stands) or forgets it (v = 0).
+ */
+unsigned itab_xattr_absent(struct itab *t, uint64_t ino, unsigned mask);
+void itab_set_xattr_absent(struct itab *t, uint64_t ino, unsigned mask, int v);
+
+/*
+ * Visitor for invalidations: ino is the named inode (0 for a negative
+ * entry); name NULL (parent 0) means the inode itself. It runs with the
+ * table's lock held: it must only copy and queue.
+ */
+typedef void (*itab_visit_fn)(void *arg, uint64_t ino, uint64_t parent,
+			      const char *name, size_t len);
+
+/*
+ * A callback break on object ino (for an entry break, on its directory):
+ * the promise and the page cache are gone, and since the server covers a
+ * directory's entries with the directory's promise, every entry recorded
+ * in it is uncovered: each is passed to fn (may be NULL) and forgotten.
+ * Returns 0, or -ENOENT when the kernel was never told about ino.
+ */
+int itab_break(struct itab *t, uint64_t ino, itab_visit_fn fn, void *arg);
+/* Whether the promise on ino stands (0 for unknown inodes). */
+int itab_promised(struct itab *t, uint64_t ino);
+/* The server promised ino in a reply that carried no attributes for it
+ * (READDIR, a negative LOOKUP): the promise stands again. */
+void itab_set_promised(struct itab *t, uint64_t ino);
+
+/*
+ * Every promise is gone (reconnect). Clears all callback state, calls fn
+ * once per inode (parent 0, name NULL) and once per recorded entry, and
+ * forgets every entry.
+ */
+void itab_break_all(struct itab *t, itab_visit_fn fn, void *arg);
+
+/*
+ * Open files and "silly renames". The server keeps no open state, so a
+ * file unlinked while open here is renamed to a hidden name instead
+ * (NFS-style) and removed at its last release.
+ *
+ * itab_open_inc/dec count FUSE opens of ino. itab_set_silly records the
+ * hidden name (parent, name) of an open ino (-ENOENT if unknown, -EBUSY if
+ * it already has one). itab_open_dec returns 1 when that was the last open
+ * and a silly name is pending: it is copied to *parent / name (namesz >=
+ * CAIRN_NAME_MAX + 1) and forgotten, and the caller removes it; else 0.
+ * itab_silly returns 1 while ino has a pending silly name.
+ */
+void itab_open_inc(struct itab *t, uint64_t ino);
+int itab_open_dec(struct itab *t, uint64_t ino, uint64_t *parent, char *name,
+		  size_t namesz);
+unsigned itab_open_count(struct itab *t, uint64_t ino);
+int itab_set_silly(struct itab *t, uint64_t ino, uint64_t parent,
+		   const char *name, size_t len);
+int itab_silly(struct itab *t, uint64_t ino);
+
+/* State of one inode: 0, or -ENOENT. */
+int itab_info(struct itab *t, uint64_t ino, struct itab_info *out);
+/* Number of inodes in the table (the root included). */
+size_t itab_count(struct itab *t);
+/* The inode entry (parent, name) is recorded for: its ino, 0 when it is
+ * recorded as a negative entry, -ENOENT when not recorded. */
+int64_t itab_entry(struct itab *t, uint64_t parent, const char *name,
+		   size_t len);
+
+#endif

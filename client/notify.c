@@ -1,0 +1,434 @@
+/*
+ * notify.c - callback-break notifier (see notify.h for the contract).
+ *
+ * Threads and locks:
+ *   seq_lock (rwlock, writer-preferring) orders breaks against replies:
+ *     the rpc reader takes it for writing to advance `seq`, update the inode
+ *     table and queue work; FUSE handlers hold it for reading while they
+ *     reply to the kernel. Lock order: seq_lock -> itab's lock -> q_lock.
+ *   q_lock guards the work queue; the notifier thread holds it only to pop.
+ *   The notifier thread calls into the kernel with no lock held.
+ */
+#define FUSE_USE_VERSION 35
+#include <errno.h>
+#include <fuse_lowlevel.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include "inode.h"
+#include "notify.h"
+#include "../lib/log.h"
+#include "../lib/wire.h"
+
+enum nkind {
+	NK_INODE,   /* attributes and data of ino */
+	NK_ENTRY,   /* dentry (parent, name), then the parent's attributes */
+	NK_DENTRY,  /* dentry (parent, name) only (reconnect: parents are
+		     * invalidated as inodes of their own) */
+};
+
+struct nitem {
+	struct nitem *next;
+	enum nkind kind;
+	uint64_t ino;     /* NK_INODE */
+	uint64_t parent;  /* NK_ENTRY, NK_DENTRY */
+	uint16_t len;
+	char name[];      /* len bytes + NUL */
+};
+
+struct notify {
+	pthread_rwlock_t seq_lock;
+	uint64_t seq;               /* written under seq_lock (write), atomic */
+	struct itab *itab;          /* set once by notify_start */
+	struct fuse_session *se;    /* set once by notify_start */
+
+	pthread_mutex_t q_lock;
+	pthread_cond_t q_cond;
+	struct nitem *head, *tail;  /* guarded by q_lock */
+	size_t qlen;                /* guarded by q_lock */
+	int stopping;               /* guarded by q_lock */
+	int started;
+	pthread_t thread;
+
+	struct notify_stats st;     /* atomics */
+};
+
+struct nlist {
+	struct nitem *head, *tail;
+	size_t n;
+};
+
+static struct nitem *nitem_new(enum nkind kind, uint64_t ino, uint64_t parent,
+			       const char *name, size_t len)
+{
+	struct nitem *it = malloc(sizeof(*it) + len + 1);
+
+	if (!it)
+		return NULL;
+	it->next = NULL;
+	it->kind = kind;
+	it->ino = ino;
+	it->parent = parent;
+	it->len = (uint16_t)len;
+	if (len)
+		memcpy(it->name, name, len);
+	it->name[len] = '\0';
+	return it;
+}
+
+static void nlist_add(struct nlist *l, struct nitem *it)
+{
+	if (l->tail)
+		l->tail->next = it;
+	else
+		l->head = it;
+	l->tail = it;
+	l->n++;
+}
+
+static void nlist_free(struct nlist *l)
+{
+	while (l->head) {
+		struct nitem *next = l->head->next;
+
+		free(l->head);
+		l->head = next;
+	}
+	l->tail = NULL;
+	l->n = 0;
+}
+
+/* Hand a list to the notifier thread (takes ownership). */
+static void enqueue(struct notify *n, struct nlist *l)
+{
+	if (!l->head)
+		return;
+	pthread_mutex_lock(&n->q_lock);
+	if (n->tail)
+		n->tail->next = l->head;
+	else
+		n->head = l->head;
+	n->tail = l->tail;
+	n->qlen += l->n;
+	pthread_cond_signal(&n->q_cond);
+	pthread_mutex_unlock(&n->q_lock);
+	l->head = l->tail = NULL;
+	l->n = 0;
+}
+
+int notify_create(struct notify **out)
+{
+	struct notify *n = calloc(1, sizeof(*n));
+	pthread_rwlockattr_t ra;
+
+	if (!n)
+		return -ENOMEM;
+	/* A steady stream of replies must not starve the break that
+	 * invalidates them. */
+	pthread_rwlockattr_init(&ra);
+	pthread_rwlockattr_setkind_np(&ra,
+			PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(&n->seq_lock, &ra);
+	pthread_rwlockattr_destroy(&ra);
+	pthread_mutex_init(&n->q_lock, NULL);
+	pthread_cond_init(&n->q_cond, NULL);
+	*out = n;
+	return 0;
+}
+
+/* Ignore ENOENT: the kernel has already forgotten that inode or dentry. */
+static void count_result(struct notify *n, int rc, const struct nitem *it)
+{
+	__atomic_add_fetch(&n->st.invals_sent, 1, __ATOMIC_RELAXED);
+	if (rc == 0 || rc == -ENOENT)
+		return;
+	__atomic_add_fetch(&n->st.invals_failed, 1, __ATOMIC_RELAXED);
+	log_debug("invalidate %s %llu/%s: %s",
+		  it->kind == NK_INODE ? "inode" : "entry",
+		  (unsigned long long)(it->kind == NK_INODE ? it->ino
+							    : it->parent),
+		  it->name, strerror(-rc));
+}
+
+static void run_item(struct notify *n, const struct nitem *it)
+{
+	int rc;
+
+	switch (it->kind) {
+	case NK_INODE:
+		rc = fuse_lowlevel_notify_inval_inode(n->se, it->ino, 0, 0);
+		count_result(n, rc, it);
+		break;
+	case NK_ENTRY:
+	case NK_DENTRY:
+		rc = fuse_lowlevel_notify_inval_entry(n->se, it->parent,
+						      it->name, it->len);
+		count_result(n, rc, it);
+		if (it->kind == NK_ENTRY) {
+			/* The directory's attributes and any cached
+			 * listing. */
+			rc = fuse_lowlevel_notify_inval_inode(n->se,
+							      it->parent, 0, 0);
+			count_result(n, rc, it);
+		}
+		break;
+	}
+}
+
+static void *notify_main(void *arg)
+{
+	struct notify *n = arg;
+
+	for (;;) {
+		struct nitem *it;
+
+		pthread_mutex_lock(&n->q_lock);
+		while (!n->head && !n->stopping)
+			pthread_cond_wait(&n->q_cond, &n->q_lock);
+		if (n->stopping) {
+			pthread_mutex_unlock(&n->q_lock);
+			break;
+		}
+		it = n->head;
+		n->head = it->next;
+		if (!n->head)
+			n->tail = NULL;
+		n->qlen--;
+		pthread_mutex_unlock(&n->q_lock);
+
+		run_item(n, it);
+		free(it);
+	}
+	return NULL;
+}
+
+int notify_start(struct notify *n, struct fuse_session *se, struct itab *t)
+{
+	int rc;
+
+	pthread_rwlock_wrlock(&n->seq_lock);
+	n->se = se;
+	n->itab = t;
+	pthread_rwlock_unlock(&n->seq_lock);
+	rc = pthread_create(&n->thread, NULL, notify_main, n);
+	if (rc)
+		return -rc;
+	n->started = 1;
+	return 0;
+}
+
+void notify_stop(struct notify *n)
+{
+	if (!n || !n->started)
+		return;
+	pthread_mutex_lock(&n->q_lock);
+	n->stopping = 1;
+	pthread_cond_signal(&n->q_cond);
+	pthread_mutex_unlock(&n->q_lock);
+	pthread_join(n->thread, NULL);
+	n->started = 0;
+}
+
+void notify_destroy(struct notify *n)
+{
+	struct nlist l;
+
+	if (!n)
+		return;
+	notify_stop(n);
+	l.head = n->head;
+	l.tail = n->tail;
+	l.n = n->qlen;
+	nlist_free(&l);
+	pthread_cond_destroy(&n->q_cond);
+	pthread_mutex_destroy(&n->q_lock);
+	pthread_rwlock_destroy(&n->seq_lock);
+	free(n);
+}
+
+static void bump_seq(struct notify *n)
+{
+	__atomic_store_n(&n->seq, n->seq + 1, __ATOMIC_RELEASE);
+}
+
+/* Reconnect visitor: runs under the table's lock, only allocates. */
+static void visit_all(void *arg, uint64_t ino, uint64_t parent,
+		      const char *name, size_t len)
+{
+	struct nlist *l = arg;
+	struct nitem *it;
+
+	if (name)
+		it = nitem_new(NK_DENTRY, 0, parent, name, len);
+	else
+		it = nitem_new(NK_INODE, ino, 0, NULL, 0);
+	if (it)
+		nlist_add(l, it);
+	else
+		log_error("out of memory queueing invalidations");
+}
+
+/* Every promise is gone: invalidate everything the kernel was given.
+ * Called with seq_lock held for writing. */
+static void break_everything(struct notify *n, struct nlist *l)
+{
+	bump_seq(n);
+	if (n->itab)
+		itab_break_all(n->itab, visit_all, l);
+}
+
+void notify_on_reconnect(void *arg, int epoch_changed)
+{
+	struct notify *n = arg;
+	struct nlist l = { 0 };
+
+	__atomic_add_fetch(&n->st.reconnects, 1, __ATOMIC_RELAXED);
+	pthread_rwlock_wrlock(&n->seq_lock);
+	break_everything(n, &l);
+	log_info("reconnected to server%s: invalidating %zu cached inodes and "
+		 "entries", epoch_changed ? " (server restarted)" : "", l.n);
+	enqueue(n, &l);
+	pthread_rwlock_unlock(&n->seq_lock);
+}
+
+/*
+ * Decode a CB_BREAK payload into a list of work items: u32 count, then
+ * count x (fid, str name). Returns 0 or -EPROTO (list freed).
+ */
+static int parse_break(const uint8_t *p, size_t len, struct nlist *l)
+{
+	struct rbuf r;
+	uint32_t count;
+
+	rbuf_init(&r, p, len);
+	count = wire_get_u32(&r);
+	/* Each record is at least a fid and an empty str. */
+	if (r.err || count > rbuf_left(&r) / (WIRE_FID_SIZE + 2))
+		return -EPROTO;
+	for (uint32_t i = 0; i < count; i++) {
+		struct cairn_fid fid;
+		const char *name;
+		size_t nlen = 0;
+		struct nitem *it;
+
+		wire_get_fid(&r, &fid);
+		name = wire_get_str(&r, &nlen, CAIRN_NAME_MAX);
+		if (r.err)
+			goto bad;
+		if (nlen)
+			it = nitem_new(NK_ENTRY, 0, fid.vnode, name, nlen);
+		else
+			it = nitem_new(NK_INODE, fid.vnode, 0, NULL, 0);
+		if (!it) {
+			nlist_free(l);
+			return -ENOMEM;
+		}
+		nlist_add(l, it);
+	}
+	if (wire_get_end(&r) == 0)
+		return 0;
+bad:
+	nlist_free(l);
+	return -EPROTO;
+}
+
+/* Visitor for a broken directory's entries: each becomes a dentry
+ * invalidation, except the entry the break itself names. */
+struct kid_visit {
+	struct nlist *out;
+	const struct nitem *skip;
+};
+
+static void visit_kid(void *arg, uint64_t ino, uint64_t parent,
+		      const char *name, size_t len)
+{
+	struct kid_visit *v = arg;
+	struct nitem *it;
+
+	if (v->skip && v->skip->kind == NK_ENTRY && v->skip->parent == parent &&
+	    v->skip->len == len && !memcmp(v->skip->name, name, len))
+		return;
+	it = nitem_new(NK_DENTRY, ino, parent, name, len);
+	if (it)
+		nlist_add(v->out, it);
+	else
+		log_error("out of memory queueing invalidations");
+}
+
+/* Apply the break to the table and keep only what the kernel may cache
+ * (unknown inodes were never handed to it). Called with seq_lock held for
+ * writing. */
+static void apply_breaks(struct notify *n, struct nlist *in, struct nlist *out)
+{
+	struct nitem *it, *next;
+
+	for (it = in->head; it; it = next) {
+		struct kid_visit v = { out, it };
+		uint64_t ino = it->kind == NK_INODE ? it->ino : it->parent;
+
+		next = it->next;
+		it->next = NULL;
+		if (itab_break(n->itab, ino, visit_kid, &v) == 0)
+			nlist_add(out, it);
+		else
+			free(it);
+	}
+	in->head = in->tail = NULL;
+	in->n = 0;
+}
+
+void notify_on_push(void *arg, uint16_t op, const uint8_t *payload,
+		    size_t len)
+{
+	struct notify *n = arg;
+	struct nlist parsed = { 0 }, work = { 0 };
+	int rc;
+
+	if (op != OP_CB_BREAK) {
+		log_warn("ignoring unknown push op %u", op);
+		return;
+	}
+	rc = parse_break(payload, len, &parsed);
+	pthread_rwlock_wrlock(&n->seq_lock);
+	if (rc < 0) {
+		/* We cannot tell what broke, so everything did. */
+		log_warn("malformed callback break (%s): invalidating "
+			 "everything", strerror(-rc));
+		break_everything(n, &work);
+	} else {
+		__atomic_add_fetch(&n->st.breaks, parsed.n, __ATOMIC_RELAXED);
+		bump_seq(n);
+		if (n->itab)
+			apply_breaks(n, &parsed, &work);
+		else
+			nlist_free(&parsed);
+	}
+	enqueue(n, &work);
+	pthread_rwlock_unlock(&n->seq_lock);
+}
+
+uint64_t notify_seq(struct notify *n)
+{
+	return __atomic_load_n(&n->seq, __ATOMIC_ACQUIRE);
+}
+
+int notify_reply_begin(struct notify *n, uint64_t seq)
+{
+	pthread_rwlock_rdlock(&n->seq_lock);
+	return n->seq == seq;
+}
+
+void notify_reply_end(struct notify *n)
+{
+	pthread_rwlock_unlock(&n->seq_lock);
+}
+
+void notify_get_stats(struct notify *n, struct notify_stats *st)
+{
+	st->breaks = __atomic_load_n(&n->st.breaks, __ATOMIC_RELAXED);
+	st->reconnects = __atomic_load_n(&n->st.reconnects, __ATOMIC_RELAXED);
+	st->invals_sent = __atomic_load_n(&n->st.invals_sent,
+					  __ATOMIC_RELAXED);
+	st->invals_failed = __atomic_load_n(&n->st.invals_failed,
+					    __ATOMIC_RELAXED);
+}

@@ -1,0 +1,66 @@
+/*
+ * notify.h - callback breaks: from the server's push to the kernel's caches.
+ *
+ * The rpc reader thread hands every push to notify_on_push() and every
+ * reconnect to notify_on_reconnect(). Those update the inode table at once
+ * (the promise is gone) and queue invalidations; a dedicated notifier
+ * thread then calls fuse_lowlevel_notify_inval_inode / _inval_entry. The
+ * notify calls take the kernel's inode locks, which a FUSE request in
+ * progress may hold while it waits for our reply, so they are never made
+ * from a FUSE handler, from the rpc reader thread, or with any lock held.
+ *
+ * Break sequence: every break and reconnect advances a counter under a
+ * write lock. A handler snapshots it (notify_seq) before sending its
+ * request, and replies to the kernel between notify_reply_begin() and
+ * notify_reply_end() (a read lock). notify_reply_begin() returns 1 when no
+ * break arrived since the snapshot: only then may the reply promise the
+ * kernel long cache lifetimes. Because a break that arrives later is
+ * queued only after the reply reached the kernel, its invalidation cannot
+ * be overtaken by the reply it invalidates.
+ *
+ * Life cycle: notify_create() -> notify_start() -> ... -> notify_stop()
+ * -> notify_destroy(). The on_* callbacks may run before notify_start (no
+ * table yet: breaks are then ignored, as nothing was handed to the kernel).
+ */
+#ifndef CAIRN_CLIENT_NOTIFY_H
+#define CAIRN_CLIENT_NOTIFY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct notify;
+struct itab;
+struct fuse_session;
+
+/* Returns 0 and *out, or -ENOMEM. */
+int notify_create(struct notify **out);
+/* Bind to the session and inode table and start the notifier thread.
+ * Returns 0 or a negative errno. */
+int notify_start(struct notify *n, struct fuse_session *se, struct itab *t);
+/* Stop the thread (pending invalidations are dropped: the session is
+ * going away). Safe to call when not started. */
+void notify_stop(struct notify *n);
+void notify_destroy(struct notify *n);
+
+/* rpc_opts.on_push / on_reconnect; arg is the struct notify. */
+void notify_on_push(void *arg, uint16_t op, const uint8_t *payload,
+		    size_t len);
+void notify_on_reconnect(void *arg, int epoch_changed);
+
+/* Current break sequence number (see above). */
+uint64_t notify_seq(struct notify *n);
+/* Enter the reply section; returns 1 if no break since `seq`, else 0.
+ * Must be paired with notify_reply_end() on the same thread. */
+int notify_reply_begin(struct notify *n, uint64_t seq);
+void notify_reply_end(struct notify *n);
+
+/* Counters for diagnostics. */
+struct notify_stats {
+	uint64_t breaks;       /* break records received */
+	uint64_t reconnects;
+	uint64_t invals_sent;  /* notify calls made */
+	uint64_t invals_failed;/* notify calls that failed other than ENOENT */
+};
+void notify_get_stats(struct notify *n, struct notify_stats *st);
+
+#endif

@@ -1,0 +1,472 @@
+/*
+ * callback.c - the callback promise table. See callback.h.
+ *
+ * Structure. A hash table of objects (struct cb_obj, keyed by the full FID)
+ * each with the list of its promises. Every promise sits on three doubly
+ * linked lists: its object's, its client's (to drop a client's promises in
+ * O(promises)), and the table-wide age list (oldest first, refreshed on
+ * re-registration) used to evict when the table is full. An object record
+ * exists only while it has at least one promise.
+ *
+ * Locking: one mutex (t->lock) guards everything in the table, including
+ * the cb_client fields. Nothing here blocks or does I/O while holding it.
+ *
+ * Recent breaks: t->recent[] is a fixed array of slots indexed by FID hash.
+ * A slot remembers the sequence number of the last break of a FID hashing
+ * there (seq), which client made it (changer), and the last break in that
+ * slot by anyone other than `changer` (other_seq). So "was this FID broken
+ * by someone other than me after s0?" is answered exactly up to
+ * collisions, which only err towards an extra break.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include "callback.h"
+
+#define CB_RECENT_SLOTS 4096u
+#define CB_MAX_CHANGES  32
+
+struct cb_obj {
+	struct cb_obj *next; /* hash chain */
+	struct cairn_fid fid;
+	struct cb_promise *holders;
+};
+
+struct cb_promise {
+	struct cb_obj *obj;
+	struct cb_client *cl;
+	struct cb_promise *onext, **oprev; /* object's holder list */
+	struct cb_promise *cnext, **cprev; /* client's promise list */
+	struct cb_promise *anext, *aprev;  /* age list */
+};
+
+struct cb_recent {
+	uint64_t seq;       /* last break of a FID in this slot */
+	uint64_t changer;   /* cb_client id that made it (0 = unknown) */
+	uint64_t other_seq; /* last break here by someone other than changer */
+};
+
+struct cb_table {
+	pthread_mutex_t lock;
+	void (*hold)(void *owner);
+	size_t max;
+	size_t count;              /* promises; guarded by lock */
+	size_t nbuckets;           /* power of two */
+	struct cb_obj **buckets;   /* guarded by lock */
+	struct cb_promise *oldest; /* age list head; guarded by lock */
+	struct cb_promise *newest; /* age list tail; guarded by lock */
+	uint64_t seq;              /* break sequence; written under lock */
+	uint64_t next_client_id;   /* guarded by lock */
+	struct cb_recent recent[CB_RECENT_SLOTS]; /* guarded by lock */
+};
+
+static uint64_t fid_hash(const struct cairn_fid *f)
+{
+	uint64_t h = f->vnode * 0x9e3779b97f4a7c15ull;
+	h ^= ((uint64_t)f->vol << 32 | f->uniq) * 0xc2b2ae3d27d4eb4full;
+	return h ^ (h >> 29);
+}
+
+static int fid_eq(const struct cairn_fid *a, const struct cairn_fid *b)
+{
+	return a->vnode == b->vnode && a->vol == b->vol && a->uniq == b->uniq;
+}
+
+struct cb_table *cb_table_create(size_t max_promises, void (*hold)(void *))
+{
+	struct cb_table *t = calloc(1, sizeof(*t));
+	size_t nb = 1024;
+
+	if (!t)
+		return NULL;
+	while (nb < max_promises / 2 && nb < (1u << 20))
+		nb <<= 1;
+	t->buckets = calloc(nb, sizeof(*t->buckets));
+	if (!t->buckets) {
+		free(t);
+		return NULL;
+	}
+	t->nbuckets = nb;
+	t->max = max_promises ? max_promises : 1;
+	t->hold = hold;
+	t->next_client_id = 1;
+	pthread_mutex_init(&t->lock, NULL);
+	return t;
+}
+
+void cb_table_destroy(struct cb_table *t)
+{
+	if (!t)
+		return;
+	/* Clients should be gone; free whatever is left anyway. */
+	while (t->oldest) {
+		struct cb_promise *p = t->oldest;
+		t->oldest = p->anext;
+		free(p);
+	}
+	for (size_t i = 0; i < t->nbuckets; i++) {
+		while (t->buckets[i]) {
+			struct cb_obj *o = t->buckets[i];
+			t->buckets[i] = o->next;
+			free(o);
+		}
+	}
+	free(t->buckets);
+	pthread_mutex_destroy(&t->lock);
+	free(t);
+}
+
+void cb_client_init(struct cb_table *t, struct cb_client *cl, void *owner)
+{
+	pthread_mutex_lock(&t->lock);
+	cl->owner = owner;
+	cl->id = t->next_client_id++;
+	cl->head = NULL;
+	cl->count = 0;
+	pthread_mutex_unlock(&t->lock);
+}
+
+uint64_t cb_seq(struct cb_table *t)
+{
+	return __atomic_load_n(&t->seq, __ATOMIC_SEQ_CST);
+}
+
+size_t cb_count(struct cb_table *t)
+{
+	pthread_mutex_lock(&t->lock);
+	size_t n = t->count;
+	pthread_mutex_unlock(&t->lock);
+	return n;
+}
+
+/* --- objects and promises (all under t->lock) --------------------------- */
+
+static struct cb_obj **obj_slot(struct cb_table *t, const struct cairn_fid *f)
+{
+	struct cb_obj **pp = &t->buckets[fid_hash(f) & (t->nbuckets - 1)];
+	while (*pp && !fid_eq(&(*pp)->fid, f))
+		pp = &(*pp)->next;
+	return pp;
+}
+
+static struct cb_obj *obj_find(struct cb_table *t, const struct cairn_fid *f)
+{
+	return *obj_slot(t, f);
+}
+
+static void age_unlink(struct cb_table *t, struct cb_promise *p)
+{
+	if (p->aprev)
+		p->aprev->anext = p->anext;
+	else
+		t->oldest = p->anext;
+	if (p->anext)
+		p->anext->aprev = p->aprev;
+	else
+		t->newest = p->aprev;
+	p->anext = p->aprev = NULL;
+}
+
+static void age_append(struct cb_table *t, struct cb_promise *p)
+{
+	p->anext = NULL;
+	p->aprev = t->newest;
+	if (t->newest)
+		t->newest->anext = p;
+	else
+		t->oldest = p;
+	t->newest = p;
+}
+
+/* Remove and free promise p; frees its object when it was the last. */
+static void promise_drop(struct cb_table *t, struct cb_promise *p)
+{
+	struct cb_obj *o = p->obj;
+
+	*p->oprev = p->onext;
+	if (p->onext)
+		p->onext->oprev = p->oprev;
+	*p->cprev = p->cnext;
+	if (p->cnext)
+		p->cnext->cprev = p->cprev;
+	age_unlink(t, p);
+	p->cl->count--;
+	t->count--;
+	free(p);
+	if (!o->holders) {
+		struct cb_obj **pp = obj_slot(t, &o->fid);
+		*pp = o->next;
+		free(o);
+	}
+}
+
+static struct cb_promise *promise_find(struct cb_obj *o,
+				       const struct cb_client *cl)
+{
+	for (struct cb_promise *p = o ? o->holders : NULL; p; p = p->onext)
+		if (p->cl == cl)
+			return p;
+	return NULL;
+}
+
+/* --- batches -------------------------------------------------------------- */
+
+/*
+ * The batch for owner in *list with room for a record, created with room
+ * for cap records. A list reused across calls may so hold several
+ * batches (frames) for one owner.
+ */
+static struct cb_batch *batch_for(struct cb_table *t, struct cb_batch **list,
+				  struct cb_client *cl, uint32_t cap)
+{
+	struct cb_batch *b;
+
+	for (b = *list; b; b = b->next)
+		if (b->owner == cl->owner && b->count < b->cap)
+			return b;
+	b = calloc(1, sizeof(*b) + cap * sizeof(b->rec[0]));
+	if (!b)
+		return NULL;
+	b->owner = cl->owner;
+	b->cap = cap;
+	if (t->hold)
+		t->hold(cl->owner);
+	b->next = *list;
+	*list = b;
+	return b;
+}
+
+/* Add a record unless it is already there (the same change twice). */
+static int batch_add(struct cb_batch *b, const struct cairn_fid *fid,
+		     const char *name, size_t namelen)
+{
+	for (uint32_t i = 0; i < b->count; i++)
+		if (fid_eq(&b->rec[i].fid, fid) && b->rec[i].namelen == namelen &&
+		    (!namelen || !memcmp(b->rec[i].name, name, namelen)))
+			return 0;
+	if (b->count == b->cap)
+		return -ENOBUFS; /* cannot happen: cap = number of changes */
+	b->rec[b->count++] = (struct cb_record){ *fid, name, namelen };
+	return 1;
+}
+
+void cb_batch_free(struct cb_batch *b)
+{
+	while (b) {
+		struct cb_batch *next = b->next;
+		free(b);
+		b = next;
+	}
+}
+
+void cb_batch_encode(const struct cb_batch *b, struct wbuf *w)
+{
+	size_t h = wire_frame_begin(w, OP_CB_BREAK, WF_PUSH, 0, 0);
+
+	wire_put_u32(w, b->count);
+	for (uint32_t i = 0; i < b->count; i++) {
+		wire_put_fid(w, &b->rec[i].fid);
+		wire_put_str(w, b->rec[i].name ? b->rec[i].name : "",
+			     b->rec[i].namelen);
+	}
+	wire_frame_end(w, h);
+}
+
+/* --- register / evict ----------------------------------------------------- */
+
+static int evict_oldest(struct cb_table *t, uint32_t cap,
+			struct cb_batch **evicted)
+{
+	struct cb_promise *p = t->oldest;
+	struct cb_batch *b = batch_for(t, evicted, p->cl, cap);
+	int ret = 0;
+
+	if (b)
+		batch_add(b, &p->obj->fid, NULL, 0);
+	else
+		ret = -ENOMEM; /* dropped silently: caller must fail the client */
+	promise_drop(t, p);
+	return ret;
+}
+
+static int register_one(struct cb_table *t, struct cb_client *cl,
+			const struct cairn_fid *fid)
+{
+	struct cb_obj **slot = obj_slot(t, fid), *o = *slot;
+	struct cb_promise *p = promise_find(o, cl);
+
+	if (p) {
+		age_unlink(t, p);
+		age_append(t, p);
+		return 0;
+	}
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	if (!o) {
+		o = calloc(1, sizeof(*o));
+		if (!o) {
+			free(p);
+			return -ENOMEM;
+		}
+		o->fid = *fid;
+		o->next = NULL;
+		*slot = o;
+	}
+	p->obj = o;
+	p->cl = cl;
+	p->onext = o->holders;
+	if (o->holders)
+		o->holders->oprev = &p->onext;
+	p->oprev = &o->holders;
+	o->holders = p;
+	p->cnext = cl->head;
+	if (cl->head)
+		cl->head->cprev = &p->cnext;
+	p->cprev = &cl->head;
+	cl->head = p;
+	age_append(t, p);
+	cl->count++;
+	t->count++;
+	return 0;
+}
+
+int cb_register(struct cb_table *t, struct cb_client *cl,
+		const struct cairn_fid *fids, int n, struct cb_batch **evicted)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&t->lock);
+	for (int i = 0; i < n; i++) {
+		int r = register_one(t, cl, &fids[i]);
+		if (r < 0) {
+			/* Without a promise the client must not trust fids[i]. */
+			struct cb_batch *b = batch_for(t, evicted, cl,
+						       (uint32_t)n);
+			if (b)
+				batch_add(b, &fids[i], NULL, 0);
+			ret = r;
+		}
+	}
+	while (t->count > t->max) {
+		int r = evict_oldest(t, (uint32_t)(n > 0 ? n : 1), evicted);
+		if (r < 0)
+			ret = r;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return ret;
+}
+
+/* --- break ---------------------------------------------------------------- */
+
+static void recent_note(struct cb_table *t, const struct cairn_fid *fid,
+			uint64_t seq, uint64_t changer)
+{
+	struct cb_recent *s = &t->recent[fid_hash(fid) % CB_RECENT_SLOTS];
+
+	if (s->changer != changer) {
+		s->other_seq = s->seq;
+		s->changer = changer;
+	}
+	s->seq = seq;
+}
+
+/* Sequence of the last break of fid's slot by anyone but client `me`. */
+static uint64_t recent_by_other(struct cb_table *t,
+				const struct cairn_fid *fid, uint64_t me)
+{
+	struct cb_recent *s = &t->recent[fid_hash(fid) % CB_RECENT_SLOTS];
+
+	return s->changer != me ? s->seq : s->other_seq;
+}
+
+int cb_break(struct cb_table *t, const struct cb_client *changer,
+	     const struct cb_change *ch, int n, struct cb_batch **out)
+{
+	uint64_t me = changer ? changer->id : 0;
+	int records = 0, ret = 0;
+
+	if (n > CB_MAX_CHANGES)
+		return -EINVAL;
+	pthread_mutex_lock(&t->lock);
+	uint64_t seq = __atomic_add_fetch(&t->seq, 1, __ATOMIC_SEQ_CST);
+
+	/* Pass 1: records. Promises stay until every change has been seen,
+	 * so two changes on one fid (rename within a directory) both reach
+	 * its holders. */
+	for (int i = 0; i < n; i++) {
+		struct cb_obj *o = obj_find(t, &ch[i].fid);
+
+		recent_note(t, &ch[i].fid, seq, me);
+		for (struct cb_promise *p = o ? o->holders : NULL; p;
+		     p = p->onext) {
+			if (p->cl == changer && !ch[i].all)
+				continue;
+			struct cb_batch *b = batch_for(t, out, p->cl,
+						       (uint32_t)n);
+			if (!b) {
+				ret = -ENOMEM;
+				continue;
+			}
+			if (batch_add(b, &ch[i].fid,
+				      ch[i].namelen ? ch[i].name : NULL,
+				      ch[i].namelen) > 0)
+				records++;
+		}
+	}
+	/* Pass 2: drop the broken promises. */
+	for (int i = 0; i < n; i++) {
+		struct cb_obj *o = obj_find(t, &ch[i].fid);
+		struct cb_promise *p = o ? o->holders : NULL;
+
+		while (p) {
+			struct cb_promise *next = p->onext;
+			int last = next == NULL;
+			if (p->cl != changer || ch[i].all)
+				promise_drop(t, p); /* may free o */
+			if (last)
+				break;
+			p = next;
+		}
+	}
+	pthread_mutex_unlock(&t->lock);
+	return ret < 0 ? ret : records;
+}
+
+int cb_recheck(struct cb_table *t, struct cb_client *cl, uint64_t seq0,
+	       const struct cairn_fid *fids, int n, struct cb_batch **out)
+{
+	int records = 0;
+
+	/* The common case, nothing broken anywhere since seq0, costs no
+	 * lock: a break bumps seq under the lock before it records. */
+	if (__atomic_load_n(&t->seq, __ATOMIC_SEQ_CST) == seq0)
+		return 0;
+	pthread_mutex_lock(&t->lock);
+	for (int i = 0; i < n; i++) {
+		if (recent_by_other(t, &fids[i], cl->id) <= seq0)
+			continue;
+		struct cb_promise *p = promise_find(obj_find(t, &fids[i]), cl);
+		if (p)
+			promise_drop(t, p);
+		struct cb_batch *b = batch_for(t, out, cl, (uint32_t)n);
+		if (!b) {
+			records = -ENOMEM;
+			goto out;
+		}
+		if (batch_add(b, &fids[i], NULL, 0) > 0)
+			records++;
+	}
+out:
+	pthread_mutex_unlock(&t->lock);
+	return records;
+}
+
+void cb_drop_client(struct cb_table *t, struct cb_client *cl)
+{
+	pthread_mutex_lock(&t->lock);
+	while (cl->head)
+		promise_drop(t, cl->head);
+	pthread_mutex_unlock(&t->lock);
+}

@@ -1,0 +1,140 @@
+/*
+ * callback.h - the server's callback promise table.
+ *
+ * A promise says "client C's copy of object F is current; I will tell C
+ * before anyone else's change to F is acknowledged". Every reply that
+ * carries an attr registers one for the requester (cb_register); a change
+ * collects the holders to notify and drops their promises (cb_break).
+ *
+ * The table is a pure data structure: it never touches a socket. Functions
+ * that produce notifications return a list of struct cb_batch, one per
+ * client to notify, which the caller encodes (cb_batch_encode), sends and
+ * frees (cb_batch_free) after the table lock is released. So a slow client
+ * never holds up the table.
+ *
+ * Memory is bounded: at most `max_promises` promises exist. Registering
+ * past the bound evicts the oldest promises (of any client); each evicted
+ * holder gets a batch so it learns the promise is gone.
+ *
+ * Race between a reply and a concurrent change. A reply computed from an
+ * old version can be registered after the change's break ran, or be sent
+ * after the break it caused. Either way the client could keep stale data.
+ * The table therefore counts breaks (a sequence number) and remembers, per
+ * hash slot of FIDs, the last break and who made it. A handler takes
+ * cb_seq() before asking the store, registers, sends its reply, then calls
+ * cb_recheck(): any FID of the reply broken by another client since that
+ * sequence number is broken again for the requester, now after the reply
+ * on the same connection. Hash collisions only cause extra breaks.
+ */
+#ifndef CAIRN_CALLBACK_H
+#define CAIRN_CALLBACK_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "../lib/proto.h"
+#include "../lib/wire.h"
+
+struct cb_table;
+struct cb_promise;
+
+/*
+ * Per-client state, embedded in the owner's connection object and set up
+ * with cb_client_init. All fields are guarded by the table's lock; callers
+ * only read `owner`.
+ */
+struct cb_client {
+	void *owner;              /* handed back in batches */
+	uint64_t id;              /* unique per cb_client_init, never reused */
+	struct cb_promise *head;  /* this client's promises */
+	size_t count;
+};
+
+/*
+ * One changed thing. name NULL (or namelen 0): the object fid itself
+ * (attributes or data). Otherwise the directory entry `name` of directory
+ * fid. `all` also breaks the changer's own promise (for objects the change
+ * touched but whose fresh attributes are not in the changer's reply).
+ * name must stay valid until the batches are encoded.
+ */
+struct cb_change {
+	struct cairn_fid fid;
+	const char *name;
+	size_t namelen;
+	int all;
+};
+
+struct cb_record {
+	struct cairn_fid fid;
+	const char *name; /* not owned */
+	size_t namelen;
+};
+
+/* Notifications owed to one client: one CB_BREAK frame. */
+struct cb_batch {
+	struct cb_batch *next;
+	void *owner;       /* the cb_client's owner, held via the hold hook */
+	uint32_t count;
+	uint32_t cap;
+	struct cb_record rec[];
+};
+
+/*
+ * Create a table holding at most max_promises (>= 1) promises. hold, if
+ * not NULL, is called under the table lock with the owner of every client
+ * put into a batch, so the caller can take a reference that keeps the
+ * owner alive until the batch is sent. Returns NULL on allocation failure.
+ */
+struct cb_table *cb_table_create(size_t max_promises, void (*hold)(void *));
+/* Every client must have been dropped (cb_drop_client) first. */
+void cb_table_destroy(struct cb_table *t);
+
+void cb_client_init(struct cb_table *t, struct cb_client *cl, void *owner);
+
+/* Current break sequence number; take it before reading the store. */
+uint64_t cb_seq(struct cb_table *t);
+
+/*
+ * Register (or refresh) cl's promise on each of fids[0..n). Evictions
+ * needed to stay under the bound are appended to *evicted. Returns 0 or
+ * -ENOMEM (then some promises may be missing: the client simply gets no
+ * break for them, so -ENOMEM also breaks them for cl through *evicted).
+ */
+int cb_register(struct cb_table *t, struct cb_client *cl,
+		const struct cairn_fid *fids, int n, struct cb_batch **evicted);
+
+/*
+ * A change by `changer` (may be NULL) touched ch[0..n) (n <= 32). Every
+ * other client holding a promise on a changed fid gets one batch with one
+ * record per change it holds a promise on; those promises are dropped.
+ * Bumps the break sequence. Appends batches to *out. Returns the number
+ * of records, or -ENOMEM (then the affected clients' promises on the
+ * changed fids are dropped without notice being possible; the caller
+ * should treat that as fatal for them).
+ */
+int cb_break(struct cb_table *t, const struct cb_client *changer,
+	     const struct cb_change *ch, int n, struct cb_batch **out);
+
+/*
+ * After sending a reply that carried fids[0..n), taken at sequence seq0:
+ * for every fid broken by a client other than cl since seq0, drop cl's
+ * promise and append a record for cl to *out. Returns the number of
+ * records or -ENOMEM.
+ */
+int cb_recheck(struct cb_table *t, struct cb_client *cl, uint64_t seq0,
+	       const struct cairn_fid *fids, int n, struct cb_batch **out);
+
+/* Drop every promise of cl (its connection is going away). */
+void cb_drop_client(struct cb_table *t, struct cb_client *cl);
+
+/* Number of promises in the table. */
+size_t cb_count(struct cb_table *t);
+
+/*
+ * Append batch b as one CB_BREAK push frame (u32 count, count x (fid, str
+ * name)) to w.
+ */
+void cb_batch_encode(const struct cb_batch *b, struct wbuf *w);
+/* Free a list of batches (does not release the owners' references). */
+void cb_batch_free(struct cb_batch *b);
+
+#endif

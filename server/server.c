@@ -1,0 +1,792 @@
+/*
+ * server.c - listener, connections and the worker pool. See server.h.
+ *
+ * Threads:
+ *   accept   one; accepts, creates a conn, starts its reader
+ *   reader   one per conn (detached); reads frames, enforces the framing
+ *            rules, runs HELLO inline, queues other requests to the pool
+ *   writer   one per conn (joined by its reader); sends what a worker's
+ *            non-blocking send left over, in order, with a send timeout
+ *   worker   N; run ops_handle() on queued requests
+ *
+ * Connection states: OPEN -> CLOSING (conn_fail: sends refused, reader
+ * woken by shutdown(SHUT_RD), writer flushes its queue then shuts the
+ * socket) -> drained (reader saw in-flight requests reach 0, joined the
+ * writer, dropped the callback promises, left the server's list) -> freed
+ * by the last conn_put (close(fd)). References: the reader's own, one per
+ * queued or running request, one per callback batch being delivered.
+ *
+ * Locks (never held while blocking on a socket):
+ *   s->lock     server's conn list, counts, stopping flag
+ *   s->qlock    the request queue
+ *   c->wlock    the conn's output queue, closing flag, in-flight count
+ * Order: s->lock before c->wlock, and s->lock before the callback table's
+ * lock (cb_client_init in conn_start); qlock is never held with another.
+ * The callback table never calls back into a connection except through
+ * conn_get (an atomic), so no lock is taken under its lock.
+ *
+ * Replies are built as one contiguous frame (header and payload in one
+ * wbuf), so one send() per frame does what writev would.
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../lib/log.h"
+#include "../lib/net.h"
+#include "../lib/proto.h"
+#include "../lib/wire.h"
+#include "callback.h"
+#include "ops.h"
+#include "server.h"
+#include "stats.h"
+#include "store.h"
+
+/* Enough workers that concurrent metadata commits share an fsync (the
+ * store's group commit) while a few others block on data I/O. */
+#define SERVER_WORKERS       16
+#define CONN_MAX_INFLIGHT    64            /* requests queued or running */
+#define CONN_QUEUE_MAX       (64u << 20)   /* unsent bytes before we give up */
+#define CONN_SEND_TIMEOUT_S  5
+#define CB_MAX_PROMISES      (1u << 20)
+
+struct outbuf {
+	struct outbuf *next;
+	uint8_t *data; /* owned */
+	size_t len, off;
+	size_t queued; /* what this buffer added to qbytes */
+};
+
+struct conn {
+	struct server *srv;
+	int fd;
+	char peer[64];
+	int refs;                 /* atomic */
+	struct conn *next, *prev; /* s->conns; guarded by s->lock */
+	pthread_t writer;
+
+	pthread_mutex_t wlock;
+	pthread_cond_t wcond;     /* writer: data queued or closing */
+	pthread_cond_t icond;     /* reader: inflight dropped */
+	struct outbuf *qhead, *qtail; /* guarded by wlock */
+	size_t qbytes;            /* guarded by wlock */
+	int writing;              /* writer is sending qhead; guarded by wlock */
+	int closing;              /* guarded by wlock */
+	int inflight;             /* guarded by wlock */
+
+	int hello_done;           /* set by the reader thread only (HELLO inline) */
+	uint8_t client_id[16];    /* written once before hello_done */
+	struct cb_client cb;      /* guarded by the callback table */
+};
+
+struct job {
+	struct job *next;
+	struct conn *c;
+	struct wire_hdr h;
+	uint8_t *payload;
+};
+
+struct server {
+	struct ops_ctx ctx;
+	int lfd;
+	int port;
+	pthread_t acceptor;
+	int nworkers;
+	pthread_t *workers;
+
+	pthread_mutex_t lock;
+	pthread_cond_t cond;     /* conn list emptied */
+	struct conn *conns;      /* guarded by lock */
+	long nconns;             /* guarded by lock */
+	int stopping;            /* guarded by lock */
+
+	pthread_mutex_t qlock;
+	pthread_cond_t qcond;
+	struct job *qhead, *qtail; /* guarded by qlock */
+	int qstop;                 /* guarded by qlock */
+};
+
+/* --- connections ----------------------------------------------------------- */
+
+void conn_get(struct conn *c)
+{
+	__atomic_add_fetch(&c->refs, 1, __ATOMIC_ACQ_REL);
+}
+
+static void outq_free(struct conn *c)
+{
+	while (c->qhead) {
+		struct outbuf *o = c->qhead;
+		c->qhead = o->next;
+		free(o->data);
+		free(o);
+	}
+	c->qtail = NULL;
+	c->qbytes = 0;
+}
+
+void conn_put(struct conn *c)
+{
+	if (__atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL))
+		return;
+	outq_free(c);
+	close(c->fd);
+	pthread_mutex_destroy(&c->wlock);
+	pthread_cond_destroy(&c->wcond);
+	pthread_cond_destroy(&c->icond);
+	free(c);
+}
+
+const char *conn_peer(const struct conn *c)
+{
+	return c->peer;
+}
+
+struct cb_client *conn_cb_client(struct conn *c)
+{
+	return &c->cb;
+}
+
+int conn_hello_done(const struct conn *c)
+{
+	return c->hello_done;
+}
+
+void conn_set_client_id(struct conn *c, const uint8_t id[16])
+{
+	pthread_mutex_lock(&c->srv->lock); /* server_counts reads it */
+	memcpy(c->client_id, id, 16);
+	c->hello_done = 1;
+	pthread_mutex_unlock(&c->srv->lock);
+}
+
+/* Mark closing; returns 1 for the call that did it. */
+static int conn_mark_closing(struct conn *c, int drop_queue)
+{
+	int first;
+
+	pthread_mutex_lock(&c->wlock);
+	first = !c->closing;
+	c->closing = 1;
+	if (drop_queue && !c->writing)
+		outq_free(c);
+	pthread_cond_broadcast(&c->wcond);
+	pthread_cond_broadcast(&c->icond);
+	pthread_mutex_unlock(&c->wlock);
+	/* Wakes the reader (read returns 0); the writer shuts down the rest
+	 * once its queue is flushed. */
+	shutdown(c->fd, drop_queue ? SHUT_RDWR : SHUT_RD);
+	return first;
+}
+
+void conn_fail(struct conn *c, const char *fmt, ...)
+{
+	char reason[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(reason, sizeof(reason), fmt, ap);
+	va_end(ap);
+	if (conn_mark_closing(c, 0))
+		log_warn("peer %s: %s, closing connection", c->peer, reason);
+}
+
+/* A send error: the peer is gone or stuck; nothing more can reach it. */
+static void conn_abort(struct conn *c, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static void conn_abort(struct conn *c, const char *fmt, ...)
+{
+	char reason[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(reason, sizeof(reason), fmt, ap);
+	va_end(ap);
+	if (conn_mark_closing(c, 1))
+		log_warn("peer %s: %s, closing connection", c->peer, reason);
+}
+
+int conn_send(struct conn *c, struct wbuf *w)
+{
+	struct outbuf *o = NULL;
+	size_t off = 0;
+	int err = 0;
+
+	if (w->err)
+		return w->err;
+	if (!w->len)
+		return 0;
+	o = malloc(sizeof(*o)); /* allocate before locking; usually unused */
+	pthread_mutex_lock(&c->wlock);
+	if (c->closing) {
+		pthread_mutex_unlock(&c->wlock);
+		free(o);
+		return -EPIPE;
+	}
+	if (!c->qhead && !c->writing) {
+		ssize_t n;
+		do {
+			n = send(c->fd, w->data, w->len,
+				 MSG_DONTWAIT | MSG_NOSIGNAL);
+		} while (n < 0 && errno == EINTR);
+		if (n == (ssize_t)w->len) {
+			pthread_mutex_unlock(&c->wlock);
+			free(o);
+			return 0;
+		}
+		if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+			err = -errno;
+		else if (n > 0)
+			off = (size_t)n;
+	}
+	if (!err && !o)
+		err = -ENOMEM;
+	if (!err && c->qbytes + (w->len - off) > CONN_QUEUE_MAX)
+		err = -ENOBUFS;
+	if (!err) {
+		o->next = NULL;
+		o->data = w->data;
+		o->len = w->len;
+		o->off = off;
+		o->queued = w->len - off;
+		c->qbytes += o->queued;
+		if (c->qtail)
+			c->qtail->next = o;
+		else
+			c->qhead = o;
+		c->qtail = o;
+		o = NULL;
+		wbuf_init(w); /* the queue owns the bytes now */
+		pthread_cond_signal(&c->wcond);
+	}
+	pthread_mutex_unlock(&c->wlock);
+	free(o);
+	if (err == -ENOBUFS)
+		conn_abort(c, "more than %u MiB of replies unsent (peer not "
+			   "reading)", CONN_QUEUE_MAX >> 20);
+	else if (err)
+		conn_abort(c, "send: %s", strerror(-err));
+	return err;
+}
+
+static void *conn_writer(void *arg)
+{
+	struct conn *c = arg;
+
+	pthread_mutex_lock(&c->wlock);
+	for (;;) {
+		while (!c->qhead && !c->closing)
+			pthread_cond_wait(&c->wcond, &c->wlock);
+		if (!c->qhead)
+			break;
+		struct outbuf *o = c->qhead;
+		c->writing = 1;
+		pthread_mutex_unlock(&c->wlock);
+
+		int err = 0;
+		while (o->off < o->len) {
+			/* Blocking, bounded by SO_SNDTIMEO. */
+			ssize_t n = send(c->fd, o->data + o->off,
+					 o->len - o->off, MSG_NOSIGNAL);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0) {
+				err = errno;
+				break;
+			}
+			o->off += (size_t)n;
+		}
+
+		pthread_mutex_lock(&c->wlock);
+		c->writing = 0;
+		if (err) {
+			pthread_mutex_unlock(&c->wlock);
+			if (err == EAGAIN || err == EWOULDBLOCK)
+				conn_abort(c, "peer not reading for %d s",
+					   CONN_SEND_TIMEOUT_S);
+			else
+				conn_abort(c, "send: %s", strerror(err));
+			pthread_mutex_lock(&c->wlock);
+			outq_free(c);
+			break;
+		}
+		c->qbytes -= o->queued;
+		c->qhead = o->next;
+		if (!c->qhead)
+			c->qtail = NULL;
+		free(o->data);
+		free(o);
+	}
+	pthread_mutex_unlock(&c->wlock);
+	shutdown(c->fd, SHUT_RDWR);
+	return NULL;
+}
+
+/* --- reader ---------------------------------------------------------------- */
+
+/* The read side ended with rc (net_read_full). */
+static void reader_ended(struct conn *c, int rc, int mid_frame)
+{
+	if (rc == -EPIPE && !mid_frame) {
+		if (conn_mark_closing(c, 0))
+			log_info("peer %s: disconnected", c->peer);
+	} else if (rc == -EPIPE) {
+		conn_fail(c, "connection closed mid-frame");
+	} else {
+		conn_fail(c, "read: %s", strerror(-rc));
+	}
+}
+
+static void queue_job(struct server *s, struct job *j)
+{
+	pthread_mutex_lock(&s->qlock);
+	if (s->qtail)
+		s->qtail->next = j;
+	else
+		s->qhead = j;
+	s->qtail = j;
+	pthread_cond_signal(&s->qcond);
+	pthread_mutex_unlock(&s->qlock);
+}
+
+/* Wait for room for one more in-flight request; 0, or -EPIPE if closing. */
+static int inflight_enter(struct conn *c)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&c->wlock);
+	while (c->inflight >= CONN_MAX_INFLIGHT && !c->closing)
+		pthread_cond_wait(&c->icond, &c->wlock);
+	if (c->closing)
+		ret = -EPIPE;
+	else
+		c->inflight++;
+	pthread_mutex_unlock(&c->wlock);
+	return ret;
+}
+
+static void inflight_leave(struct conn *c)
+{
+	pthread_mutex_lock(&c->wlock);
+	c->inflight--;
+	pthread_cond_broadcast(&c->icond);
+	pthread_mutex_unlock(&c->wlock);
+}
+
+/* Read a frame header. Like net_read_full, but tells a close between
+ * frames (*partial = 0) from one inside a header. */
+static int read_header(int fd, uint8_t hb[WIRE_HDR_SIZE], int *partial)
+{
+	size_t got = 0;
+
+	while (got < WIRE_HDR_SIZE) {
+		ssize_t r = read(fd, hb + got, WIRE_HDR_SIZE - got);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			*partial = got > 0;
+			return r < 0 ? -errno : -EPIPE;
+		}
+		got += (size_t)r;
+	}
+	return 0;
+}
+
+/* Read and check one frame. Returns 0 with *payload (malloc'ed, NULL when
+ * empty) or a negative errno once the connection has been failed. */
+static int read_frame(struct conn *c, struct wire_hdr *h, uint8_t **payload)
+{
+	uint8_t hb[WIRE_HDR_SIZE];
+	uint8_t *p = NULL;
+	int rc, partial = 0;
+
+	*payload = NULL;
+	rc = read_header(c->fd, hb, &partial);
+	if (rc) {
+		reader_ended(c, rc, partial);
+		return rc;
+	}
+	if (wire_hdr_decode(hb, h)) {
+		conn_fail(c, "frame length %u exceeds the limit of %u", h->len,
+			  WIRE_MAX_PAYLOAD);
+		return -EMSGSIZE;
+	}
+	if (h->flags & ~(unsigned)(WF_REPLY | WF_PUSH)) {
+		conn_fail(c, "unknown flag bits 0x%x", h->flags);
+		return -EPROTO;
+	}
+	if (h->flags) {
+		conn_fail(c, "a client sent a %s frame",
+			  h->flags & WF_REPLY ? "reply" : "push");
+		return -EPROTO;
+	}
+	if (h->len) {
+		p = malloc(h->len);
+		if (!p) {
+			conn_fail(c, "out of memory for a %u-byte frame",
+				  h->len);
+			return -ENOMEM;
+		}
+		rc = net_read_full(c->fd, p, h->len);
+		if (rc) {
+			free(p);
+			reader_ended(c, rc, 1);
+			return rc;
+		}
+	}
+	*payload = p;
+	return 0;
+}
+
+static void *conn_reader(void *arg)
+{
+	struct conn *c = arg;
+	struct server *s = c->srv;
+
+	for (;;) {
+		struct wire_hdr h;
+		uint8_t *payload;
+
+		if (read_frame(c, &h, &payload))
+			break;
+		if (!c->hello_done) {
+			/* Handshake inline: nothing else runs before it. */
+			if (h.op != OP_HELLO) {
+				conn_fail(c, "first frame is not HELLO (op %u)",
+					  h.op);
+				free(payload);
+				break;
+			}
+			int rc = ops_handle(&s->ctx, c, &h, payload);
+			free(payload);
+			if (rc)
+				break;
+			continue;
+		}
+		struct job *j = malloc(sizeof(*j));
+		if (!j || inflight_enter(c)) {
+			if (!j)
+				conn_fail(c, "out of memory");
+			free(j);
+			free(payload);
+			break;
+		}
+		conn_get(c);
+		*j = (struct job){ .c = c, .h = h, .payload = payload };
+		queue_job(s, j);
+	}
+
+	/* Drain: no request of c still runs, so none can register a promise
+	 * after the drop below. */
+	conn_mark_closing(c, 0);
+	pthread_mutex_lock(&c->wlock);
+	while (c->inflight)
+		pthread_cond_wait(&c->icond, &c->wlock);
+	pthread_mutex_unlock(&c->wlock);
+	pthread_join(c->writer, NULL);
+	cb_drop_client(s->ctx.cb, &c->cb);
+
+	pthread_mutex_lock(&s->lock);
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		s->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	s->nconns--;
+	stats_conn(s->ctx.stats, -1);
+	pthread_cond_broadcast(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+	log_debug("peer %s: connection released", c->peer);
+	conn_put(c); /* must not touch s after the unlink above */
+	return NULL;
+}
+
+/* --- workers ---------------------------------------------------------------- */
+
+static void *worker_main(void *arg)
+{
+	struct server *s = arg;
+
+	for (;;) {
+		pthread_mutex_lock(&s->qlock);
+		while (!s->qhead && !s->qstop)
+			pthread_cond_wait(&s->qcond, &s->qlock);
+		struct job *j = s->qhead;
+		if (j) {
+			s->qhead = j->next;
+			if (!s->qhead)
+				s->qtail = NULL;
+		}
+		pthread_mutex_unlock(&s->qlock);
+		if (!j)
+			break;
+		ops_handle(&s->ctx, j->c, &j->h, j->payload);
+		free(j->payload);
+		inflight_leave(j->c);
+		conn_put(j->c);
+		free(j);
+	}
+	return NULL;
+}
+
+/* --- accept ------------------------------------------------------------------ */
+
+static void sock_setup(int fd)
+{
+	struct timeval tv = { .tv_sec = CONN_SEND_TIMEOUT_S };
+	int one = 1, idle = 60, intvl = 10, cnt = 6;
+
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	/* A client that vanished without a FIN is noticed in ~2 minutes. */
+	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+}
+
+/* Create a conn for fd and start its threads; consumes fd. Called with
+ * s->lock held (so a concurrent stop sees the conn in the list). */
+static int conn_start(struct server *s, int fd)
+{
+	struct conn *c = calloc(1, sizeof(*c));
+	pthread_attr_t attr;
+	pthread_t reader;
+	int ret;
+
+	if (!c) {
+		close(fd);
+		return -ENOMEM;
+	}
+	c->srv = s;
+	c->fd = fd;
+	c->refs = 1; /* the reader's */
+	net_peer_name(fd, c->peer, sizeof(c->peer));
+	pthread_mutex_init(&c->wlock, NULL);
+	pthread_cond_init(&c->wcond, NULL);
+	pthread_cond_init(&c->icond, NULL);
+	cb_client_init(s->ctx.cb, &c->cb, c);
+	sock_setup(fd);
+	ret = -pthread_create(&c->writer, NULL, conn_writer, c);
+	if (ret) {
+		conn_put(c);
+		return ret;
+	}
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	c->next = s->conns;
+	if (s->conns)
+		s->conns->prev = c;
+	s->conns = c;
+	s->nconns++;
+	stats_conn(s->ctx.stats, 1);
+	log_info("peer %s: connected", c->peer);
+	ret = -pthread_create(&reader, &attr, conn_reader, c);
+	pthread_attr_destroy(&attr);
+	if (ret) {
+		s->conns = c->next;
+		if (c->next)
+			c->next->prev = NULL;
+		s->nconns--;
+		stats_conn(s->ctx.stats, -1);
+		conn_mark_closing(c, 1);
+		pthread_join(c->writer, NULL);
+		conn_put(c);
+		return ret;
+	}
+	return 0;
+}
+
+static void *accept_main(void *arg)
+{
+	struct server *s = arg;
+
+	for (;;) {
+		int fd = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC);
+		int aerr = fd < 0 ? errno : 0, stopping;
+
+		pthread_mutex_lock(&s->lock);
+		stopping = s->stopping;
+		if (fd >= 0 && !stopping) {
+			int ret = conn_start(s, fd);
+			if (ret)
+				log_error("cannot start a connection: %s",
+					  strerror(-ret));
+			fd = -1;
+		}
+		pthread_mutex_unlock(&s->lock);
+		if (fd >= 0)
+			close(fd);
+		if (stopping)
+			break;
+		if (aerr && aerr != EINTR && aerr != ECONNABORTED &&
+		    aerr != EAGAIN) {
+			/* EMFILE and friends: back off instead of spinning. */
+			log_error("accept: %s", strerror(aerr));
+			struct timespec ts = { 0, 100 * 1000 * 1000 };
+			nanosleep(&ts, NULL);
+		}
+	}
+	return NULL;
+}
+
+/* --- server ------------------------------------------------------------------ */
+
+static void hold_conn(void *owner)
+{
+	conn_get(owner);
+}
+
+int server_port(const struct server *s)
+{
+	return s->port;
+}
+
+void server_counts(struct server *s, long *conns, long *clients)
+{
+	long n = 0;
+
+	pthread_mutex_lock(&s->lock);
+	*conns = s->nconns;
+	for (struct conn *c = s->conns; c; c = c->next) {
+		if (!c->hello_done)
+			continue;
+		struct conn *d = s->conns;
+		for (; d != c; d = d->next)
+			if (d->hello_done &&
+			    !memcmp(d->client_id, c->client_id, 16))
+				break;
+		if (d == c)
+			n++;
+	}
+	*clients = n;
+	pthread_mutex_unlock(&s->lock);
+}
+
+static void server_free(struct server *s)
+{
+	if (s->ctx.st)
+		store_close(s->ctx.st);
+	cb_table_destroy(s->ctx.cb);
+	stats_destroy(s->ctx.stats);
+	free(s->workers);
+	pthread_mutex_destroy(&s->lock);
+	pthread_cond_destroy(&s->cond);
+	pthread_mutex_destroy(&s->qlock);
+	pthread_cond_destroy(&s->qcond);
+	free(s);
+}
+
+static void workers_stop(struct server *s)
+{
+	pthread_mutex_lock(&s->qlock);
+	s->qstop = 1;
+	pthread_cond_broadcast(&s->qcond);
+	pthread_mutex_unlock(&s->qlock);
+	for (int i = 0; i < s->nworkers; i++)
+		pthread_join(s->workers[i], NULL);
+	s->nworkers = 0;
+}
+
+int server_start(const struct server_opts *o, struct server **out, char *err,
+		 size_t errsz)
+{
+	struct server *s = calloc(1, sizeof(*s));
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	int ret, n = o->workers > 0 ? o->workers : SERVER_WORKERS;
+
+	if (!s) {
+		snprintf(err, errsz, "out of memory");
+		return -ENOMEM;
+	}
+	s->lfd = -1;
+	pthread_mutex_init(&s->lock, NULL);
+	pthread_cond_init(&s->cond, NULL);
+	pthread_mutex_init(&s->qlock, NULL);
+	pthread_cond_init(&s->qcond, NULL);
+	s->ctx.srv = s;
+	s->ctx.stats = stats_create();
+	s->ctx.cb = cb_table_create(CB_MAX_PROMISES, hold_conn);
+	s->workers = calloc((size_t)n, sizeof(*s->workers));
+	if (!s->ctx.stats || !s->ctx.cb || !s->workers) {
+		snprintf(err, errsz, "out of memory");
+		ret = -ENOMEM;
+		goto fail;
+	}
+	ret = store_open(o->data_dir, &s->ctx.st, err, errsz);
+	if (ret)
+		goto fail;
+	ret = ops_load_server_id(o->data_dir, s->ctx.server_id, err, errsz);
+	if (ret)
+		goto fail;
+	if (getrandom(&s->ctx.epoch, sizeof(s->ctx.epoch), 0) !=
+	    sizeof(s->ctx.epoch))
+		s->ctx.epoch = (uint64_t)time(NULL) ^ (uint64_t)getpid() << 32;
+	clock_gettime(CLOCK_MONOTONIC, &s->ctx.started);
+
+	s->lfd = net_listen(o->host ? o->host : "", o->port, err, errsz);
+	if (s->lfd < 0) {
+		ret = s->lfd;
+		goto fail;
+	}
+	if (getsockname(s->lfd, (struct sockaddr *)&ss, &sl) == 0)
+		s->port = ntohs(ss.ss_family == AF_INET6
+				? ((struct sockaddr_in6 *)&ss)->sin6_port
+				: ((struct sockaddr_in *)&ss)->sin_port);
+	for (; s->nworkers < n; s->nworkers++) {
+		ret = -pthread_create(&s->workers[s->nworkers], NULL,
+				      worker_main, s);
+		if (ret) {
+			snprintf(err, errsz, "cannot start threads: %s",
+				 strerror(-ret));
+			goto fail;
+		}
+	}
+	ret = -pthread_create(&s->acceptor, NULL, accept_main, s);
+	if (ret) {
+		snprintf(err, errsz, "cannot start threads: %s",
+			 strerror(-ret));
+		goto fail;
+	}
+	*out = s;
+	return 0;
+fail:
+	workers_stop(s);
+	if (s->lfd >= 0)
+		close(s->lfd);
+	server_free(s);
+	return ret;
+}
+
+void server_stop(struct server *s)
+{
+	pthread_mutex_lock(&s->lock);
+	s->stopping = 1;
+	pthread_mutex_unlock(&s->lock);
+	/* shutdown() wakes a thread blocked in accept(); close() alone
+	 * would not. */
+	shutdown(s->lfd, SHUT_RDWR);
+	pthread_join(s->acceptor, NULL);
+	close(s->lfd);
+
+	pthread_mutex_lock(&s->lock);
+	for (struct conn *c = s->conns; c; c = c->next)
+		conn_mark_closing(c, 1);
+	while (s->conns)
+		pthread_cond_wait(&s->cond, &s->lock);
+	pthread_mutex_unlock(&s->lock);
+
+	workers_stop(s);
+	server_free(s);
+}

@@ -1,0 +1,84 @@
+/*
+ * server.h - the Cairn file server: listener, connections, worker pool.
+ *
+ * server_start() opens the store, listens and starts an accept thread and
+ * a pool of worker threads. Each accepted connection gets a reader thread
+ * (frames in, docs/PROTOCOL.md "Frames" rules enforced, requests queued to
+ * the pool) and a writer thread (drains what could not be sent at once).
+ * Workers run ops_handle() (ops.h), so requests of one client run
+ * concurrently and their replies leave in any order.
+ *
+ * Connections (struct conn) are shared by the reader, the writer, every
+ * in-flight request and every callback break being delivered to them, so
+ * they are reference counted and torn down in two phases: conn_fail()
+ * marks the connection closing (no more sends accepted, reader woken),
+ * the reader drains in-flight requests, drops the connection's callback
+ * promises and its own reference; the last conn_put() closes and frees.
+ */
+#ifndef CAIRN_SERVER_H
+#define CAIRN_SERVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "../lib/wire.h"
+
+struct server;
+struct conn;
+struct cb_client;
+
+struct server_opts {
+	const char *data_dir; /* copied */
+	const char *host;     /* "" or NULL = every address */
+	int port;             /* 0 = any free port */
+	int workers;          /* 0 = default (16) */
+};
+
+/*
+ * Open the store, listen and start serving. Returns 0 with *out set, or a
+ * negative errno with err filled ("data directory D is in use by another
+ * cairn serve" for -EBUSY, "cannot listen on H:P: reason", ...).
+ */
+int server_start(const struct server_opts *o, struct server **out, char *err,
+		 size_t errsz);
+/* The port actually listened on. */
+int server_port(const struct server *s);
+/*
+ * Stop: close the listener, close every connection, wait for in-flight
+ * requests, stop the workers, close the store and free s.
+ */
+void server_stop(struct server *s);
+/* Open connections and distinct client ids among them (for STATUS). */
+void server_counts(struct server *s, long *conns, long *clients);
+
+void conn_get(struct conn *c);
+void conn_put(struct conn *c);
+
+/*
+ * Send the complete frame(s) in w. Never blocks on the peer: what the
+ * socket does not take at once is queued for the connection's writer
+ * thread; the queue takes ownership of w's buffer (w is then empty and
+ * may be reused). Returns 0, -EPIPE if the connection is closing, or
+ * another negative errno (the connection is then failed). Frames from
+ * different threads never interleave.
+ */
+int conn_send(struct conn *c, struct wbuf *w);
+
+/*
+ * Close the connection because of `reason` (printf format): logs one line
+ * "peer IP:PORT: <reason>, closing connection" (only for the first call on
+ * a connection) and stops reading; replies already queued are still
+ * flushed (bounded by the send timeout).
+ */
+void conn_fail(struct conn *c, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* "ip:port" of the peer; valid for the life of c. */
+const char *conn_peer(const struct conn *c);
+/* The connection's callback table entry (callback.h). */
+struct cb_client *conn_cb_client(struct conn *c);
+/* 1 once HELLO succeeded. */
+int conn_hello_done(const struct conn *c);
+/* Record the client id from HELLO and mark the handshake done. */
+void conn_set_client_id(struct conn *c, const uint8_t id[16]);
+
+#endif

@@ -1,0 +1,90 @@
+/*
+ * stats.c - server counters. See stats.h.
+ *
+ * Every counter is a plain uint64_t updated with relaxed atomic adds: they
+ * are statistics, never used to make decisions, so no ordering is needed.
+ */
+#include <stdlib.h>
+#include "../lib/proto.h"
+#include "stats.h"
+
+struct op_counters {
+	uint64_t calls, bytes_in, bytes_out;
+};
+
+struct stats {
+	struct op_counters op[OP__COUNT];
+	struct op_counters total;
+	uint64_t cb_breaks, cb_break_records, cb_bytes;
+	uint64_t conns_total;
+	long conns;
+};
+
+#define ADD(field, v) __atomic_add_fetch(&(field), (v), __ATOMIC_RELAXED)
+#define GET(field) __atomic_load_n(&(field), __ATOMIC_RELAXED)
+
+struct stats *stats_create(void)
+{
+	return calloc(1, sizeof(struct stats));
+}
+
+void stats_destroy(struct stats *s)
+{
+	free(s);
+}
+
+void stats_op(struct stats *s, unsigned op, size_t bytes_in,
+	      size_t bytes_out)
+{
+	if (op > 0 && op < OP__COUNT) {
+		ADD(s->op[op].calls, 1);
+		ADD(s->op[op].bytes_in, bytes_in);
+		ADD(s->op[op].bytes_out, bytes_out);
+	}
+	ADD(s->total.calls, 1);
+	ADD(s->total.bytes_in, bytes_in);
+	ADD(s->total.bytes_out, bytes_out);
+}
+
+void stats_cb_break(struct stats *s, unsigned records, size_t bytes)
+{
+	ADD(s->cb_breaks, 1);
+	ADD(s->cb_break_records, records);
+	ADD(s->cb_bytes, bytes);
+}
+
+void stats_conn(struct stats *s, int delta)
+{
+	ADD(s->conns, delta);
+	if (delta > 0)
+		ADD(s->conns_total, (uint64_t)delta);
+}
+
+long stats_connections(struct stats *s)
+{
+	return GET(s->conns);
+}
+
+void stats_print(struct stats *s, FILE *f)
+{
+	for (unsigned op = 1; op < OP__COUNT; op++) {
+		const char *name = proto_op_name(op);
+		fprintf(f, "op.%s.calls %llu\n", name,
+			(unsigned long long)GET(s->op[op].calls));
+		fprintf(f, "op.%s.bytes_in %llu\n", name,
+			(unsigned long long)GET(s->op[op].bytes_in));
+		fprintf(f, "op.%s.bytes_out %llu\n", name,
+			(unsigned long long)GET(s->op[op].bytes_out));
+	}
+	fprintf(f, "rpc.calls %llu\n", (unsigned long long)GET(s->total.calls));
+	fprintf(f, "rpc.bytes_in %llu\n",
+		(unsigned long long)GET(s->total.bytes_in));
+	fprintf(f, "rpc.bytes_out %llu\n",
+		(unsigned long long)GET(s->total.bytes_out));
+	fprintf(f, "cb_breaks %llu\n", (unsigned long long)GET(s->cb_breaks));
+	fprintf(f, "cb_break_records %llu\n",
+		(unsigned long long)GET(s->cb_break_records));
+	fprintf(f, "cb_bytes_out %llu\n", (unsigned long long)GET(s->cb_bytes));
+	fprintf(f, "connections_total %llu\n",
+		(unsigned long long)GET(s->conns_total));
+}

@@ -1,0 +1,474 @@
+/*
+ * store_data.c - file data and the attribute changes that go with it:
+ * read, write, fsync, fallocate, setattr (truncate).
+ *
+ * A regular file's bytes live in DATA/objects/XX/N; its size lives in
+ * LMDB and wins. The data file may be shorter than the size (a sparse
+ * tail, or nothing written yet): those bytes read as zeros. It may also
+ * be longer, when the server died after writing data but before the
+ * metadata commit; those stale bytes must never become visible, so every
+ * operation that makes bytes past the recorded size part of the file
+ * (a write starting past it, a truncate up, fallocate) first cuts the data
+ * file back to the recorded size.
+ *
+ * Operations that touch a data file hold the vnode's stripe lock
+ * (store_vlock) from reading the recorded size until their metadata
+ * commit, so the size they reasoned about cannot change under them. A data
+ * file is created when the size first becomes non-zero (fsck relies on
+ * it). If the object was deleted meanwhile (the commit says -ESTALE), the
+ * data file this operation may have created is removed again.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "store_int.h"
+
+#define FILE_MAX ((uint64_t)INT64_MAX)
+
+/* The regular file a FID names, read in its own transaction. */
+static int file_get(struct store *st, const struct cairn_fid *fid,
+		    struct sinode *ino, int dir_err, int other_err)
+{
+	MDB_txn *txn;
+	int rc;
+
+	if ((rc = store_rtxn(st, &txn)))
+		return rc;
+	rc = store_fid_get(st, txn, fid, ino);
+	mdb_txn_abort(txn);
+	if (rc)
+		return rc;
+	if (S_ISDIR(ino->mode))
+		return dir_err;
+	if (!S_ISREG(ino->mode))
+		return other_err;
+	return 0;
+}
+
+/* Cut a data file that is longer than `keep` (stale bytes) back to it. */
+static int data_trim(int fd, uint64_t keep)
+{
+	struct stat sb;
+
+	if (store_os.fstat(fd, &sb) < 0)
+		return -errno;
+	if ((uint64_t)sb.st_size > keep &&
+	    store_os.ftruncate(fd, (off_t)keep) < 0)
+		return -errno;
+	return 0;
+}
+
+static void data_close(int fd)
+{
+	if (fd >= 0)
+		store_os.close(fd);
+}
+
+/* Make a data file's directory entry durable (a new file's name is not
+ * covered by fsync of the file itself). Cheap when nothing is dirty. */
+static int data_dir_sync(struct store *st, uint64_t vn)
+{
+	char path[16];
+	int fd, rc = 0;
+
+	snprintf(path, sizeof(path), "objects/%02x", (unsigned)(vn & 0xff));
+	fd = store_os.openat(st->dirfd, path, O_RDONLY | O_DIRECTORY, 0);
+	if (fd < 0)
+		return -errno;
+	if (store_os.fsync(fd) < 0)
+		rc = -errno;
+	store_os.close(fd);
+	return rc;
+}
+
+/* ---- read ------------------------------------------------------------- */
+
+static int atime_due(const struct sinode *ino, struct cairn_time now)
+{
+	return store_time_cmp(ino->atime, ino->mtime) <= 0 ||
+	       store_time_cmp(ino->atime, ino->ctime) <= 0 ||
+	       now.sec - ino->atime.sec >= 24 * 3600;
+}
+
+struct atime_args {
+	const struct cairn_fid *fid;
+	struct sinode ino;
+};
+
+/* relatime. Not a modification: dv stays, so caches stay valid. */
+static int atime_tx(struct store *st, MDB_txn *txn, void *arg)
+{
+	struct atime_args *a = arg;
+	struct cairn_time now = store_now();
+	int rc;
+
+	if ((rc = store_fid_get(st, txn, a->fid, &a->ino)))
+		return rc;
+	if (!atime_due(&a->ino, now))
+		return 0;
+	a->ino.atime = now;
+	return store_inode_put(st, txn, a->fid->vnode, &a->ino);
+}
+
+static int data_pread(int fd, uint8_t *buf, uint32_t n, uint64_t off)
+{
+	uint32_t got = 0;
+	ssize_t r;
+
+	while (got < n) {
+		r = store_os.pread(fd, buf + got, n - got, (off_t)(off + got));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return -errno;
+		if (r == 0)
+			break;
+		got += (uint32_t)r;
+	}
+	memset(buf + got, 0, n - got); /* past the data file's end: zeros */
+	return 0;
+}
+
+int store_read(struct store *st, const struct cairn_fid *fid, uint64_t off,
+	       uint32_t len, void *buf, uint32_t *n, struct cairn_attr *out)
+{
+	struct atime_args a = { fid, { 0 } };
+	uint32_t want = 0;
+	int fd, rc;
+
+	if ((rc = file_get(st, fid, &a.ino, -EISDIR, -EINVAL)))
+		return rc;
+	if (off < a.ino.size)
+		want = a.ino.size - off < len ? (uint32_t)(a.ino.size - off)
+					      : len;
+	if (want > 0) {
+		fd = store_data_open(st, fid->vnode, O_RDONLY);
+		if (fd == -ENOENT) {
+			memset(buf, 0, want);
+		} else if (fd < 0) {
+			return fd;
+		} else {
+			rc = data_pread(fd, buf, want, off);
+			data_close(fd);
+			if (rc)
+				return rc;
+		}
+	}
+	/* Best effort: a failed atime update does not fail the read. */
+	if (atime_due(&a.ino, store_now())) {
+		struct atime_args b = { fid, { 0 } };
+
+		if (store_tx(st, atime_tx, &b) == 0)
+			a.ino = b.ino;
+	}
+	*n = want;
+	store_attr_fill(st, fid->vnode, &a.ino, out);
+	return 0;
+}
+
+/* ---- write ------------------------------------------------------------ */
+
+struct write_args {
+	const struct cairn_fid *fid;
+	uint64_t end;      /* new minimum size */
+	int mtime;         /* data changed: mtime too */
+	struct sinode ino;
+};
+
+static int write_tx(struct store *st, MDB_txn *txn, void *arg)
+{
+	struct write_args *a = arg;
+	int rc;
+
+	if ((rc = store_fid_get(st, txn, a->fid, &a->ino)))
+		return rc;
+	if (a->end > a->ino.size)
+		a->ino.size = a->end;
+	if (a->mtime)
+		store_touch_mc(&a->ino, store_now());
+	else
+		store_touch_c(&a->ino, store_now());
+	return store_inode_put(st, txn, a->fid->vnode, &a->ino);
+}
+
+/* Commit fn; drop the data file again if the object vanished meanwhile
+ * (this operation may have created it). */
+static int data_commit_tx(struct store *st, uint64_t vn, store_tx_fn fn,
+			  void *arg)
+{
+	int rc = store_tx(st, fn, arg);
+
+	if (rc == -ESTALE) {
+		char path[48];
+
+		store_data_path(vn, path, sizeof(path));
+		store_os.unlinkat(st->dirfd, path, 0);
+	}
+	return rc;
+}
+
+static int data_commit(struct store *st, struct write_args *a)
+{
+	return data_commit_tx(st, a->fid->vnode, write_tx, a);
+}
+
+static int data_pwrite(int fd, const uint8_t *buf, uint32_t len, uint64_t off)
+{
+	uint32_t done = 0;
+	ssize_t r;
+
+	while (done < len) {
+		r = store_os.pwrite(fd, buf + done, len - done,
+				    (off_t)(off + done));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return -errno;
+		if (r == 0)
+			return -EIO;
+		done += (uint32_t)r;
+	}
+	return 0;
+}
+
+int store_write(struct store *st, const struct cairn_fid *fid, uint64_t off,
+		const void *buf, uint32_t len, uint32_t flags,
+		struct cairn_attr *out)
+{
+	struct write_args a = { fid, off + len, 1, { 0 } };
+	pthread_mutex_t *l = store_vlock(st, fid->vnode);
+	int fd = -1, rc;
+
+	if (off > FILE_MAX - len)
+		return -EFBIG;
+	pthread_mutex_lock(l);
+	if ((rc = file_get(st, fid, &a.ino, -EISDIR, -EINVAL)))
+		goto out;
+	if (len == 0)
+		goto out; /* like write(2): nothing changes */
+	fd = store_data_open(st, fid->vnode, O_WRONLY | O_CREAT);
+	if (fd < 0) {
+		rc = fd;
+		goto out;
+	}
+	if (off > a.ino.size && (rc = data_trim(fd, a.ino.size)))
+		goto out;
+	if ((rc = data_pwrite(fd, buf, len, off)))
+		goto out;
+	if ((flags & WR_SYNC) && store_os.fdatasync(fd) < 0) {
+		rc = -errno;
+		goto out;
+	}
+	if ((flags & WR_SYNC) && a.ino.size == 0 &&
+	    (rc = data_dir_sync(st, fid->vnode)))
+		goto out; /* the data file may be new */
+	rc = data_commit(st, &a);
+out:
+	data_close(fd);
+	pthread_mutex_unlock(l);
+	if (rc == 0)
+		store_attr_fill(st, fid->vnode, &a.ino, out);
+	return rc;
+}
+
+int store_fsync(struct store *st, const struct cairn_fid *fid,
+		uint32_t flags)
+{
+	MDB_txn *txn;
+	struct sinode ino;
+	int fd, rc;
+
+	if ((rc = store_rtxn(st, &txn)))
+		return rc;
+	rc = store_fid_get(st, txn, fid, &ino);
+	mdb_txn_abort(txn);
+	if (rc || !S_ISREG(ino.mode))
+		return rc; /* metadata is synced on every commit already */
+	fd = store_data_open(st, fid->vnode, O_RDONLY);
+	if (fd == -ENOENT)
+		return 0;
+	if (fd < 0)
+		return fd;
+	if (flags & FS_DATASYNC)
+		rc = store_os.fdatasync(fd) < 0 ? -errno : 0;
+	else
+		rc = store_os.fsync(fd) < 0 ? -errno : 0;
+	data_close(fd);
+	return rc ? rc : data_dir_sync(st, fid->vnode);
+}
+
+/* ---- fallocate -------------------------------------------------------- */
+
+static const uint32_t falloc_modes[] = {
+	0,
+	FALLOC_FL_KEEP_SIZE,
+	FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+	FALLOC_FL_ZERO_RANGE,
+	FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE,
+};
+
+static int data_fallocate(int fd, uint32_t mode, uint64_t off, uint64_t len)
+{
+	if (store_os.fallocate(fd, (int)mode, (off_t)off, (off_t)len) == 0)
+		return 0;
+	if (errno != EOPNOTSUPP || !(mode & FALLOC_FL_ZERO_RANGE))
+		return -errno;
+	/* No ZERO_RANGE on this file system: punch, then allocate. */
+	if (store_os.fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+			       (off_t)off, (off_t)len) < 0 ||
+	    store_os.fallocate(fd, (int)(mode & FALLOC_FL_KEEP_SIZE),
+			       (off_t)off, (off_t)len) < 0)
+		return -errno;
+	return 0;
+}
+
+int store_fallocate(struct store *st, const struct cairn_fid *fid,
+		    uint32_t mode, uint64_t off, uint64_t len,
+		    struct cairn_attr *out)
+{
+	struct write_args a = { fid, 0, 0, { 0 } };
+	pthread_mutex_t *l = store_vlock(st, fid->vnode);
+	size_t i;
+	int fd = -1, rc;
+
+	for (i = 0; i < sizeof(falloc_modes) / sizeof(falloc_modes[0]); i++)
+		if (falloc_modes[i] == mode)
+			break;
+	if (i == sizeof(falloc_modes) / sizeof(falloc_modes[0]))
+		return -EOPNOTSUPP;
+	if (len == 0)
+		return -EINVAL;
+	if (off > FILE_MAX || len > FILE_MAX - off)
+		return -EFBIG;
+	pthread_mutex_lock(l);
+	if ((rc = file_get(st, fid, &a.ino, -EISDIR, -ENODEV)))
+		goto out;
+	fd = store_data_open(st, fid->vnode, O_RDWR | O_CREAT);
+	if (fd < 0) {
+		rc = fd;
+		goto out;
+	}
+	if ((rc = data_trim(fd, a.ino.size)) ||
+	    (rc = data_fallocate(fd, mode, off, len)))
+		goto out;
+	if (!(mode & FALLOC_FL_KEEP_SIZE) && off + len > a.ino.size) {
+		a.end = off + len;
+		a.mtime = 1;
+	}
+	if (mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE))
+		a.mtime = 1;
+	rc = data_commit(st, &a);
+out:
+	data_close(fd);
+	pthread_mutex_unlock(l);
+	if (rc == 0)
+		store_attr_fill(st, fid->vnode, &a.ino, out);
+	return rc;
+}
+
+/* ---- setattr ---------------------------------------------------------- */
+
+struct setattr_args {
+	const struct cairn_fid *fid;
+	const struct store_setattr *sa;
+	struct sinode ino;
+};
+
+/* chown of a regular file drops set-user-ID and (group-executable)
+ * set-group-ID, as the kernel does; a mode given alongside wins. */
+static void setattr_owner(struct sinode *ino, const struct store_setattr *sa)
+{
+	int changes = ((sa->valid & SA_UID) && sa->uid != ino->uid) ||
+		      ((sa->valid & SA_GID) && sa->gid != ino->gid);
+
+	if (changes && S_ISREG(ino->mode) && !(sa->valid & SA_MODE)) {
+		ino->mode &= ~(uint32_t)S_ISUID;
+		if (ino->mode & S_IXGRP)
+			ino->mode &= ~(uint32_t)S_ISGID;
+	}
+	if (sa->valid & SA_UID)
+		ino->uid = sa->uid;
+	if (sa->valid & SA_GID)
+		ino->gid = sa->gid;
+}
+
+static int setattr_tx(struct store *st, MDB_txn *txn, void *arg)
+{
+	struct setattr_args *a = arg;
+	const struct store_setattr *sa = a->sa;
+	struct sinode *ino = &a->ino;
+	struct cairn_time now = store_now();
+	int rc;
+
+	if ((rc = store_fid_get(st, txn, a->fid, ino)))
+		return rc;
+	if (sa->valid & SA_SIZE) {
+		if (S_ISDIR(ino->mode))
+			return -EISDIR;
+		if (!S_ISREG(ino->mode))
+			return -EINVAL;
+		ino->size = sa->size;
+		ino->mtime = now;
+	}
+	setattr_owner(ino, sa);
+	if (sa->valid & SA_MODE)
+		ino->mode = (ino->mode & S_IFMT) | (sa->mode & 07777);
+	if (sa->valid & SA_ATIME_NOW)
+		ino->atime = now;
+	else if (sa->valid & SA_ATIME)
+		ino->atime = sa->atime;
+	if (sa->valid & SA_MTIME_NOW)
+		ino->mtime = now;
+	else if (sa->valid & SA_MTIME)
+		ino->mtime = sa->mtime;
+	ino->ctime = (sa->valid & SA_CTIME) ? sa->ctime : now;
+	ino->dv++;
+	return store_inode_put(st, txn, a->fid->vnode, ino);
+}
+
+/* Bring the data file in line with a new size before it is committed. */
+static int setattr_data(struct store *st, const struct cairn_fid *fid,
+			uint64_t size)
+{
+	struct sinode ino;
+	int fd, rc;
+
+	if ((rc = file_get(st, fid, &ino, -EISDIR, -EINVAL)))
+		return rc;
+	fd = store_data_open(st, fid->vnode, size ? O_RDWR | O_CREAT : O_RDWR);
+	if (fd == -ENOENT)
+		return 0;
+	if (fd < 0)
+		return fd;
+	rc = data_trim(fd, size < ino.size ? size : ino.size);
+	data_close(fd);
+	return rc;
+}
+
+int store_setattr(struct store *st, const struct cairn_fid *fid,
+		  const struct store_setattr *sa, struct cairn_attr *out)
+{
+	struct setattr_args a = { fid, sa, { 0 } };
+	pthread_mutex_t *l = store_vlock(st, fid->vnode);
+	int rc;
+
+	if (!(sa->valid & SA_SIZE)) {
+		rc = store_tx(st, setattr_tx, &a);
+	} else if (sa->size > FILE_MAX) {
+		rc = -EFBIG;
+	} else {
+		pthread_mutex_lock(l);
+		rc = setattr_data(st, fid, sa->size);
+		if (rc == 0)
+			rc = data_commit_tx(st, fid->vnode, setattr_tx, &a);
+		pthread_mutex_unlock(l);
+	}
+	if (rc == 0)
+		store_attr_fill(st, fid->vnode, &a.ino, out);
+	return rc;
+}

@@ -1,0 +1,771 @@
+/*
+ * store_dir.c - namespace operations of the store: lookup, create,
+ * symlink, link, remove, rename, readdir.
+ *
+ * A directory entry lives twice: dirents (dir, name) -> (child, cookie,
+ * type) and dirseq (dir, cookie) -> name. Both are always changed in the
+ * same transaction. An entry keeps its cookie for its whole life, also
+ * when rename replaces or exchanges the object it names, so a READDIR
+ * resumed from a cookie neither skips nor repeats entries that stayed.
+ *
+ * Invariants kept here (and checked by store_fsck):
+ *   - a directory has exactly one entry naming it (the root none) and
+ *     its inode's parent is the directory holding that entry;
+ *   - a directory's nlink is 2 + its subdirectories, another object's
+ *     nlink is the number of entries naming it;
+ *   - an object whose last entry goes is deleted in the same transaction;
+ *     its data file is removed after the commit (a crash in between leaves
+ *     a data file without inode, which fsck reports).
+ * Every operation bumps dv of each object whose attributes it changed.
+ */
+#include <errno.h>
+#include <string.h>
+#include <sys/stat.h>
+#include "store_int.h"
+
+static void dirent_key(uint64_t dir, const char *name, uint8_t *kb,
+		       MDB_val *k)
+{
+	size_t n = strlen(name);
+
+	store_be64_put(kb, dir);
+	memcpy(kb + 8, name, n);
+	k->mv_size = 8 + n;
+	k->mv_data = kb;
+}
+
+static void dirseq_key(uint64_t dir, uint64_t cookie, uint8_t *kb,
+		       MDB_val *k)
+{
+	store_be64_put(kb, dir);
+	store_be64_put(kb + 8, cookie);
+	k->mv_size = 16;
+	k->mv_data = kb;
+}
+
+int store_dirent_decode(const MDB_val *v, uint64_t *child, uint64_t *cookie,
+			uint32_t *type)
+{
+	const uint8_t *p = v->mv_data;
+	uint64_t c = 0, k = 0;
+	uint32_t t = 0;
+
+	if (v->mv_size != DIRENT_VAL_SIZE)
+		return -EIO;
+	for (int i = 7; i >= 0; i--) {
+		c = c << 8 | p[i];
+		k = k << 8 | p[8 + i];
+	}
+	for (int i = 3; i >= 0; i--)
+		t = t << 8 | p[16 + i];
+	*child = c;
+	*cookie = k;
+	*type = t;
+	return 0;
+}
+
+static void dirent_encode(uint64_t child, uint64_t cookie, uint32_t type,
+			  uint8_t *p)
+{
+	for (int i = 0; i < 8; i++) {
+		p[i] = (uint8_t)(child >> (8 * i));
+		p[8 + i] = (uint8_t)(cookie >> (8 * i));
+	}
+	for (int i = 0; i < 4; i++)
+		p[16 + i] = (uint8_t)(type >> (8 * i));
+}
+
+int store_dirent_get(struct store *st, MDB_txn *txn, uint64_t dir,
+		     const char *name, uint64_t *child, uint64_t *cookie,
+		     uint32_t *type)
+{
+	uint8_t kb[8 + CAIRN_NAME_MAX];
+	MDB_val k, v;
+	int rc;
+
+	dirent_key(dir, name, kb, &k);
+	rc = mdb_get(txn, st->db_dirents, &k, &v);
+	if (rc)
+		return store_lmdb_err(rc);
+	return store_dirent_decode(&v, child, cookie, type);
+}
+
+/* Point the existing entry (dir, name) at another object. */
+static int dirent_set(struct store *st, MDB_txn *txn, uint64_t dir,
+		      const char *name, uint64_t child, uint64_t cookie,
+		      uint32_t type)
+{
+	uint8_t kb[8 + CAIRN_NAME_MAX], vb[DIRENT_VAL_SIZE];
+	MDB_val k, v = { sizeof(vb), vb };
+
+	dirent_key(dir, name, kb, &k);
+	dirent_encode(child, cookie, type & S_IFMT, vb);
+	return store_lmdb_err(mdb_put(txn, st->db_dirents, &k, &v, 0));
+}
+
+/* New entry with the directory's next cookie (dino is updated, the
+ * caller writes it back). */
+static int dirent_add(struct store *st, MDB_txn *txn, uint64_t dir,
+		      struct sinode *dino, const char *name, uint64_t child,
+		      uint32_t type)
+{
+	uint8_t kb[16];
+	MDB_val k, v = { strlen(name), (void *)name };
+	uint64_t cookie = dino->next_cookie++;
+	int rc;
+
+	dirseq_key(dir, cookie, kb, &k);
+	rc = mdb_put(txn, st->db_dirseq, &k, &v, MDB_NOOVERWRITE);
+	if (rc)
+		return rc == MDB_KEYEXIST ? -EIO : store_lmdb_err(rc);
+	return dirent_set(st, txn, dir, name, child, cookie, type);
+}
+
+static int dirent_del(struct store *st, MDB_txn *txn, uint64_t dir,
+		      const char *name, uint64_t cookie)
+{
+	uint8_t kb[8 + CAIRN_NAME_MAX];
+	MDB_val k;
+	int rc;
+
+	dirent_key(dir, name, kb, &k);
+	if ((rc = mdb_del(txn, st->db_dirents, &k, NULL)))
+		return store_lmdb_err(rc);
+	dirseq_key(dir, cookie, kb, &k);
+	rc = mdb_del(txn, st->db_dirseq, &k, NULL);
+	return rc == MDB_NOTFOUND ? -EIO : store_lmdb_err(rc);
+}
+
+/* 1 if directory dir has no entries, 0 if it has, or -errno. */
+static int dir_empty(struct store *st, MDB_txn *txn, uint64_t dir)
+{
+	MDB_cursor *cur;
+	uint8_t kb[16];
+	MDB_val k, v;
+	int rc;
+
+	dirseq_key(dir, 0, kb, &k);
+	if ((rc = mdb_cursor_open(txn, st->db_dirseq, &cur)))
+		return store_lmdb_err(rc);
+	rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+	mdb_cursor_close(cur);
+	if (rc == MDB_NOTFOUND)
+		return 1;
+	if (rc)
+		return store_lmdb_err(rc);
+	return k.mv_size != 16 || store_be64_get(k.mv_data) != dir;
+}
+
+/* 1 if directory anc is vn or one of its ancestors, 0 if not. */
+static int dir_is_ancestor(struct store *st, MDB_txn *txn, uint64_t anc,
+			   uint64_t vn)
+{
+	struct sinode ino;
+	int rc;
+
+	for (int depth = 0; depth < 100000; depth++) {
+		if (vn == anc)
+			return 1;
+		if (vn == STORE_ROOT)
+			return 0;
+		if ((rc = store_inode_get(st, txn, vn, &ino)))
+			return rc == -ENOENT ? -EIO : rc;
+		vn = ino.parent;
+	}
+	return -EIO; /* a parent cycle: corrupt metadata */
+}
+
+/* The directory a FID names, or -ENOTDIR / -ESTALE. */
+static int dir_get(struct store *st, MDB_txn *txn, const struct cairn_fid *fid,
+		   struct sinode *dino)
+{
+	int rc = store_fid_get(st, txn, fid, dino);
+
+	if (rc == 0 && !S_ISDIR(dino->mode))
+		rc = -ENOTDIR;
+	return rc;
+}
+
+/* The object an entry names; its absence is corruption, not ENOENT. */
+static int child_get(struct store *st, MDB_txn *txn, uint64_t vn,
+		     struct sinode *ino)
+{
+	int rc = store_inode_get(st, txn, vn, ino);
+
+	return rc == -ENOENT ? -EIO : rc;
+}
+
+int store_lookup(struct store *st, const struct cairn_fid *dir,
+		 const char *name, struct cairn_attr *out)
+{
+	MDB_txn *txn;
+	struct sinode dino, ino;
+	uint64_t child, cookie;
+	uint32_t type;
+	int rc;
+
+	if ((rc = store_name_check(name)))
+		return rc;
+	if ((rc = store_rtxn(st, &txn)))
+		return rc;
+	if ((rc = dir_get(st, txn, dir, &dino)) ||
+	    (rc = store_dirent_get(st, txn, dir->vnode, name, &child, &cookie,
+				   &type)) ||
+	    (rc = child_get(st, txn, child, &ino)))
+		goto out;
+	store_attr_fill(st, child, &ino, out);
+out:
+	mdb_txn_abort(txn);
+	return rc;
+}
+
+/* ---- create / symlink ------------------------------------------------- */
+
+struct create_args {
+	const struct cairn_fid *dir;
+	const char *name, *target;
+	uint32_t mode, uid, gid, rdev, flags;
+	int created;
+	uint64_t vn;
+	struct sinode ino, dino;
+};
+
+/* O_CREAT without O_EXCL on an existing name. */
+static int create_existing(struct store *st, MDB_txn *txn,
+			   struct create_args *a, uint64_t child,
+			   uint32_t type)
+{
+	if (a->target || (a->flags & CR_EXCL) || !S_ISREG(a->mode))
+		return -EEXIST;
+	if (S_ISDIR(type))
+		return -EISDIR;
+	if (!S_ISREG(type))
+		return -EEXIST;
+	a->created = 0;
+	a->vn = child;
+	return child_get(st, txn, child, &a->ino);
+}
+
+static int create_tx(struct store *st, MDB_txn *txn, void *arg)
+{
+	struct create_args *a = arg;
+	uint64_t child, cookie, dvn = a->dir->vnode;
+	uint32_t type;
+	MDB_val k, v;
+	uint8_t kb[8];
+	int rc;
+
+	if ((rc = dir_get(st, txn, a->dir, &a->dino)))
+		return rc;
+	rc = store_dirent_get(st, txn, dvn, a->name, &child, &cookie, &type);
+	if (rc == 0)
+		return create_existing(st, txn, a, child, type);
+	if (rc != -ENOENT)
+		return rc;
+	if (S_ISDIR(a->mode) && a->dino.nlink >= STORE_MAXLINK)
+		return -EMLINK;
+	if ((rc = store_inode_new(st, txn, a->mode, &a->vn, &a->ino)))
+		return rc;
+	a->ino.uid = a->uid;
+	a->ino.gid = a->gid;
+	if (S_ISCHR(a->mode) || S_ISBLK(a->mode))
+		a->ino.rdev = a->rdev;
+	if (a->dino.mode & S_ISGID) {
+		a->ino.gid = a->dino.gid;
+		if (S_ISDIR(a->mode))
+			a->ino.mode |= S_ISGID;
+	}
+	if (S_ISDIR(a->mode)) {
+		a->ino.parent = dvn;
+		a->dino.nlink++;
+	}
+	if (a->target) {
+		a->ino.size = strlen(a->target);
+		store_be64_put(kb, a->vn);
+		k.mv_size = 8;
+		k.mv_data = kb;
+		v.mv_size = a->ino.size;
+		v.mv_data = (void *)a->target;
+		if ((rc = mdb_put(txn, st->db_symlinks, &k, &v, 0)))
+			return store_lmdb_err(rc);
+	}
+	if ((rc = dirent_add(st, txn, dvn, &a->dino, a->name, a->vn,
+			     a->ino.mode)))
+		return rc;
+	store_touch_mc(&a->dino, a->ino.ctime);
+	if ((rc = store_inode_put(st, txn, a->vn, &a->ino)) ||
+	    (rc = store_inode_put(st, txn, dvn, &a->dino)))
+		return rc;
+	a->created = 1;
+	return 0;
+}
+
+static int create_run(struct store *st, struct create_args *a,
+		      struct cairn_attr *out, struct cairn_attr *dir_out)
+{
+	int rc;
+
+	if ((rc = store_name_check(a->name)))
+		return rc;
+	if ((rc = store_tx(st, create_tx, a)))
+		return rc;
+	store_attr_fill(st, a->vn, &a->ino, out);
+	store_attr_fill(st, a->dir->vnode, &a->dino, dir_out);
+	return 0;
+}
+
+int store_create(struct store *st, const struct cairn_fid *dir,
+		 const char *name, uint32_t mode, uint32_t uid, uint32_t gid,
+		 uint32_t rdev, uint32_t flags, int *created,
+		 struct cairn_attr *out, struct cairn_attr *dir_out)
+{
+	struct create_args a = { .dir = dir, .name = name, .uid = uid,
+				 .gid = gid, .rdev = rdev, .flags = flags };
+	int rc;
+
+	if ((mode & S_IFMT) == 0)
+		mode |= S_IFREG;
+	switch (mode & S_IFMT) {
+	case S_IFREG: case S_IFDIR: case S_IFIFO: case S_IFSOCK:
+	case S_IFCHR: case S_IFBLK:
+		break;
+	default:
+		return -EINVAL;
+	}
+	a.mode = mode & (S_IFMT | 07777);
+	rc = create_run(st, &a, out, dir_out);
+	if (rc == 0)
+		*created = a.created;
+	return rc;
+}
+
+int store_symlink(struct store *st, const struct cairn_fid *dir,
+		  const char *name, const char *target, uint32_t uid,
+		  uint32_t gid, struct cairn_attr *out,
+		  struct cairn_attr *dir_out)
+{
+	struct create_args a = { .dir = dir, .name = name, .target = target,
+				 .mode = S_IFLNK | 0777, .uid = uid,
+				 .gid = gid, .flags = CR_EXCL };
+	size_t n = strlen(target);
+
+	if (n == 0)
+		return -ENOENT;
+	if (n > CAIRN_SYMLINK_MAX)
+		return -ENAMETOOLONG;
+	return create_run(st, &a, out, dir_out);
+}
+
+int store_readlink(struct store *st, const struct cairn_fid *fid,
+		   char *target, size_t *len)
+{
+	MDB_txn *txn;
+	struct sinode ino;
+	uint8_t kb[8];
+	MDB_val k = { 8, kb }, v;
+	int rc;
+
+	if ((rc = store_rtxn(st, &txn)))
+		return rc;
+	if ((rc = store_fid_get(st, txn, fid, &ino)))
+		goto out;
+	if (!S_ISLNK(ino.mode)) {
+		rc = -EINVAL;
+		goto out;
+	}
+	store_be64_put(kb, fid->vnode);
+	rc = mdb_get(txn, st->db_symlinks, &k, &v);
+	if (rc || v.mv_size > CAIRN_SYMLINK_MAX) {
+		rc = rc && rc != MDB_NOTFOUND ? store_lmdb_err(rc) : -EIO;
+		goto out;
+	}
+	memcpy(target, v.mv_data, v.mv_size);
+	target[v.mv_size] = 0;
+	*len = v.mv_size;
+out:
+	mdb_txn_abort(txn);
+	return rc;
+}
+
+/* ---- link / remove ---------------------------------------------------- */
+
+struct link_args {
+	const struct cairn_fid *fid, *dir;
+	const char *name;
+	struct sinode ino, dino;
+};
+
+static int link_tx(struct store *st, MDB_txn *txn, void *arg)
+{
+	struct link_args *a = arg;
+	uint64_t child, cookie;
+	uint32_t type;
+	struct cairn_time now = store_now();
+	int rc;
+
+	if ((rc = store_fid_get(st, txn, a->fid, &a->ino)))
+		return rc;
+	if (S_ISDIR(a->ino.mode))
+		return -EPERM;
+	if ((rc = dir_get(st, txn, a->dir, &a->dino)))
+		return rc;
+	rc = store_dirent_get(st, txn, a->dir->vnode, a->name, &child,
+			      &cookie, &type);
+	if (rc != -ENOENT)
+		return rc ? rc : -EEXIST;
+	if (a->ino.nlink >= STORE_MAXLINK)
+		return -EMLINK;
+	a->ino.nlink++;
+	store_touch_c(&a->ino, now);
+	store_touch_mc(&a->dino, now);
+	if ((rc = dirent_add(st, txn, a->dir->vnode, &a->dino, a->name,
+			     a->fid->vnode, a->ino.mode)) ||
+	    (rc = store_inode_put(st, txn, a->fid->vnode, &a->ino)))
+		return rc;
+	return store_inode_put(st, txn, a->dir->vnode, &a->dino);
+}
+
+int store_link(struct store *st, const struct cairn_fid *fid,
+	       const struct cairn_fid *dir, const char *name,
+	       struct cairn_attr *out, struct cairn_attr *dir_out)
+{
+	struct link_args a = { fid, dir, name, { 0 }, { 0 } };
+	int rc;
+
+	if ((rc = store_name_check(name)) ||
+	    (rc = store_tx(st, link_tx, &a)))
+		return rc;
+	store_attr_fill(st, fid->vnode, &a.ino, out);
+	store_attr_fill(st, dir->vnode, &a.dino, dir_out);
+	return 0;
+}
+
+/*
+ * Drop one link of object vn (named by an entry that is already gone or
+ * repointed): a directory goes at once (it was empty), another object when
+ * its nlink reaches 0. *drop is set when a data file must go after commit.
+ */
+static int unlink_obj(struct store *st, MDB_txn *txn, uint64_t vn,
+		      struct sinode *ino, struct cairn_time now, int *drop)
+{
+	if (S_ISDIR(ino->mode)) {
+		ino->nlink = 0;
+		return store_inode_del(st, txn, vn);
+	}
+	ino->nlink--;
+	store_touch_c(ino, now);
+	if (ino->nlink > 0)
+		return store_inode_put(st, txn, vn, ino);
+	*drop = S_ISREG(ino->mode);
+	return store_inode_del(st, txn, vn);
+}
+
+struct remove_args {
+	const struct cairn_fid *dir;
+	const char *name;
+	uint32_t flags;
+	uint64_t vn;
+	int drop;
+	struct sinode ino, dino;
+};
+
+static int remove_tx(struct store *st, MDB_txn *txn, void *arg)
+{
+	struct remove_args *a = arg;
+	uint64_t cookie, dvn = a->dir->vnode;
+	uint32_t type;
+	struct cairn_time now = store_now();
+	int rc;
+
+	a->drop = 0;
+	if ((rc = dir_get(st, txn, a->dir, &a->dino)) ||
+	    (rc = store_dirent_get(st, txn, dvn, a->name, &a->vn, &cookie,
+				   &type)) ||
+	    (rc = child_get(st, txn, a->vn, &a->ino)))
+		return rc;
+	if (a->flags & RM_DIR) {
+		if (!S_ISDIR(a->ino.mode))
+			return -ENOTDIR;
+		if ((rc = dir_empty(st, txn, a->vn)) <= 0)
+			return rc ? rc : -ENOTEMPTY;
+		a->dino.nlink--;
+	} else if (S_ISDIR(a->ino.mode)) {
+		return -EISDIR;
+	}
+	store_touch_mc(&a->dino, now);
+	if ((rc = dirent_del(st, txn, dvn, a->name, cookie)) ||
+	    (rc = unlink_obj(st, txn, a->vn, &a->ino, now, &a->drop)))
+		return rc;
+	return store_inode_put(st, txn, dvn, &a->dino);
+}
+
+int store_remove(struct store *st, const struct cairn_fid *dir,
+		 const char *name, uint32_t flags, struct cairn_attr *dir_out,
+		 struct store_changed *ch)
+{
+	struct remove_args a = { .dir = dir, .name = name, .flags = flags };
+	int rc;
+
+	if ((rc = store_name_check(name)) ||
+	    (rc = store_tx(st, remove_tx, &a)))
+		return rc;
+	if (a.drop)
+		store_data_drop(st, a.vn);
+	store_attr_fill(st, dir->vnode, &a.dino, dir_out);
+	ch->n = 1;
+	store_fid_make(a.vn, &a.ino, &ch->fid[0]);
+	return 0;
+}
+
+/* ---- rename ----------------------------------------------------------- */
+
+struct rename_args {
+	const struct cairn_fid *sdir, *ddir;
+	const char *sname, *dname;
+	uint32_t flags;
+	uint64_t svn, dvn;
+	int have_dst, drop;
+	struct sinode sd, dd, sino, dino;
+};
+
+/* The errors a local file system gives, in the kernel's order. */
+static int rename_check(struct store *st, MDB_txn *txn, struct rename_args *a,
+			int same)
+{
+	int sdir_moves = S_ISDIR(a->sino.mode) && !same;
+	int rc;
+
+	if ((a->flags & RN_EXCHANGE) && !a->have_dst)
+		return -ENOENT;
+	if ((a->flags & RN_NOREPLACE) && a->have_dst)
+		return -EEXIST;
+	/* Source must not be an ancestor of the target's directory. */
+	if (sdir_moves &&
+	    (rc = dir_is_ancestor(st, txn, a->svn, a->ddir->vnode)))
+		return rc < 0 ? rc : -EINVAL;
+	/* Target must not be an ancestor of the source's directory. */
+	if (a->have_dst && S_ISDIR(a->dino.mode) && !same &&
+	    (rc = dir_is_ancestor(st, txn, a->dvn, a->sdir->vnode)))
+		return rc < 0 ? rc : (a->flags & RN_EXCHANGE) ? -EINVAL
+							       : -ENOTEMPTY;
+	if (a->have_dst && a->svn == a->dvn)
+		return 0;
+	if (a->have_dst && !(a->flags & RN_EXCHANGE)) {
+		if (S_ISDIR(a->sino.mode) && !S_ISDIR(a->dino.mode))
+			return -ENOTDIR;
+		if (!S_ISDIR(a->sino.mode) && S_ISDIR(a->dino.mode))
+			return -EISDIR;
+		if (S_ISDIR(a->dino.mode) &&
+		    (rc = dir_empty(st, txn, a->dvn)) <= 0)
+			return rc ? rc : -ENOTEMPTY;
+	}
+	if (sdir_moves && a->dd.nlink >= STORE_MAXLINK &&
+	    !(a->have_dst && S_ISDIR(a->dino.mode)))
+		return -EMLINK;
+	return 0;
+}
+
+static int rename_exchange(struct store *st, MDB_txn *txn,
+			   struct rename_args *a, uint64_t scookie,
+			   uint64_t dcookie, struct sinode *sd,
+			   struct sinode *dd, int same, struct cairn_time now)
+{
+	int rc;
+
+	if ((rc = dirent_set(st, txn, a->sdir->vnode, a->sname, a->dvn,
+			     scookie, a->dino.mode)) ||
+	    (rc = dirent_set(st, txn, a->ddir->vnode, a->dname, a->svn,
+			     dcookie, a->sino.mode)))
+		return rc;
+	if (!same && S_ISDIR(a->sino.mode)) {
+		a->sino.parent = a->ddir->vnode;
+		sd->nlink--;
+		dd->nlink++;
+	}
+	if (!same && S_ISDIR(a->dino.mode)) {
+		a->dino.parent = a->sdir->vnode;
+		dd->nlink--;
+		sd->nlink++;
+	}
+	store_touch_c(&a->sino, now);
+	store_touch_c(&a->dino, now);
+	if ((rc = store_inode_put(st, txn, a->svn, &a->sino)))
+		return rc;
+	return store_inode_put(st, txn, a->dvn, &a->dino);
+}
+
+static int rename_move(struct store *st, MDB_txn *txn, struct rename_args *a,
+		       uint64_t scookie, uint64_t dcookie, struct sinode *sd,
+		       struct sinode *dd, int same, struct cairn_time now)
+{
+	int rc;
+
+	if ((rc = dirent_del(st, txn, a->sdir->vnode, a->sname, scookie)))
+		return rc;
+	if (a->have_dst) {
+		/* The entry keeps its cookie; its old object loses a link. */
+		if ((rc = dirent_set(st, txn, a->ddir->vnode, a->dname, a->svn,
+				     dcookie, a->sino.mode)))
+			return rc;
+		if (S_ISDIR(a->dino.mode))
+			dd->nlink--;
+		if ((rc = unlink_obj(st, txn, a->dvn, &a->dino, now,
+				     &a->drop)))
+			return rc;
+	} else if ((rc = dirent_add(st, txn, a->ddir->vnode, dd, a->dname,
+				    a->svn, a->sino.mode))) {
+		return rc;
+	}
+	if (!same && S_ISDIR(a->sino.mode)) {
+		a->sino.parent = a->ddir->vnode;
+		sd->nlink--;
+		dd->nlink++;
+	}
+	store_touch_c(&a->sino, now);
+	return store_inode_put(st, txn, a->svn, &a->sino);
+}
+
+static int rename_tx(struct store *st, MDB_txn *txn, void *arg)
+{
+	struct rename_args *a = arg;
+	int same = a->sdir->vnode == a->ddir->vnode;
+	/* One record when both directories are the same one. */
+	struct sinode *sd = &a->sd, *dd = same ? &a->sd : &a->dd;
+	struct cairn_time now = store_now();
+	uint64_t scookie, dcookie = 0;
+	uint32_t type;
+	int rc;
+
+	a->drop = 0;
+	if ((rc = dir_get(st, txn, a->sdir, &a->sd)) ||
+	    (rc = dir_get(st, txn, a->ddir, &a->dd)) ||
+	    (rc = store_dirent_get(st, txn, a->sdir->vnode, a->sname, &a->svn,
+				   &scookie, &type)) ||
+	    (rc = child_get(st, txn, a->svn, &a->sino)))
+		return rc;
+	rc = store_dirent_get(st, txn, a->ddir->vnode, a->dname, &a->dvn,
+			      &dcookie, &type);
+	if (rc && rc != -ENOENT)
+		return rc;
+	a->have_dst = rc == 0;
+	if (a->have_dst && (rc = child_get(st, txn, a->dvn, &a->dino)))
+		return rc;
+	if ((rc = rename_check(st, txn, a, same)))
+		return rc;
+	if (a->have_dst && a->svn == a->dvn)
+		return 0; /* two links of one object: nothing to do */
+	if (a->flags & RN_EXCHANGE)
+		rc = rename_exchange(st, txn, a, scookie, dcookie, sd, dd,
+				     same, now);
+	else
+		rc = rename_move(st, txn, a, scookie, dcookie, sd, dd, same,
+				 now);
+	if (rc)
+		return rc;
+	store_touch_mc(sd, now);
+	if ((rc = store_inode_put(st, txn, a->sdir->vnode, sd)))
+		return rc;
+	if (same)
+		return 0;
+	store_touch_mc(dd, now);
+	return store_inode_put(st, txn, a->ddir->vnode, dd);
+}
+
+int store_rename(struct store *st, const struct cairn_fid *sdir,
+		 const char *sname, const struct cairn_fid *ddir,
+		 const char *dname, uint32_t flags, struct cairn_attr *sdir_out,
+		 struct cairn_attr *ddir_out, struct store_changed *ch)
+{
+	struct rename_args a = { .sdir = sdir, .ddir = ddir, .sname = sname,
+				 .dname = dname, .flags = flags };
+	int rc;
+
+	if ((flags & ~(uint32_t)(RN_NOREPLACE | RN_EXCHANGE)) ||
+	    flags == (RN_NOREPLACE | RN_EXCHANGE))
+		return -EINVAL;
+	if ((rc = store_name_check(sname)) || (rc = store_name_check(dname)))
+		return rc;
+	if ((rc = store_tx(st, rename_tx, &a)))
+		return rc;
+	if (a.drop)
+		store_data_drop(st, a.dvn);
+	if (sdir->vnode == ddir->vnode)
+		a.dd = a.sd;
+	store_attr_fill(st, sdir->vnode, &a.sd, sdir_out);
+	store_attr_fill(st, ddir->vnode, &a.dd, ddir_out);
+	ch->n = 0;
+	if (a.have_dst && a.svn == a.dvn)
+		return 0;
+	store_fid_make(a.svn, &a.sino, &ch->fid[ch->n++]);
+	if (a.have_dst)
+		store_fid_make(a.dvn, &a.dino, &ch->fid[ch->n++]);
+	return 0;
+}
+
+/* ---- readdir ---------------------------------------------------------- */
+
+int store_readdir(struct store *st, const struct cairn_fid *dir,
+		  uint64_t cookie, uint32_t max, store_dirent_fn fn, void *arg,
+		  int *eof)
+{
+	MDB_txn *txn;
+	MDB_cursor *cur = NULL;
+	struct sinode dino, ino;
+	struct cairn_attr attr;
+	uint8_t kb[16];
+	MDB_val k, v;
+	char name[CAIRN_NAME_MAX + 1];
+	uint64_t c, child, ck;
+	uint32_t type, count = 0;
+	int rc;
+
+	*eof = 0;
+	if (cookie == UINT64_MAX) {
+		*eof = 1;
+		return 0;
+	}
+	if ((rc = store_rtxn(st, &txn)))
+		return rc;
+	if ((rc = dir_get(st, txn, dir, &dino)) ||
+	    (rc = store_lmdb_err(mdb_cursor_open(txn, st->db_dirseq, &cur))))
+		goto out;
+	dirseq_key(dir->vnode, cookie < CAIRN_COOKIE_FIRST ?
+		   CAIRN_COOKIE_FIRST : cookie + 1, kb, &k);
+	for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);;
+	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		if (rc == MDB_NOTFOUND || (rc == 0 && (k.mv_size != 16 ||
+		    store_be64_get(k.mv_data) != dir->vnode))) {
+			*eof = 1;
+			rc = 0;
+			break;
+		}
+		if (rc) {
+			rc = store_lmdb_err(rc);
+			break;
+		}
+		if (count == max)
+			break;
+		if (v.mv_size == 0 || v.mv_size > CAIRN_NAME_MAX) {
+			rc = -EIO;
+			break;
+		}
+		c = store_be64_get((uint8_t *)k.mv_data + 8);
+		memcpy(name, v.mv_data, v.mv_size);
+		name[v.mv_size] = 0;
+		if ((rc = store_dirent_get(st, txn, dir->vnode, name, &child,
+					   &ck, &type)) ||
+		    (rc = child_get(st, txn, child, &ino))) {
+			rc = rc == -ENOENT ? -EIO : rc;
+			break;
+		}
+		store_attr_fill(st, child, &ino, &attr);
+		if (fn(arg, c, name, v.mv_size, &attr))
+			break;
+		count++;
+	}
+out:
+	if (cur)
+		mdb_cursor_close(cur);
+	mdb_txn_abort(txn);
+	return rc;
+}

@@ -1,0 +1,468 @@
+/*
+ * store_fsck.c - offline consistency check of a data directory.
+ *
+ * Reads everything in one LMDB read transaction of a stopped store (it
+ * holds DIR/LOCK, so no server can change it meanwhile) and checks the
+ * invariants the rest of the store keeps:
+ *   - every inode record decodes; meta holds the format and a next_vnode
+ *     above every vnode in use;
+ *   - every dirent lies in an existing directory, names an existing inode
+ *     of the recorded type, and has the matching dirseq record with a
+ *     cookie below the directory's next_cookie; every dirseq record has
+ *     its dirent;
+ *   - a directory has one entry naming it (the root none), its parent
+ *     pointer is that entry's directory and its nlink is 2 + subdirs;
+ *     another object's nlink is its number of entries;
+ *   - every inode is reachable from the root;
+ *   - symlinks have their target; xattrs and symlink targets belong to
+ *     existing inodes;
+ *   - a regular file with size > 0 has a data file, and every data file
+ *     belongs to a regular file (in the right XX directory).
+ * Each problem is one line on `report`; nothing is repaired.
+ */
+#include <dirent.h>
+#include <fcntl.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "store_int.h"
+
+struct fino {
+	uint64_t vn;
+	struct sinode ino;
+	uint32_t links;    /* entries naming it */
+	uint32_t subdirs;  /* entries in it that name directories */
+	uint64_t eparent;  /* for directories: the dir holding its entry */
+	int reach;         /* 0 unknown, 1 reachable, -1 not */
+};
+
+struct fsck {
+	struct store st; /* only env and dbi handles are used */
+	MDB_txn *txn;
+	FILE *out;
+	const char *dir;
+	struct fino *v;
+	size_t n, cap;
+	int problems;
+};
+
+static void problem(struct fsck *f, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static void problem(struct fsck *f, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(f->out, "%s: ", f->dir);
+	va_start(ap, fmt);
+	vfprintf(f->out, fmt, ap);
+	va_end(ap);
+	fputc('\n', f->out);
+	f->problems++;
+}
+
+static struct fino *fino_find(struct fsck *f, uint64_t vn)
+{
+	size_t lo = 0, hi = f->n;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+
+		if (f->v[mid].vn == vn)
+			return &f->v[mid];
+		if (f->v[mid].vn < vn)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+/* Calls fn for every record of dbi; stops on fn's error. */
+static int scan(struct fsck *f, MDB_dbi dbi,
+		int (*fn)(struct fsck *f, MDB_val *k, MDB_val *v))
+{
+	MDB_cursor *cur;
+	MDB_val k, v;
+	int rc;
+
+	if ((rc = mdb_cursor_open(f->txn, dbi, &cur)))
+		return store_lmdb_err(rc);
+	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
+	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT))
+		if ((rc = fn(f, &k, &v)))
+			break;
+	mdb_cursor_close(cur);
+	return rc == MDB_NOTFOUND ? 0 : rc < 0 ? rc : store_lmdb_err(rc);
+}
+
+static int load_inode(struct fsck *f, MDB_val *k, MDB_val *v)
+{
+	struct fino *fi;
+	uint64_t vn;
+
+	if (k->mv_size != 8) {
+		problem(f, "inode key of %zu bytes", k->mv_size);
+		return 0;
+	}
+	vn = store_be64_get(k->mv_data);
+	if (f->n == f->cap) {
+		size_t cap = f->cap ? f->cap * 2 : 1024;
+		struct fino *nv = realloc(f->v, cap * sizeof(*nv));
+
+		if (!nv)
+			return -ENOMEM;
+		f->v = nv;
+		f->cap = cap;
+	}
+	fi = &f->v[f->n];
+	memset(fi, 0, sizeof(*fi));
+	fi->vn = vn;
+	if (store_inode_decode(v, &fi->ino)) {
+		problem(f, "vnode %" PRIu64 ": inode record does not decode",
+			vn);
+		return 0;
+	}
+	f->n++;
+	return 0;
+}
+
+static int dirseq_name_is(struct fsck *f, uint64_t dir, uint64_t cookie,
+			  const char *name, size_t len)
+{
+	uint8_t kb[16];
+	MDB_val k = { 16, kb }, v;
+
+	store_be64_put(kb, dir);
+	store_be64_put(kb + 8, cookie);
+	if (mdb_get(f->txn, f->st.db_dirseq, &k, &v))
+		return 0;
+	return v.mv_size == len && !memcmp(v.mv_data, name, len);
+}
+
+static int check_dirent(struct fsck *f, MDB_val *k, MDB_val *v)
+{
+	uint64_t dvn, child, cookie;
+	uint32_t type;
+	struct fino *d, *c;
+	const char *name = (const char *)k->mv_data + 8;
+	int nlen = (int)k->mv_size - 8;
+
+	if (k->mv_size <= 8 || k->mv_size > 8 + CAIRN_NAME_MAX ||
+	    memchr(name, '/', (size_t)nlen) || memchr(name, 0, (size_t)nlen)) {
+		problem(f, "dirent with a malformed key (%zu bytes)",
+			k->mv_size);
+		return 0;
+	}
+	dvn = store_be64_get(k->mv_data);
+	if (store_dirent_decode(v, &child, &cookie, &type)) {
+		problem(f, "dir %" PRIu64 " entry '%.*s': value does not "
+			"decode", dvn, nlen, name);
+		return 0;
+	}
+	d = fino_find(f, dvn);
+	c = fino_find(f, child);
+	if (!d || !S_ISDIR(d->ino.mode))
+		problem(f, "entry '%.*s' is in vnode %" PRIu64 ", which is "
+			"not a directory", nlen, name, dvn);
+	if (!c) {
+		problem(f, "dir %" PRIu64 " entry '%.*s' names missing vnode %"
+			PRIu64, dvn, nlen, name, child);
+		return 0;
+	}
+	if ((c->ino.mode & S_IFMT) != type)
+		problem(f, "dir %" PRIu64 " entry '%.*s': recorded type %o, "
+			"vnode %" PRIu64 " has type %o", dvn, nlen, name, type,
+			child, c->ino.mode & S_IFMT);
+	if (!dirseq_name_is(f, dvn, cookie, name, (size_t)nlen))
+		problem(f, "dir %" PRIu64 " entry '%.*s': no matching dirseq "
+			"record for cookie %" PRIu64, dvn, nlen, name, cookie);
+	if (d && (cookie < CAIRN_COOKIE_FIRST || cookie >= d->ino.next_cookie))
+		problem(f, "dir %" PRIu64 " entry '%.*s': cookie %" PRIu64
+			" outside [3, %" PRIu64 ")", dvn, nlen, name, cookie,
+			d->ino.next_cookie);
+	c->links++;
+	if (S_ISDIR(c->ino.mode)) {
+		if (d)
+			d->subdirs++;
+		if (c->links > 1)
+			problem(f, "directory %" PRIu64 " has more than one "
+				"entry", child);
+		c->eparent = dvn;
+	}
+	return 0;
+}
+
+static int check_dirseq(struct fsck *f, MDB_val *k, MDB_val *v)
+{
+	char name[CAIRN_NAME_MAX + 1];
+	uint8_t kb[8 + CAIRN_NAME_MAX];
+	MDB_val dk, dv;
+	uint64_t dvn, cookie, child, ck;
+	uint32_t type;
+
+	if (k->mv_size != 16 || v->mv_size == 0 ||
+	    v->mv_size > CAIRN_NAME_MAX) {
+		problem(f, "malformed dirseq record");
+		return 0;
+	}
+	dvn = store_be64_get(k->mv_data);
+	cookie = store_be64_get((uint8_t *)k->mv_data + 8);
+	memcpy(name, v->mv_data, v->mv_size);
+	name[v->mv_size] = 0;
+	store_be64_put(kb, dvn);
+	memcpy(kb + 8, name, v->mv_size);
+	dk.mv_size = 8 + v->mv_size;
+	dk.mv_data = kb;
+	if (mdb_get(f->txn, f->st.db_dirents, &dk, &dv) ||
+	    store_dirent_decode(&dv, &child, &ck, &type) || ck != cookie)
+		problem(f, "dir %" PRIu64 " cookie %" PRIu64 " ('%s') has no "
+			"matching dirent", dvn, cookie, name);
+	return 0;
+}
+
+/* Reachability of a directory through its entries' parent chain,
+ * iterative (trees may be deep); a cycle counts as unreachable. */
+static int dir_reach(struct fsck *f, struct fino *d)
+{
+	enum { ON_PATH = 2 };
+	struct fino *p = d, *q;
+	int r;
+
+	if (d->vn == STORE_ROOT)
+		return 1;
+	for (;;) {
+		if (p->vn == STORE_ROOT) {
+			r = 1;
+			break;
+		}
+		if (p->reach) {
+			r = p->reach == ON_PATH ? -1 : p->reach;
+			break;
+		}
+		p->reach = ON_PATH;
+		q = p->links ? fino_find(f, p->eparent) : NULL;
+		if (!q || !S_ISDIR(q->ino.mode)) {
+			r = -1;
+			break;
+		}
+		p = q;
+	}
+	for (p = d; p && p->reach == ON_PATH; p = fino_find(f, p->eparent))
+		p->reach = r;
+	return r;
+}
+
+static int mark_files(struct fsck *f, MDB_val *k, MDB_val *v)
+{
+	uint64_t child, cookie;
+	uint32_t type;
+	struct fino *d, *c;
+
+	if (k->mv_size <= 8 || store_dirent_decode(v, &child, &cookie, &type))
+		return 0;
+	d = fino_find(f, store_be64_get(k->mv_data));
+	c = fino_find(f, child);
+	if (d && c && !S_ISDIR(c->ino.mode) && S_ISDIR(d->ino.mode) &&
+	    dir_reach(f, d) == 1)
+		c->reach = 1;
+	return 0;
+}
+
+static int check_owned(struct fsck *f, MDB_val *k, MDB_val *v, int symlink)
+{
+	struct fino *o;
+	uint64_t vn;
+
+	if (k->mv_size < 8) {
+		problem(f, "malformed %s key", symlink ? "symlink" : "xattr");
+		return 0;
+	}
+	vn = store_be64_get(k->mv_data);
+	o = fino_find(f, vn);
+	if (!o)
+		problem(f, "%s of missing vnode %" PRIu64,
+			symlink ? "symlink target" : "xattr", vn);
+	else if (symlink && (!S_ISLNK(o->ino.mode) ||
+			     v->mv_size != o->ino.size))
+		problem(f, "vnode %" PRIu64 ": symlink target does not match "
+			"the inode", vn);
+	return 0;
+}
+
+static int check_xattr(struct fsck *f, MDB_val *k, MDB_val *v)
+{
+	return check_owned(f, k, v, 0);
+}
+
+static int check_symlink(struct fsck *f, MDB_val *k, MDB_val *v)
+{
+	return check_owned(f, k, v, 1);
+}
+
+static void check_inode(struct fsck *f, struct fino *fi)
+{
+	char path[48];
+	struct stat sb;
+	uint8_t kb[8];
+	MDB_val k = { 8, kb }, v;
+	uint64_t vn = fi->vn;
+
+	if (S_ISDIR(fi->ino.mode)) {
+		if (fi->ino.nlink != 2 + fi->subdirs)
+			problem(f, "directory %" PRIu64 ": nlink %u, expected "
+				"%u", vn, fi->ino.nlink, 2 + fi->subdirs);
+		if (vn == STORE_ROOT && fi->links)
+			problem(f, "the root directory has an entry");
+		if (vn != STORE_ROOT && fi->links == 1 &&
+		    fi->ino.parent != fi->eparent)
+			problem(f, "directory %" PRIu64 ": parent %" PRIu64
+				", but its entry is in %" PRIu64, vn,
+				fi->ino.parent, fi->eparent);
+		if (vn != STORE_ROOT && dir_reach(f, fi) != 1)
+			problem(f, "directory %" PRIu64 " is not reachable "
+				"from the root", vn);
+		return;
+	}
+	if (fi->ino.nlink != fi->links)
+		problem(f, "vnode %" PRIu64 ": nlink %u, but %u entries name "
+			"it", vn, fi->ino.nlink, fi->links);
+	if (fi->reach != 1)
+		problem(f, "vnode %" PRIu64 " is not reachable from the root",
+			vn);
+	if (S_ISLNK(fi->ino.mode)) {
+		store_be64_put(kb, vn);
+		if (mdb_get(f->txn, f->st.db_symlinks, &k, &v))
+			problem(f, "symlink %" PRIu64 " has no target", vn);
+	}
+	if (S_ISREG(fi->ino.mode) && fi->ino.size > 0) {
+		store_data_path(vn, path, sizeof(path));
+		if (fstatat(f->st.dirfd, path, &sb, 0) < 0)
+			problem(f, "vnode %" PRIu64 ": size %" PRIu64 " but no "
+				"data file %s", vn, fi->ino.size, path);
+	}
+}
+
+static void check_meta(struct fsck *f)
+{
+	MDB_val k = { 6, "format" }, v;
+	uint64_t next = 0;
+
+	if (mdb_get(f->txn, f->st.db_meta, &k, &v) || v.mv_size != 4 ||
+	    ((uint8_t *)v.mv_data)[0] != STORE_FORMAT)
+		problem(f, "meta: missing or unknown format record");
+	k.mv_size = 10;
+	k.mv_data = "next_vnode";
+	if (mdb_get(f->txn, f->st.db_meta, &k, &v) || v.mv_size != 8) {
+		problem(f, "meta: missing next_vnode");
+		return;
+	}
+	for (int i = 7; i >= 0; i--)
+		next = next << 8 | ((uint8_t *)v.mv_data)[i];
+	if (f->n && f->v[f->n - 1].vn >= next)
+		problem(f, "meta: next_vnode %" PRIu64 " is not above vnode %"
+			PRIu64, next, f->v[f->n - 1].vn);
+	if (!fino_find(f, STORE_ROOT))
+		problem(f, "the root directory (vnode 1) is missing");
+}
+
+static void check_objects(struct fsck *f)
+{
+	char path[48];
+	struct dirent *de;
+	struct fino *fi;
+	DIR *d;
+	char *end;
+	uint64_t vn;
+	int fd;
+
+	for (unsigned xx = 0; xx < 256; xx++) {
+		snprintf(path, sizeof(path), "objects/%02x", xx);
+		fd = openat(f->st.dirfd, path, O_RDONLY | O_DIRECTORY);
+		if (fd < 0 || !(d = fdopendir(fd))) {
+			if (fd >= 0)
+				close(fd);
+			continue;
+		}
+		while ((de = readdir(d))) {
+			if (de->d_name[0] == '.')
+				continue;
+			vn = strtoull(de->d_name, &end, 16);
+			fi = *end ? NULL : fino_find(f, vn);
+			if (!fi || !S_ISREG(fi->ino.mode) || (vn & 0xff) != xx)
+				problem(f, "data file objects/%02x/%s belongs "
+					"to no regular file", xx, de->d_name);
+		}
+		closedir(d);
+	}
+}
+
+static int fsck_run(struct fsck *f)
+{
+	int rc;
+
+	if ((rc = scan(f, f->st.db_inodes, load_inode)))
+		return rc;
+	check_meta(f);
+	if ((rc = scan(f, f->st.db_dirents, check_dirent)) ||
+	    (rc = scan(f, f->st.db_dirseq, check_dirseq)) ||
+	    (rc = scan(f, f->st.db_dirents, mark_files)) ||
+	    (rc = scan(f, f->st.db_xattrs, check_xattr)) ||
+	    (rc = scan(f, f->st.db_symlinks, check_symlink)))
+		return rc;
+	for (size_t i = 0; i < f->n; i++)
+		check_inode(f, &f->v[i]);
+	check_objects(f);
+	return 0;
+}
+
+int store_fsck(const char *dir, void *report, char *err, size_t errsz)
+{
+	struct fsck f = { .out = report, .dir = dir };
+	MDB_dbi dbi[6];
+	int lockfd = -1, rc;
+
+	f.st.dirfd = -1;
+	if ((rc = store_lock_take(dir, &lockfd, err, errsz)))
+		return rc;
+	f.st.dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (f.st.dirfd < 0) {
+		rc = -errno;
+		snprintf(err, errsz, "cannot open %s: %s", dir, strerror(-rc));
+		goto out;
+	}
+	if ((rc = store_env_open(dir, MDB_RDONLY, &f.st.env, dbi, err,
+				 errsz)))
+		goto out;
+	f.st.db_inodes = dbi[0];
+	f.st.db_dirents = dbi[1];
+	f.st.db_dirseq = dbi[2];
+	f.st.db_xattrs = dbi[3];
+	f.st.db_symlinks = dbi[4];
+	f.st.db_meta = dbi[5];
+	if ((rc = store_rtxn(&f.st, &f.txn))) {
+		snprintf(err, errsz, "cannot read %s/meta: %s", dir,
+			 strerror(-rc));
+		goto out;
+	}
+	rc = fsck_run(&f);
+	mdb_txn_abort(f.txn);
+	if (rc)
+		snprintf(err, errsz, "cannot check %s/meta: %s", dir,
+			 strerror(-rc));
+	else
+		rc = f.problems;
+out:
+	free(f.v);
+	if (f.st.env)
+		mdb_env_close(f.st.env);
+	if (f.st.dirfd >= 0)
+		close(f.st.dirfd);
+	if (lockfd >= 0)
+		close(lockfd);
+	return rc;
+}
