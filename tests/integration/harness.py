@@ -1,0 +1,640 @@
+"""harness.py - shared helpers for Cairn's integration suites (stdlib only).
+
+A suite is a python script run as `python3 SUITE.py BUILD_DIR`. It declares
+tests with @test, then calls main(). Each test receives a Ctx that can start a
+real `cairn serve` and real `cairn mount`s in a private temp directory.
+
+Output follows the runner's protocol (tests/run.sh):
+    1..N                 the plan (tests the suite means to run)
+    ok - NAME            a passed test
+    not ok - NAME        a failed test, followed by '# ' diagnostic lines
+                         (what was expected, what happened, log tails)
+    # skip: ...          informational
+
+Cleanup is layered so nothing is left behind even when a test hangs or the
+runner kills the suite: every test's Ctx is torn down in `finally`; the
+suite also tears down from atexit and on SIGTERM/SIGINT/SIGHUP; and every
+process started here is appended to $CAIRN_TEST_PIDFILE (pid + start time)
+so the runner's own EXIT trap can reap what a dead suite could not.
+"""
+
+import atexit
+import errno
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+BUILD = None          # build directory (set by main)
+CAIRN = None          # path of the cairn binary
+ASAN = False          # the build is the sanitizer build (slower)
+TMP_ROOT = os.environ.get("CAIRN_TEST_TMP") or None
+PIDFILE = os.environ.get("CAIRN_TEST_PIDFILE") or None
+
+_TESTS = []           # (name, fn, opts)
+_LIVE = []            # Ctx objects not yet cleaned up
+
+
+class TestFailure(AssertionError):
+    pass
+
+
+class Skip(Exception):
+    pass
+
+
+# ---------------------------------------------------------------- registry
+
+def test(fn=None, *, name=None, timeout=None, slow=False):
+    """Register a test. `slow` tests may reduce their work under ASan."""
+    def reg(f):
+        _TESTS.append((name or f.__name__.replace("_", " "), f,
+                       {"timeout": timeout, "slow": slow}))
+        return f
+    return reg(fn) if fn is not None else reg
+
+
+def fail(msg):
+    raise TestFailure(msg)
+
+
+def expect(cond, msg):
+    if not cond:
+        raise TestFailure(msg)
+
+
+def expect_eq(got, want, what):
+    if got != want:
+        raise TestFailure("%s: expected %r, got %r" % (what, short(want), short(got)))
+
+
+def short(v, n=120):
+    if isinstance(v, (bytes, bytearray)) and len(v) > 48:
+        return "<%d bytes %r...>" % (len(v), bytes(v[:24]))
+    s = repr(v) if not isinstance(v, str) else v
+    if isinstance(v, str) and len(v) > n:
+        return v[:n] + "...(%d chars)" % len(v)
+    return v
+
+
+def errname(e):
+    if e == 0:
+        return "success"
+    return errno.errorcode.get(e, str(e))
+
+
+def errno_of(fn, *args, **kw):
+    """Run fn; return 0 on success or the OSError's errno."""
+    try:
+        fn(*args, **kw)
+        return 0
+    except OSError as e:
+        return e.errno
+
+
+def expect_errno(want, fn, *args, what=None, **kw):
+    got = errno_of(fn, *args, **kw)
+    if got != want:
+        raise TestFailure("%s: expected %s, got %s" % (
+            what or getattr(fn, "__name__", "call"), errname(want), errname(got)))
+
+
+# ---------------------------------------------------------------- processes
+
+def _record_pid(pid):
+    """Tell the runner about a process so its safety net can kill it."""
+    if not PIDFILE:
+        return
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            start = f.read().rsplit(")", 1)[1].split()[19]
+        with open(PIDFILE, "a") as f:
+            f.write("%d %s\n" % (pid, start))
+    except OSError:
+        pass
+
+
+def pid_alive(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+        return state != "Z"
+    except OSError:
+        return False
+
+
+def kill_wait(pid, timeout=5.0):
+    """SIGTERM, wait, then SIGKILL. Only for PIDs this harness started."""
+    if not pid_alive(pid):
+        return
+    for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5.0)):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            return
+        end = time.time() + wait
+        while time.time() < end:
+            if not pid_alive(pid):
+                return
+            time.sleep(0.05)
+
+
+def tail(path, n=25):
+    try:
+        with open(path, "rb") as f:
+            lines = f.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return []
+    return lines[-n:]
+
+
+def is_mounted(path):
+    path = os.path.realpath(path)
+    try:
+        with open("/proc/self/mountinfo") as f:
+            for line in f:
+                mp = line.split()[4].replace("\\040", " ")
+                if mp == path:
+                    return True
+    except OSError:
+        pass
+    return False
+
+
+def run_cairn(args, timeout=30, **kw):
+    """Run `cairn ARGS...` to completion; returns CompletedProcess with
+    text stdout/stderr. Raises TestFailure on timeout."""
+    try:
+        return subprocess.run([CAIRN] + list(args), stdin=subprocess.DEVNULL,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              timeout=timeout, text=True, errors="replace", **kw)
+    except subprocess.TimeoutExpired:
+        raise TestFailure("cairn %s: did not finish within %ss" % (" ".join(args), timeout))
+
+
+class Server:
+    def __init__(self, ctx, data, log, port=0, extra=()):
+        self.ctx, self.data, self.log = ctx, data, log
+        self.proc = None
+        self.port = port
+        self.extra = list(extra)
+
+    @property
+    def addr(self):
+        return "127.0.0.1:%d" % self.port
+
+    def start(self, timeout=None):
+        timeout = timeout or (30 if ASAN else 15)
+        logf = open(self.log, "ab")
+        start_off = logf.tell()
+        self.proc = subprocess.Popen(
+            [CAIRN, "serve", "--data", self.data, "--listen",
+             "127.0.0.1:%d" % self.port] + self.extra,
+            stdin=subprocess.DEVNULL, stdout=logf, stderr=logf,
+            start_new_session=True)
+        logf.close()
+        _record_pid(self.proc.pid)
+        end = time.time() + timeout
+        rx = re.compile(r"listening on \[?[0-9a-fA-F.:]*?\]?:(\d+)")
+        while time.time() < end:
+            with open(self.log, "rb") as f:
+                f.seek(start_off)
+                text = f.read().decode("utf-8", "replace")
+            m = rx.search(text)
+            if m:
+                self.port = int(m.group(1))
+                return self
+            if self.proc.poll() is not None:
+                raise TestFailure("cairn serve exited with status %s before listening; log:\n%s"
+                                  % (self.proc.returncode, text[-2000:]))
+            time.sleep(0.05)
+        raise TestFailure("cairn serve printed no 'listening on HOST:PORT' line within %ss" % timeout)
+
+    def running(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill9(self):
+        if self.running():
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self, timeout=10):
+        """SIGTERM and wait; returns the exit status (None if killed)."""
+        if not self.proc:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+                return None
+        return self.proc.returncode
+
+    def log_lines(self):
+        try:
+            with open(self.log, "rb") as f:
+                return f.read().decode("utf-8", "replace").splitlines()
+        except OSError:
+            return []
+
+
+class Mount:
+    def __init__(self, ctx, server, mnt, cache, log):
+        self.ctx, self.server, self.path, self.cache, self.log = ctx, server, mnt, cache, log
+        self.pid = None
+
+    @property
+    def daemon_log(self):
+        return os.path.join(self.cache, "cairn.log")
+
+    def mount(self, timeout=None, extra=()):
+        timeout = timeout or (60 if ASAN else 30)
+        os.makedirs(self.path, exist_ok=True)
+        os.makedirs(self.cache, exist_ok=True)
+        args = ["mount", "--cache-dir", self.cache] + list(extra) + [self.server.addr, self.path]
+        with open(self.log, "ab") as logf:
+            logf.write(("$ cairn %s\n" % " ".join(args)).encode())
+            logf.flush()
+            try:
+                p = subprocess.run([CAIRN] + args, stdin=subprocess.DEVNULL,
+                                   stdout=logf, stderr=logf, timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self._find_pid()
+                raise TestFailure("cairn mount did not return within %ss" % timeout)
+        self._find_pid()
+        if p.returncode != 0:
+            raise TestFailure("cairn mount exited %d; output:\n%s"
+                              % (p.returncode, "\n".join(tail(self.log, 15))))
+        if not is_mounted(self.path):
+            raise TestFailure("cairn mount returned 0 but %s is not a mount point" % self.path)
+        return self
+
+    def _find_pid(self):
+        """The daemon detaches, so find it by its exact mount point
+        argument (never by program name alone) and record it."""
+        want = os.fsencode(self.path)
+        for d in os.listdir("/proc"):
+            if not d.isdigit() or int(d) == os.getpid():
+                continue
+            try:
+                with open("/proc/%s/cmdline" % d, "rb") as f:
+                    argv = f.read().split(b"\0")
+            except OSError:
+                continue
+            if (len(argv) > 2 and os.path.basename(argv[0]) == b"cairn"
+                    and argv[1] == b"mount" and want in argv):
+                self.pid = int(d)
+                _record_pid(self.pid)
+                return
+
+    def p(self, *parts):
+        return os.path.join(self.path, *parts)
+
+    def umount(self):
+        """cairn umount, falling back to lazy unmounts; then make sure the
+        daemon is gone. Never raises."""
+        if is_mounted(self.path):
+            try:
+                subprocess.run([CAIRN, "umount", self.path], stdin=subprocess.DEVNULL,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               timeout=15)
+            except Exception:
+                pass
+        for cmd in (["fusermount3", "-u", "-z", self.path], ["umount", "-l", self.path]):
+            if not is_mounted(self.path):
+                break
+            try:
+                subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, timeout=15)
+            except Exception:
+                pass
+        if self.pid:
+            end = time.time() + 10
+            while time.time() < end and pid_alive(self.pid):
+                time.sleep(0.05)
+            kill_wait(self.pid, 2)
+
+
+class Ctx:
+    """Private temp dir + the servers and mounts a test started."""
+
+    def __init__(self, name):
+        base = TMP_ROOT or tempfile.gettempdir()
+        safe = re.sub(r"[^A-Za-z0-9]+", "-", name)[:40]
+        self.dir = tempfile.mkdtemp(prefix="cairn-%s-" % safe, dir=base)
+        # Non-root test users must be able to reach the mount points.
+        os.chmod(self.dir, 0o755)
+        self.servers = []
+        self.mounts = []
+        self._n = 0
+        _LIVE.append(self)
+
+    def path(self, *parts):
+        return os.path.join(self.dir, *parts)
+
+    def server(self, start=True, data=None, port=0, extra=()):
+        i = len(self.servers)
+        s = Server(self, data or self.path("data"), self.path("serve%d.log" % i), port, extra)
+        self.servers.append(s)
+        if start:
+            s.start()
+        return s
+
+    def mount(self, server, name=None, extra=()):
+        self._n += 1
+        name = name or "mnt%d" % self._n
+        m = Mount(self, server, self.path(name), self.path("cache-" + name),
+                  self.path(name + ".log"))
+        self.mounts.append(m)
+        m.mount(extra=extra)
+        return m
+
+    def local(self, name="local"):
+        """A directory on the local disk, for comparing errnos."""
+        d = self.path(name)
+        os.makedirs(d, exist_ok=True)
+        os.chmod(d, 0o755)
+        return d
+
+    def diagnostics(self, n=25):
+        out = []
+        for s in self.servers:
+            out.append("--- server log %s (last %d lines)" % (s.log, n))
+            out += tail(s.log, n)
+        for m in self.mounts:
+            out.append("--- mount output %s" % m.log)
+            out += tail(m.log, 10)
+            if os.path.exists(m.daemon_log):
+                out.append("--- mount daemon log %s (last %d lines)" % (m.daemon_log, n))
+                out += tail(m.daemon_log, n)
+        return out
+
+    def cleanup(self):
+        for m in reversed(self.mounts):
+            m.umount()
+        for s in self.servers:
+            if s.proc and s.proc.poll() is None:
+                kill_wait(s.proc.pid, 5)
+                try:
+                    s.proc.wait(1)
+                except Exception:
+                    pass
+        if self in _LIVE:
+            _LIVE.remove(self)
+        if os.environ.get("CAIRN_KEEP_TMP"):
+            return
+        if not any(is_mounted(m.path) for m in self.mounts):
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _cleanup_all():
+    for c in list(_LIVE):
+        try:
+            c.cleanup()
+        except Exception:
+            pass
+
+
+def _on_signal(sig, frame):
+    # Unwind through the tests' finally blocks, then atexit.
+    signal.signal(sig, signal.SIG_DFL)
+    raise KeyboardInterrupt("signal %d" % sig)
+
+
+# ---------------------------------------------------------------- user switch
+
+def as_user(uid, gid, fn, *args):
+    """Run fn(*args) in a forked child with the given uid/gid. Returns
+    ("ok", value) or ("err", errno) or ("exc", text)."""
+    import pickle
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        res = ("exc", "child died")
+        try:
+            os.close(r)
+            os.setgroups([])
+            os.setgid(gid)
+            os.setuid(uid)
+            os.umask(0o022)
+            try:
+                res = ("ok", fn(*args))
+            except OSError as e:
+                res = ("err", e.errno)
+            except Exception as e:
+                res = ("exc", "%s: %s" % (type(e).__name__, e))
+            data = pickle.dumps(res)
+        except BaseException as e:
+            data = pickle.dumps(("exc", repr(e)))
+        try:
+            os.write(w, data)
+        finally:
+            os._exit(0)
+    os.close(w)
+    chunks = []
+    while True:
+        b = os.read(r, 65536)
+        if not b:
+            break
+        chunks.append(b)
+    os.close(r)
+    os.waitpid(pid, 0)
+    try:
+        return pickle.loads(b"".join(chunks))
+    except Exception:
+        return ("exc", "child sent nothing")
+
+
+def user_errno(uid, gid, fn, *args):
+    """Errno (0 = success) of fn run as uid/gid; raises on odd failures."""
+    kind, v = as_user(uid, gid, fn, *args)
+    if kind == "ok":
+        return 0
+    if kind == "err":
+        return v
+    raise TestFailure("child as uid %d: %s" % (uid, v))
+
+
+# ---------------------------------------------------------------- sanitizers
+
+SAN_DIR = None        # where ASan/UBSan reports of spawned processes go
+_san_seen = set()
+
+
+def setup_process(build):
+    """Common process setup for a suite: paths, signals, atexit,
+    sanitizer report collection."""
+    global BUILD, CAIRN, ASAN, SAN_DIR
+    BUILD = os.path.abspath(build)
+    CAIRN = os.path.join(BUILD, "cairn")
+    ASAN = os.environ.get("CAIRN_ASAN") == "1" or "asan" in os.path.basename(BUILD)
+    sys.stdout.reconfigure(line_buffering=True)
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, _on_signal)
+    atexit.register(_cleanup_all)
+    if ASAN:
+        # Daemons lose stderr, so every sanitizer report goes to a file we
+        # read after each test.
+        SAN_DIR = tempfile.mkdtemp(prefix="cairn-san-", dir=TMP_ROOT or tempfile.gettempdir())
+        os.chmod(SAN_DIR, 0o777)   # processes running as other users too
+        os.environ["ASAN_OPTIONS"] = "log_path=%s/asan:detect_leaks=1" % SAN_DIR
+        os.environ["UBSAN_OPTIONS"] = "print_stacktrace=1:log_path=%s/ubsan" % SAN_DIR
+        atexit.register(shutil.rmtree, SAN_DIR, True)
+
+
+def sanitizer_reports():
+    """Text of sanitizer reports written since the last call."""
+    if not SAN_DIR or not os.path.isdir(SAN_DIR):
+        return []
+    out = []
+    for name in sorted(os.listdir(SAN_DIR)):
+        if name in _san_seen:
+            continue
+        _san_seen.add(name)
+        lines = tail(os.path.join(SAN_DIR, name), 400)
+        # The stack traces are what matter; the shadow byte map is noise.
+        cut = [i for i, l in enumerate(lines) if l.startswith("Shadow bytes around")]
+        lines = lines[:cut[0] if cut else 60][:60]
+        out.append("--- sanitizer report %s:" % name)
+        out += lines
+    return out
+
+
+def sanitizer_check(tag):
+    """Print a test line for reports not yet attributed; returns the
+    number of failures (0 or 1). Only in sanitizer builds."""
+    if not ASAN:
+        return 0
+    rep = sanitizer_reports()
+    if not rep:
+        print("ok - %s: no sanitizer reports" % tag)
+        return 0
+    print("not ok - %s: no sanitizer reports" % tag)
+    for line in rep:
+        print("#   " + line)
+    return 1
+
+
+# ---------------------------------------------------------------- main
+
+def main(setup=None, teardown=None):
+    """Run every registered test (or those named in $CAIRN_TEST_ONLY,
+    comma separated substrings). setup(ctx) may build a shared fixture in
+    a suite-wide Ctx; each test gets that ctx (or a fresh one if no
+    setup). In sanitizer builds a last test checks for reports written at
+    shutdown. Exit status 0 iff all passed."""
+    if len(sys.argv) != 2:
+        print("usage: %s BUILD_DIR" % sys.argv[0], file=sys.stderr)
+        sys.exit(2)
+    setup_process(sys.argv[1])
+    suite = os.path.basename(sys.argv[0]).replace(".py", "")
+
+    # CAIRN_TEST_ONLY selects suites (by file name, in tests/run.sh) and
+    # tests (by name, here); an entry naming this suite selects all of it.
+    only = [s for s in os.environ.get("CAIRN_TEST_ONLY", "").split(",") if s]
+    if any(o in os.path.basename(sys.argv[0]) for o in only):
+        only = []
+    tests = [t for t in _TESTS if not only or any(o in t[0] for o in only)]
+    print("1..%d" % (len(tests) + (1 if ASAN else 0)))
+    if not os.access(CAIRN, os.X_OK):
+        for name, _, _ in tests:
+            print("not ok - %s" % name)
+            print("# %s does not exist or is not executable" % CAIRN)
+        sys.exit(1)
+
+    failed = 0
+    shared = None
+    try:
+        if setup:
+            shared = Ctx(suite)
+            try:
+                setup(shared)
+            except Exception as e:
+                for name, _, _ in tests:
+                    print("not ok - %s" % name)
+                print("# suite setup failed: %s" % e)
+                for line in traceback.format_exc().splitlines()[-6:]:
+                    print("#   " + line)
+                for line in shared.diagnostics() + sanitizer_reports():
+                    print("#   " + line)
+                failed += len(tests)
+                tests = []
+        for name, fn, opts in tests:
+            failed += _run_one(name, fn, opts, shared)
+    except KeyboardInterrupt:
+        failed += 1
+    finally:
+        if teardown and shared:
+            try:
+                teardown(shared)
+            except Exception:
+                pass
+        if shared:
+            shared.cleanup()
+    failed += sanitizer_check(suite + " shutdown")
+    sys.exit(1 if failed else 0)
+
+
+def _run_one(name, fn, opts, shared):
+    """Run one test, print its result line and diagnostics; 1 if failed."""
+    ctx = shared or Ctx(name)
+    t0 = time.time()
+    err, diag = None, []
+    try:
+        if opts["timeout"]:
+            signal.signal(signal.SIGALRM, _alarm)
+            signal.alarm(opts["timeout"])
+        fn(ctx)
+    except Skip as e:
+        err = "skip"
+        diag = [str(e)]
+    except KeyboardInterrupt:
+        signal.alarm(0)
+        print("not ok - %s" % name)
+        print("# interrupted")
+        if ctx is not shared:
+            ctx.cleanup()
+        raise
+    except (TestFailure, OSError) as e:
+        # Expected-vs-got failures, and system calls that failed where the
+        # test expected success: the message plus the test's line say it.
+        err = "fail"
+        diag = str(e).splitlines()
+        if isinstance(e, OSError):
+            diag = ["unexpected error: %s" % e]
+        tb = traceback.extract_tb(e.__traceback__)
+        here = [f for f in tb if os.path.basename(f.filename) != "harness.py"]
+        for f in here[-3:]:
+            diag.append("at %s:%d: %s" % (os.path.basename(f.filename), f.lineno, f.line))
+    except BaseException:
+        err = "fail"
+        diag = traceback.format_exc().splitlines()[-12:]
+    finally:
+        signal.alarm(0)
+    if err == "fail":
+        diag += ctx.diagnostics(15)
+    if ctx is not shared:
+        ctx.cleanup()
+    san = sanitizer_reports()
+    dt = time.time() - t0
+    if err == "skip" and not san:
+        print("ok - %s  # skip %s" % (name, diag[0] if diag else ""))
+        return 0
+    if err is None and not san:
+        print("ok - %s  (%.1fs)" % (name, dt))
+        return 0
+    print("not ok - %s  (%.1fs)" % (name, dt))
+    for line in diag + san:
+        print("#   " + line)
+    return 1
+
+
+def _alarm(sig, frame):
+    raise TestFailure("test timed out (alarm)")

@@ -1,0 +1,236 @@
+#!/bin/bash
+# tests/run.sh BUILD_DIR [BUILD_DIR...] - run every Cairn test against each
+# build directory: the unit test binaries BUILD/tests/test_* and the
+# integration suites tests/integration/test_*.py (which drive BUILD/cairn).
+#
+# Every suite prints "ok - NAME" / "not ok - NAME" lines (and optionally a
+# "1..N" plan first); this script counts them per suite, shows the failures
+# with their diagnostics, and ends with exactly one line "N passed, N failed".
+# Exit status 0 iff nothing failed.
+#
+# Robustness: each suite runs under `timeout`; a suite that crashes, hangs,
+# or stops before its plan is complete counts as failed. Suites clean up
+# after themselves; as a safety net, the EXIT trap unmounts whatever is still
+# mounted under this run's own temp dir and kills the PIDs recorded in its
+# pid file (checking each one's start time, so a recycled PID is never hit).
+#
+# Environment: CAIRN_TEST_ONLY=substr[,substr] runs only matching suites
+# files / tests; CAIRN_TEST_VERBOSE=1 prints every suite's full output.
+
+set -u
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+
+if [ $# -lt 1 ]; then
+	echo "usage: tests/run.sh BUILD_DIR [BUILD_DIR...]" >&2
+	exit 2
+fi
+
+TMP=$(mktemp -d /tmp/cairn-check.XXXXXX) || exit 1
+chmod 755 "$TMP"
+PIDFILE=$TMP/pids
+: >"$PIDFILE"
+export CAIRN_TEST_PIDFILE=$PIDFILE
+
+# Start time (field 22 of /proc/PID/stat) identifies a process instance.
+# Fails for a process that is gone or a zombie (nothing left to kill).
+pid_start() {
+	local s
+	s=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+	s=${s##*) }
+	set -- $s
+	[ "$1" != Z ] || return 1
+	echo "${20}"
+}
+
+record_pid() {
+	local st
+	st=$(pid_start "$1") && echo "$1 $st" >>"$PIDFILE"
+}
+
+unmount_leftovers() {
+	local mp
+	[ -r /proc/self/mountinfo ] || return 0
+	# Mount points under our temp dir, deepest first.
+	awk -v t="$TMP/" 'index($5, t) == 1 { print $5 }' /proc/self/mountinfo |
+		sort -r | while read -r mp; do
+			echo "run.sh: cleaning up leftover mount $mp" >&2
+			fusermount3 -u -z "$mp" 2>/dev/null || umount -l "$mp" 2>/dev/null
+		done
+}
+
+# Recorded processes still alive (same PID and start time as recorded).
+live_recorded() {
+	local pid st now
+	[ -s "$PIDFILE" ] || return 0
+	while read -r pid st; do
+		now=$(pid_start "$pid") || continue
+		[ "$now" = "$st" ] && echo "$pid"
+	done <"$PIDFILE"
+}
+
+# Reap what a suite left behind: ask recorded processes to stop (a suite
+# unmounts on SIGTERM), give them a moment, unmount what is still mounted
+# under our temp dir, then SIGKILL the rest.
+safety_net() {
+	local pid pids i
+	pids=$(live_recorded)
+	if [ -n "$pids" ]; then
+		for pid in $pids; do
+			echo "run.sh: stopping leftover process $pid ($(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | cut -c1-120))" >&2
+			kill -TERM "$pid" 2>/dev/null
+		done
+		for i in 1 2 3 4 5 6 7 8 9 10; do
+			[ -z "$(live_recorded)" ] && break
+			sleep 1
+		done
+	fi
+	unmount_leftovers
+	for pid in $(live_recorded); do
+		echo "run.sh: killing leftover process $pid" >&2
+		kill -KILL "$pid" 2>/dev/null
+	done
+	unmount_leftovers
+	: >"$PIDFILE"
+}
+
+on_exit() {
+	safety_net
+	rm -rf "$TMP" 2>/dev/null
+}
+trap on_exit EXIT
+trap 'echo "run.sh: interrupted" >&2; exit 130' INT TERM HUP
+
+TOTAL_PASS=0
+TOTAL_FAIL=0
+SUMMARY=()
+
+matches_only() {
+	[ -z "${CAIRN_TEST_ONLY:-}" ] && return 0
+	local IFS=, o
+	for o in $CAIRN_TEST_ONLY; do
+		case "$1" in *"$o"*) return 0 ;; esac
+	done
+	return 1
+}
+
+# run_suite LABEL TIMEOUT_S CMD... : run one suite, count and report.
+run_suite() {
+	local label=$1 limit=$2
+	shift 2
+	local log=$TMP/suite.log t0 t1 rc pass fail plan missing extra=""
+	t0=$(date +%s)
+	# The suite gets SIGTERM at the limit (it cleans up on it), SIGKILL
+	# 20 s later if it still has not gone.
+	# Each suite runs in a scratch dir of its own (unit tests may create
+	# files in their working directory).
+	local work=$TMP/work.$RANDOM$RANDOM
+	mkdir -p "$work" && chmod 755 "$work"
+	(cd "$work" && exec timeout -k 20 "$limit" "$@") >"$log" 2>&1 </dev/null &
+	local pid=$!
+	record_pid "$pid"
+	wait "$pid"
+	rc=$?
+	t1=$(date +%s)
+	safety_net
+	rm -rf "$work"
+
+	pass=$(grep -c '^ok - ' "$log")
+	fail=$(grep -c '^not ok - ' "$log")
+	plan=$(sed -n 's/^1\.\.\([0-9][0-9]*\)$/\1/p' "$log" | head -n 1)
+	missing=0
+	if [ -n "$plan" ] && [ $((pass + fail)) -lt "$plan" ]; then
+		missing=$((plan - pass - fail))
+		extra="$extra; $missing test(s) never reported"
+	fi
+	if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+		extra="$extra; TIMED OUT after ${limit}s"
+	elif [ "$rc" != 0 ]; then
+		extra="$extra; exit status $rc"
+	fi
+	fail=$((fail + missing))
+	# A crash or hang that cost no test its result still counts once, and
+	# so does a suite that reported nothing at all.
+	if { [ "$rc" != 0 ] && [ "$fail" = 0 ]; } || [ $((pass + fail)) = 0 ]; then
+		fail=$((fail + 1))
+		[ $((pass + fail)) = 1 ] && extra="$extra; no test results"
+	fi
+
+	if [ "${CAIRN_TEST_VERBOSE:-0}" = 1 ]; then
+		sed 's/^/    /' "$log"
+	else
+		grep -E '^(ok|not ok) - ' "$log" | sed 's/^/    /'
+	fi
+	if [ "$fail" != 0 ]; then
+		echo "    --- failure output of $label:"
+		if [ "${CAIRN_TEST_VERBOSE:-0}" != 1 ]; then
+			# Everything that is not an "ok" line: diagnostics, stderr,
+			# sanitizer reports. Bounded so one runaway suite cannot
+			# drown the report.
+			grep -v -E '^(ok - |1\.\.[0-9]+$)' "$log" | head -n 300 | sed 's/^/    | /'
+		fi
+	fi
+	printf '  %-44s %3d passed, %3d failed  (%ss%s)\n' "$label" "$pass" "$fail" \
+		$((t1 - t0)) "$extra"
+	SUMMARY+=("$(printf '%-52s %3d passed, %3d failed%s' "$label" "$pass" "$fail" "$extra")")
+	TOTAL_PASS=$((TOTAL_PASS + pass))
+	TOTAL_FAIL=$((TOTAL_FAIL + fail))
+}
+
+# Per-suite time limit: a "# timeout: N" line near the top of the suite,
+# else the default.
+suite_limit() {
+	local n
+	n=$(head -n 20 "$1" | sed -n 's/^# timeout: *\([0-9][0-9]*\).*/\1/p' | head -n 1)
+	echo "${n:-$2}"
+}
+
+for build in "$@"; do
+	b=$(cd "$build" 2>/dev/null && pwd)
+	echo "== $build"
+	if [ -z "$b" ] || [ ! -x "$b/cairn" ]; then
+		echo "  $build/cairn is missing: build first (make BUILD=$build)"
+		SUMMARY+=("$build: cairn binary missing")
+		TOTAL_FAIL=$((TOTAL_FAIL + 1))
+		continue
+	fi
+	asan=0
+	if nm "$b/cairn" 2>/dev/null | grep -q __asan_init; then
+		asan=1
+	fi
+	export CAIRN_ASAN=$asan
+	# Sanitizer reports of unit tests land on their stderr, which we keep.
+	export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
+	export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1}
+
+	for t in "$b"/tests/test_*; do
+		[ -x "$t" ] && [ -f "$t" ] || continue
+		matches_only "$(basename "$t")" || continue
+		lim=120
+		[ $asan = 1 ] && lim=300
+		echo "-- unit $(basename "$t")"
+		run_suite "$(basename "$build")/unit/$(basename "$t")" "$lim" "$t"
+	done
+
+	for s in "$ROOT"/tests/integration/test_*.py "$ROOT"/tests/integration/test_*.sh; do
+		[ -f "$s" ] || continue
+		matches_only "$(basename "$s")" || continue
+		lim=$(suite_limit "$s" 300)
+		[ $asan = 1 ] && lim=$((lim * 2))
+		echo "-- integration $(basename "$s")"
+		export CAIRN_TEST_TMP=$TMP
+		case "$s" in
+		*.py) run_suite "$(basename "$build")/integration/$(basename "$s" .py)" \
+			"$lim" python3 "$s" "$b" ;;
+		*.sh) run_suite "$(basename "$build")/integration/$(basename "$s" .sh)" \
+			"$lim" bash "$s" "$b" ;;
+		esac
+	done
+done
+
+echo
+echo "== summary"
+for line in "${SUMMARY[@]}"; do
+	echo "  $line"
+done
+echo "$TOTAL_PASS passed, $TOTAL_FAIL failed"
+[ "$TOTAL_FAIL" = 0 ]
