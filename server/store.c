@@ -1,8 +1,10 @@
 /*
  * store.c - the storage engine: opening a data directory, the LMDB record
  * formats, group commit, attributes and xattrs. Namespace operations live
- * in store_dir.c, file data in store_data.c, the offline check in
- * store_fsck.c; store_int.h is what they share.
+ * in store_dir.c, file data in store_data.c, the cache of open data files
+ * in store_fdc.c, the offline check in store_fsck.c; store_int.h is what
+ * they share. Opening a store also removes data files that a crash left
+ * without an inode (orphans_remove).
  *
  * Durability and group commit
  * ---------------------------
@@ -44,6 +46,7 @@
  * server thread and are not tied to a thread's reader slot, so a thread
  * pool of any size works and a batch leader may be any thread.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -56,6 +59,7 @@
 #include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
+#include "../lib/log.h"
 #include "store_int.h"
 
 /* ---- OS seam ---------------------------------------------------------- */
@@ -275,6 +279,8 @@ void store_attr_fill(struct store *st, uint64_t vn, const struct sinode *ino,
 {
 	char path[48];
 	struct stat sb;
+	struct store_fh fh;
+	int rc;
 
 	memset(out, 0, sizeof(*out));
 	store_fid_make(vn, ino, &out->fid);
@@ -289,9 +295,21 @@ void store_attr_fill(struct store *st, uint64_t vn, const struct sinode *ino,
 	out->ctime = ino->ctime;
 	out->dv = ino->dv;
 	if (S_ISREG(ino->mode)) {
-		store_data_path(vn, path, sizeof(path));
-		if (store_os.fstatat(st->dirfd, path, &sb, 0) == 0)
+		/* A cached descriptor spares the path walk (most of the
+		 * cost of a GETATTR when the file is in use). */
+		if (store_fdc_peek(st, vn, &fh) == 0) {
+			rc = store_os.fstat(fh.fd, &sb);
+			store_fdc_put(st, &fh);
+		} else {
+			store_data_path(vn, path, sizeof(path));
+			rc = store_os.fstatat(st->dirfd, path, &sb, 0);
+		}
+		if (rc == 0)
 			out->blocks = (uint64_t)sb.st_blocks;
+	} else if (S_ISDIR(ino->mode)) {
+		/* Entries live in LMDB; report what ext4 gives an empty
+		 * directory (one 4 KiB block) so du does not say 0. */
+		out->blocks = 8;
 	}
 }
 
@@ -420,30 +438,24 @@ void store_data_path(uint64_t vn, char *buf, size_t sz)
 	snprintf(buf, sz, "objects/%02x/%" PRIx64, (unsigned)(vn & 0xff), vn);
 }
 
-int store_data_open(struct store *st, uint64_t vn, int flags)
-{
-	char path[48];
-	int fd;
-
-	store_data_path(vn, path, sizeof(path));
-	fd = store_os.openat(st->dirfd, path, flags, 0600);
-	return fd < 0 ? -errno : fd;
-}
-
 pthread_mutex_t *store_vlock(struct store *st, uint64_t vn)
 {
 	return &st->vlock[(vn * 0x9e3779b97f4a7c15ull) >> 58];
 }
 
-void store_data_drop(struct store *st, uint64_t vn)
+void store_data_drop(struct store *st, uint64_t vn, int locked)
 {
 	char path[48];
 	pthread_mutex_t *l = store_vlock(st, vn);
 
 	store_data_path(vn, path, sizeof(path));
-	pthread_mutex_lock(l);
+	if (!locked)
+		pthread_mutex_lock(l);
+	/* Unlink first: see store_fdc.c for why the order matters. */
 	store_os.unlinkat(st->dirfd, path, 0);
-	pthread_mutex_unlock(l);
+	store_fdc_forget(st, vn);
+	if (!locked)
+		pthread_mutex_unlock(l);
 }
 
 /* ---- group commit ----------------------------------------------------- */
@@ -538,9 +550,39 @@ int store_tx(struct store *st, store_tx_fn fn, void *arg)
 	return op.rc;
 }
 
+/* Read transactions are reset and renewed rather than begun and aborted:
+ * mdb_txn_begin allocates, mdb_txn_renew does not, and with MDB_NOTLS any
+ * thread may renew a transaction another thread reset. A reset transaction
+ * keeps its reader slot but pins no snapshot. */
 int store_rtxn(struct store *st, MDB_txn **txn)
 {
+	MDB_txn *t = NULL;
+
+	pthread_mutex_lock(&st->rt_lock);
+	if (st->rt_n > 0)
+		t = st->rt_pool[--st->rt_n];
+	pthread_mutex_unlock(&st->rt_lock);
+	if (t) {
+		if (mdb_txn_renew(t) == 0) {
+			*txn = t;
+			return 0;
+		}
+		mdb_txn_abort(t);
+	}
 	return store_lmdb_err(mdb_txn_begin(st->env, NULL, MDB_RDONLY, txn));
+}
+
+void store_rtxn_end(struct store *st, MDB_txn *txn)
+{
+	mdb_txn_reset(txn);
+	pthread_mutex_lock(&st->rt_lock);
+	if (st->rt_n < STORE_RTXN_POOL) {
+		st->rt_pool[st->rt_n++] = txn;
+		txn = NULL;
+	}
+	pthread_mutex_unlock(&st->rt_lock);
+	if (txn)
+		mdb_txn_abort(txn);
 }
 
 /* ---- open / close ----------------------------------------------------- */
@@ -689,6 +731,58 @@ static int init_tx(struct store *st, MDB_txn *txn, void *arg)
 	return store_inode_put(st, txn, STORE_ROOT, &root);
 }
 
+/*
+ * Remove data files whose vnode has no inode record. store_remove deletes
+ * the data file after the commit that drops the inode; a crash in between
+ * leaves the file behind, and nothing would ever delete it. Runs before
+ * the store serves anyone, so nothing races with it. Best effort: a name
+ * that is not exactly one of ours, or an inode that cannot be read, is
+ * left for fsck to report.
+ */
+static void orphans_remove(struct store *st)
+{
+	char path[48], want[48];
+	struct sinode ino;
+	struct dirent *de;
+	MDB_txn *txn;
+	uint64_t vn;
+	char *end;
+	DIR *d;
+	int fd;
+
+	if (store_rtxn(st, &txn))
+		return;
+	for (unsigned xx = 0; xx < 256; xx++) {
+		snprintf(path, sizeof(path), "objects/%02x", xx);
+		fd = openat(st->dirfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		if (!(d = fdopendir(fd))) {
+			close(fd);
+			continue;
+		}
+		while ((de = readdir(d))) {
+			errno = 0;
+			vn = strtoull(de->d_name, &end, 16);
+			if (de->d_name[0] == '.' || *end || errno)
+				continue;
+			store_data_path(vn, want, sizeof(want));
+			snprintf(path, sizeof(path), "objects/%02x/%.20s", xx,
+				 de->d_name);
+			if (strcmp(path, want) ||
+			    store_inode_get(st, txn, vn, &ino) != -ENOENT)
+				continue;
+			if (store_os.unlinkat(st->dirfd, path, 0) == 0)
+				st->orphans_removed++;
+		}
+		closedir(d);
+	}
+	store_rtxn_end(st, txn);
+	if (st->orphans_removed)
+		log_info("%s: removed %lu data file(s) of deleted objects "
+			 "(left by a crash)", st->dir, st->orphans_removed);
+}
+
 int store_open(const char *dir, struct store **out, char *err, size_t errsz)
 {
 	struct store *st;
@@ -709,6 +803,11 @@ int store_open(const char *dir, struct store **out, char *err, size_t errsz)
 	st->gc_tail = &st->gc_head;
 	for (int i = 0; i < STORE_NSTRIPE; i++)
 		pthread_mutex_init(&st->vlock[i], NULL);
+	pthread_mutex_init(&st->rt_lock, NULL);
+	if ((rc = store_fdc_init(st))) {
+		snprintf(err, errsz, "out of memory");
+		goto fail;
+	}
 
 	if ((rc = mkdir_p(dir, 0700))) {
 		snprintf(err, errsz, "cannot create %s: %s", dir, strerror(-rc));
@@ -750,6 +849,7 @@ int store_open(const char *dir, struct store **out, char *err, size_t errsz)
 				 dir, strerror(-rc));
 		goto fail;
 	}
+	orphans_remove(st);
 	*out = st;
 	return 0;
 fail:
@@ -761,6 +861,9 @@ void store_close(struct store *st)
 {
 	if (!st)
 		return;
+	store_fdc_destroy(st);
+	while (st->rt_n > 0)
+		mdb_txn_abort(st->rt_pool[--st->rt_n]);
 	if (st->env)
 		mdb_env_close(st->env);
 	if (st->dirfd >= 0)
@@ -771,6 +874,7 @@ void store_close(struct store *st)
 	pthread_cond_destroy(&st->gc_cond);
 	for (int i = 0; i < STORE_NSTRIPE; i++)
 		pthread_mutex_destroy(&st->vlock[i]);
+	pthread_mutex_destroy(&st->rt_lock);
 	free(st->dir);
 	free(st);
 }
@@ -787,7 +891,7 @@ static int getattr_vn(struct store *st, const struct cairn_fid *fid,
 	if ((rc = store_rtxn(st, &txn)))
 		return rc;
 	rc = store_fid_get(st, txn, fid, &ino);
-	mdb_txn_abort(txn);
+	store_rtxn_end(st, txn);
 	if (rc == 0)
 		store_attr_fill(st, fid->vnode, &ino, out);
 	return rc;
@@ -944,7 +1048,7 @@ int store_getxattr(struct store *st, const struct cairn_fid *fid,
 		memcpy(buf, v.mv_data, v.mv_size);
 	*len = v.mv_size;
 out:
-	mdb_txn_abort(txn);
+	store_rtxn_end(st, txn);
 	return rc;
 }
 
@@ -991,6 +1095,6 @@ int store_listxattr(struct store *st, const struct cairn_fid *fid, char *buf,
 out:
 	if (cur)
 		mdb_cursor_close(cur);
-	mdb_txn_abort(txn);
+	store_rtxn_end(st, txn);
 	return rc;
 }

@@ -17,6 +17,14 @@
  * file is created when the size first becomes non-zero (fsck relies on
  * it). If the object was deleted meanwhile (the commit says -ESTALE), the
  * data file this operation may have created is removed again.
+ *
+ * Descriptors come from the data file cache (store_fdc.c), not open().
+ *
+ * A write does not clear set-user-ID / set-group-ID here: the FUSE client
+ * does not ask for HANDLE_KILLPRIV, so the kernel clears them itself with
+ * a SETATTR before an unprivileged write, truncate or fallocate, and
+ * keeps them for a writer with CAP_FSETID, exactly as on ext4 (checked on
+ * a real mount). Clearing them here as well would be wrong for root.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -40,7 +48,7 @@ static int file_get(struct store *st, const struct cairn_fid *fid,
 	if ((rc = store_rtxn(st, &txn)))
 		return rc;
 	rc = store_fid_get(st, txn, fid, ino);
-	mdb_txn_abort(txn);
+	store_rtxn_end(st, txn);
 	if (rc)
 		return rc;
 	if (S_ISDIR(ino->mode))
@@ -63,12 +71,6 @@ static int data_trim(int fd, uint64_t keep)
 	return 0;
 }
 
-static void data_close(int fd)
-{
-	if (fd >= 0)
-		store_os.close(fd);
-}
-
 /* Make a data file's directory entry durable (a new file's name is not
  * covered by fsync of the file itself). Cheap when nothing is dirty. */
 static int data_dir_sync(struct store *st, uint64_t vn)
@@ -88,28 +90,23 @@ static int data_dir_sync(struct store *st, uint64_t vn)
 
 /* ---- read ------------------------------------------------------------- */
 
-static int atime_due(const struct sinode *ino, struct cairn_time now)
+int store_atime_due(const struct sinode *ino, struct cairn_time now)
 {
 	return store_time_cmp(ino->atime, ino->mtime) <= 0 ||
 	       store_time_cmp(ino->atime, ino->ctime) <= 0 ||
 	       now.sec - ino->atime.sec >= 24 * 3600;
 }
 
-struct atime_args {
-	const struct cairn_fid *fid;
-	struct sinode ino;
-};
-
-/* relatime. Not a modification: dv stays, so caches stay valid. */
-static int atime_tx(struct store *st, MDB_txn *txn, void *arg)
+/* relatime (also for READDIR, see store_dir.c). */
+int store_atime_tx(struct store *st, MDB_txn *txn, void *arg)
 {
-	struct atime_args *a = arg;
+	struct store_atime_args *a = arg;
 	struct cairn_time now = store_now();
 	int rc;
 
 	if ((rc = store_fid_get(st, txn, a->fid, &a->ino)))
 		return rc;
-	if (!atime_due(&a->ino, now))
+	if (!store_atime_due(&a->ino, now))
 		return 0;
 	a->ino.atime = now;
 	return store_inode_put(st, txn, a->fid->vnode, &a->ino);
@@ -137,9 +134,10 @@ static int data_pread(int fd, uint8_t *buf, uint32_t n, uint64_t off)
 int store_read(struct store *st, const struct cairn_fid *fid, uint64_t off,
 	       uint32_t len, void *buf, uint32_t *n, struct cairn_attr *out)
 {
-	struct atime_args a = { fid, { 0 } };
+	struct store_atime_args a = { fid, { 0 } };
+	struct store_fh fh;
 	uint32_t want = 0;
-	int fd, rc;
+	int rc;
 
 	if ((rc = file_get(st, fid, &a.ino, -EISDIR, -EINVAL)))
 		return rc;
@@ -147,23 +145,23 @@ int store_read(struct store *st, const struct cairn_fid *fid, uint64_t off,
 		want = a.ino.size - off < len ? (uint32_t)(a.ino.size - off)
 					      : len;
 	if (want > 0) {
-		fd = store_data_open(st, fid->vnode, O_RDONLY);
-		if (fd == -ENOENT) {
+		rc = store_fdc_get(st, fid->vnode, 0, &fh);
+		if (rc == -ENOENT) {
 			memset(buf, 0, want);
-		} else if (fd < 0) {
-			return fd;
+		} else if (rc) {
+			return rc;
 		} else {
-			rc = data_pread(fd, buf, want, off);
-			data_close(fd);
+			rc = data_pread(fh.fd, buf, want, off);
+			store_fdc_put(st, &fh);
 			if (rc)
 				return rc;
 		}
 	}
 	/* Best effort: a failed atime update does not fail the read. */
-	if (atime_due(&a.ino, store_now())) {
-		struct atime_args b = { fid, { 0 } };
+	if (store_atime_due(&a.ino, store_now())) {
+		struct store_atime_args b = { fid, { 0 } };
 
-		if (store_tx(st, atime_tx, &b) == 0)
+		if (store_tx(st, store_atime_tx, &b) == 0)
 			a.ino = b.ino;
 	}
 	*n = want;
@@ -176,7 +174,6 @@ int store_read(struct store *st, const struct cairn_fid *fid, uint64_t off,
 struct write_args {
 	const struct cairn_fid *fid;
 	uint64_t end;      /* new minimum size */
-	int mtime;         /* data changed: mtime too */
 	struct sinode ino;
 };
 
@@ -189,10 +186,7 @@ static int write_tx(struct store *st, MDB_txn *txn, void *arg)
 		return rc;
 	if (a->end > a->ino.size)
 		a->ino.size = a->end;
-	if (a->mtime)
-		store_touch_mc(&a->ino, store_now());
-	else
-		store_touch_c(&a->ino, store_now());
+	store_touch_mc(&a->ino, store_now());
 	return store_inode_put(st, txn, a->fid->vnode, &a->ino);
 }
 
@@ -203,12 +197,8 @@ static int data_commit_tx(struct store *st, uint64_t vn, store_tx_fn fn,
 {
 	int rc = store_tx(st, fn, arg);
 
-	if (rc == -ESTALE) {
-		char path[48];
-
-		store_data_path(vn, path, sizeof(path));
-		store_os.unlinkat(st->dirfd, path, 0);
-	}
+	if (rc == -ESTALE)
+		store_data_drop(st, vn, 1); /* the caller holds the vlock */
 	return rc;
 }
 
@@ -240,9 +230,10 @@ int store_write(struct store *st, const struct cairn_fid *fid, uint64_t off,
 		const void *buf, uint32_t len, uint32_t flags,
 		struct cairn_attr *out)
 {
-	struct write_args a = { fid, off + len, 1, { 0 } };
+	struct write_args a = { fid, off + len, { 0 } };
 	pthread_mutex_t *l = store_vlock(st, fid->vnode);
-	int fd = -1, rc;
+	struct store_fh fh = { -1, NULL };
+	int rc;
 
 	if (off > FILE_MAX - len)
 		return -EFBIG;
@@ -251,16 +242,13 @@ int store_write(struct store *st, const struct cairn_fid *fid, uint64_t off,
 		goto out;
 	if (len == 0)
 		goto out; /* like write(2): nothing changes */
-	fd = store_data_open(st, fid->vnode, O_WRONLY | O_CREAT);
-	if (fd < 0) {
-		rc = fd;
+	if ((rc = store_fdc_get(st, fid->vnode, 1, &fh)))
 		goto out;
-	}
-	if (off > a.ino.size && (rc = data_trim(fd, a.ino.size)))
+	if (off > a.ino.size && (rc = data_trim(fh.fd, a.ino.size)))
 		goto out;
-	if ((rc = data_pwrite(fd, buf, len, off)))
+	if ((rc = data_pwrite(fh.fd, buf, len, off)))
 		goto out;
-	if ((flags & WR_SYNC) && store_os.fdatasync(fd) < 0) {
+	if ((flags & WR_SYNC) && store_os.fdatasync(fh.fd) < 0) {
 		rc = -errno;
 		goto out;
 	}
@@ -269,7 +257,7 @@ int store_write(struct store *st, const struct cairn_fid *fid, uint64_t off,
 		goto out; /* the data file may be new */
 	rc = data_commit(st, &a);
 out:
-	data_close(fd);
+	store_fdc_put(st, &fh);
 	pthread_mutex_unlock(l);
 	if (rc == 0)
 		store_attr_fill(st, fid->vnode, &a.ino, out);
@@ -281,24 +269,25 @@ int store_fsync(struct store *st, const struct cairn_fid *fid,
 {
 	MDB_txn *txn;
 	struct sinode ino;
-	int fd, rc;
+	struct store_fh fh;
+	int rc;
 
 	if ((rc = store_rtxn(st, &txn)))
 		return rc;
 	rc = store_fid_get(st, txn, fid, &ino);
-	mdb_txn_abort(txn);
+	store_rtxn_end(st, txn);
 	if (rc || !S_ISREG(ino.mode))
 		return rc; /* metadata is synced on every commit already */
-	fd = store_data_open(st, fid->vnode, O_RDONLY);
-	if (fd == -ENOENT)
+	rc = store_fdc_get(st, fid->vnode, 0, &fh);
+	if (rc == -ENOENT)
 		return 0;
-	if (fd < 0)
-		return fd;
+	if (rc)
+		return rc;
 	if (flags & FS_DATASYNC)
-		rc = store_os.fdatasync(fd) < 0 ? -errno : 0;
+		rc = store_os.fdatasync(fh.fd) < 0 ? -errno : 0;
 	else
-		rc = store_os.fsync(fd) < 0 ? -errno : 0;
-	data_close(fd);
+		rc = store_os.fsync(fh.fd) < 0 ? -errno : 0;
+	store_fdc_put(st, &fh);
 	return rc ? rc : data_dir_sync(st, fid->vnode);
 }
 
@@ -331,10 +320,13 @@ int store_fallocate(struct store *st, const struct cairn_fid *fid,
 		    uint32_t mode, uint64_t off, uint64_t len,
 		    struct cairn_attr *out)
 {
-	struct write_args a = { fid, 0, 0, { 0 } };
+	/* ext4 (Linux 6.x) moves mtime and ctime on every successful
+	 * fallocate, KEEP_SIZE and no-op allocations included. */
+	struct write_args a = { fid, 0, { 0 } };
 	pthread_mutex_t *l = store_vlock(st, fid->vnode);
+	struct store_fh fh = { -1, NULL };
 	size_t i;
-	int fd = -1, rc;
+	int rc;
 
 	for (i = 0; i < sizeof(falloc_modes) / sizeof(falloc_modes[0]); i++)
 		if (falloc_modes[i] == mode)
@@ -348,23 +340,15 @@ int store_fallocate(struct store *st, const struct cairn_fid *fid,
 	pthread_mutex_lock(l);
 	if ((rc = file_get(st, fid, &a.ino, -EISDIR, -ENODEV)))
 		goto out;
-	fd = store_data_open(st, fid->vnode, O_RDWR | O_CREAT);
-	if (fd < 0) {
-		rc = fd;
+	if ((rc = store_fdc_get(st, fid->vnode, 1, &fh)) ||
+	    (rc = data_trim(fh.fd, a.ino.size)) ||
+	    (rc = data_fallocate(fh.fd, mode, off, len)))
 		goto out;
-	}
-	if ((rc = data_trim(fd, a.ino.size)) ||
-	    (rc = data_fallocate(fd, mode, off, len)))
-		goto out;
-	if (!(mode & FALLOC_FL_KEEP_SIZE) && off + len > a.ino.size) {
+	if (!(mode & FALLOC_FL_KEEP_SIZE) && off + len > a.ino.size)
 		a.end = off + len;
-		a.mtime = 1;
-	}
-	if (mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE))
-		a.mtime = 1;
 	rc = data_commit(st, &a);
 out:
-	data_close(fd);
+	store_fdc_put(st, &fh);
 	pthread_mutex_unlock(l);
 	if (rc == 0)
 		store_attr_fill(st, fid->vnode, &a.ino, out);
@@ -436,17 +420,18 @@ static int setattr_data(struct store *st, const struct cairn_fid *fid,
 			uint64_t size)
 {
 	struct sinode ino;
-	int fd, rc;
+	struct store_fh fh;
+	int rc;
 
 	if ((rc = file_get(st, fid, &ino, -EISDIR, -EINVAL)))
 		return rc;
-	fd = store_data_open(st, fid->vnode, size ? O_RDWR | O_CREAT : O_RDWR);
-	if (fd == -ENOENT)
+	rc = store_fdc_get(st, fid->vnode, size != 0, &fh);
+	if (rc == -ENOENT)
 		return 0;
-	if (fd < 0)
-		return fd;
-	rc = data_trim(fd, size < ino.size ? size : ino.size);
-	data_close(fd);
+	if (rc)
+		return rc;
+	rc = data_trim(fh.fd, size < ino.size ? size : ino.size);
+	store_fdc_put(st, &fh);
 	return rc;
 }
 

@@ -15,7 +15,7 @@
  *     nlink is the number of entries naming it;
  *   - an object whose last entry goes is deleted in the same transaction;
  *     its data file is removed after the commit (a crash in between leaves
- *     a data file without inode, which fsck reports).
+ *     a data file without inode, which the next store_open removes).
  * Every operation bumps dv of each object whose attributes it changed.
  */
 #include <errno.h>
@@ -215,7 +215,7 @@ int store_lookup(struct store *st, const struct cairn_fid *dir,
 		goto out;
 	store_attr_fill(st, child, &ino, out);
 out:
-	mdb_txn_abort(txn);
+	store_rtxn_end(st, txn);
 	return rc;
 }
 
@@ -383,7 +383,7 @@ int store_readlink(struct store *st, const struct cairn_fid *fid,
 	target[v.mv_size] = 0;
 	*len = v.mv_size;
 out:
-	mdb_txn_abort(txn);
+	store_rtxn_end(st, txn);
 	return rc;
 }
 
@@ -510,7 +510,7 @@ int store_remove(struct store *st, const struct cairn_fid *dir,
 	    (rc = store_tx(st, remove_tx, &a)))
 		return rc;
 	if (a.drop)
-		store_data_drop(st, a.vn);
+		store_data_drop(st, a.vn, 0);
 	store_attr_fill(st, dir->vnode, &a.dino, dir_out);
 	ch->n = 1;
 	store_fid_make(a.vn, &a.ino, &ch->fid[0]);
@@ -688,7 +688,7 @@ int store_rename(struct store *st, const struct cairn_fid *sdir,
 	if ((rc = store_tx(st, rename_tx, &a)))
 		return rc;
 	if (a.drop)
-		store_data_drop(st, a.dvn);
+		store_data_drop(st, a.dvn, 0);
 	if (sdir->vnode == ddir->vnode)
 		a.dd = a.sd;
 	store_attr_fill(st, sdir->vnode, &a.sd, sdir_out);
@@ -703,6 +703,22 @@ int store_rename(struct store *st, const struct cairn_fid *sdir,
 }
 
 /* ---- readdir ---------------------------------------------------------- */
+
+/*
+ * Listing a directory reads it: relatime applies as to a file's READ (ext4
+ * updates atime in getdents). Only a listing from the start counts, so a
+ * directory read in many batches costs at most one commit, and only when
+ * relatime says the atime is due. Runs after the read transaction ended:
+ * store_tx must not be called inside one.
+ */
+static void readdir_atime(struct store *st, const struct cairn_fid *dir,
+			  const struct sinode *dino)
+{
+	struct store_atime_args a = { dir, { 0 } };
+
+	if (store_atime_due(dino, store_now()))
+		store_tx(st, store_atime_tx, &a); /* best effort */
+}
 
 int store_readdir(struct store *st, const struct cairn_fid *dir,
 		  uint64_t cookie, uint32_t max, store_dirent_fn fn, void *arg,
@@ -766,6 +782,8 @@ int store_readdir(struct store *st, const struct cairn_fid *dir,
 out:
 	if (cur)
 		mdb_cursor_close(cur);
-	mdb_txn_abort(txn);
+	store_rtxn_end(st, txn);
+	if (rc == 0 && cookie == 0)
+		readdir_atime(st, dir, &dino);
 	return rc;
 }

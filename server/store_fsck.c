@@ -444,7 +444,9 @@ int store_fsck(const char *dir, void *report, char *err, size_t errsz)
 	f.st.db_xattrs = dbi[3];
 	f.st.db_symlinks = dbi[4];
 	f.st.db_meta = dbi[5];
-	if ((rc = store_rtxn(&f.st, &f.txn))) {
+	/* Not store_rtxn: f.st is no opened store (no transaction pool). */
+	if ((rc = store_lmdb_err(mdb_txn_begin(f.st.env, NULL, MDB_RDONLY,
+					       &f.txn)))) {
 		snprintf(err, errsz, "cannot read %s/meta: %s", dir,
 			 strerror(-rc));
 		goto out;

@@ -17,6 +17,8 @@
  * taken only by a batch leader inside store_tx, which holds no gc_lock
  * while running the batch and never takes a vlock. No read transaction is
  * held across store_tx (a readdir callback must not call the store).
+ * rt_lock and fdc_lock are leaves: nothing else is taken while holding
+ * them.
  */
 #ifndef CAIRN_STORE_INT_H
 #define CAIRN_STORE_INT_H
@@ -33,6 +35,8 @@
 #define STORE_NSTRIPE  64
 #define STORE_MAPSIZE  (64ull << 30)
 #define STORE_MAXLINK  65000u /* ext4's limit: EMLINK beyond */
+#define STORE_RTXN_POOL 32    /* idle read transactions kept for reuse */
+#define STORE_FDC_MAX  256    /* data file descriptors kept open */
 
 /* In-memory form of an inode record. parent is the containing directory
  * for directories (their ".."); 0 for other objects, which may have many. */
@@ -48,6 +52,20 @@ struct sinode {
 #define DIRENT_VAL_SIZE   20
 
 struct wop;
+struct fdc_ent;
+
+/* The data file cache (store_fdc.c): open descriptors of recently used
+ * data files, so read and write do not open() and close() every call. */
+struct fdc {
+	pthread_mutex_t lock;
+	struct fdc_ent *ents;      /* cap entries, allocated at open */
+	struct fdc_ent **bucket;   /* hash by vnode, nbucket chains; lock */
+	struct fdc_ent *free;      /* unused entries; lock */
+	struct fdc_ent *lru_head;  /* idle (ref 0) entries, most recent */
+	struct fdc_ent *lru_tail;  /* first; lock */
+	unsigned cap, nbucket;
+	uint64_t gen;              /* bumped by store_fdc_forget; lock */
+};
 
 struct store {
 	char *dir;
@@ -67,6 +85,17 @@ struct store {
 	 * truncate, fallocate, deleting it), striped by vnode. Taken before
 	 * a transaction is submitted, never by the batch leader. */
 	pthread_mutex_t vlock[STORE_NSTRIPE];
+
+	/* Reset read transactions for mdb_txn_renew (no malloc per read). */
+	pthread_mutex_t rt_lock;
+	MDB_txn *rt_pool[STORE_RTXN_POOL]; /* rt_lock */
+	int rt_n;                          /* rt_lock */
+
+	struct fdc fdc;
+
+	/* Data files without an inode removed by store_open (a crash
+	 * between a remove's commit and its unlink leaves them). */
+	unsigned long orphans_removed;
 };
 
 /* A write operation run inside a group-commit transaction. Must not call
@@ -77,7 +106,10 @@ typedef int (*store_tx_fn)(struct store *st, MDB_txn *txn, void *arg);
 /* Run fn in a write transaction; returns when that transaction is
  * committed and synced (or failed). Result: fn's, or the commit's error. */
 int store_tx(struct store *st, store_tx_fn fn, void *arg);
+/* A read transaction, reused from a pool when possible; end it with
+ * store_rtxn_end (never mdb_txn_abort). */
 int store_rtxn(struct store *st, MDB_txn **txn);
+void store_rtxn_end(struct store *st, MDB_txn *txn);
 int store_lmdb_err(int rc);
 
 struct cairn_time store_now(void);
@@ -111,11 +143,43 @@ void store_touch_mc(struct sinode *ino, struct cairn_time now);
 
 /* "objects/XX/N" of vnode vn, into buf (at least 40 bytes). */
 void store_data_path(uint64_t vn, char *buf, size_t sz);
-/* Open vn's data file; -errno (-ENOENT if missing and not O_CREAT). */
-int store_data_open(struct store *st, uint64_t vn, int flags);
 pthread_mutex_t *store_vlock(struct store *st, uint64_t vn);
-/* Remove vn's data file (after the inode is gone); takes the vlock. */
-void store_data_drop(struct store *st, uint64_t vn);
+/* Remove vn's data file (after the inode is gone): forgets its cached
+ * descriptor and unlinks it. Takes the vlock unless the caller holds it
+ * (locked = 1). */
+void store_data_drop(struct store *st, uint64_t vn, int locked);
+
+/* Relatime: 1 if reading object ino now should move its atime. */
+int store_atime_due(const struct sinode *ino, struct cairn_time now);
+/* Set atime of fid to now if still due; ino gets the inode as stored.
+ * Not a modification: dv stays, so caches stay valid. */
+struct store_atime_args {
+	const struct cairn_fid *fid;
+	struct sinode ino;
+};
+int store_atime_tx(struct store *st, MDB_txn *txn, void *arg);
+
+/*
+ * Data file descriptors (store_fdc.c). store_fdc_get gives a descriptor
+ * of vn's data file open O_RDWR (created if `create`; -ENOENT if missing
+ * otherwise), valid until the matching store_fdc_put. Users never close
+ * it. store_fdc_forget (called before the file is unlinked) drops vn from
+ * the cache; descriptors still in use are closed by their last put.
+ */
+struct store_fh {
+	int fd;
+	struct fdc_ent *e; /* NULL: not cached, put closes fd */
+};
+int store_fdc_init(struct store *st);
+void store_fdc_destroy(struct store *st);
+int store_fdc_get(struct store *st, uint64_t vn, int create,
+		  struct store_fh *fh);
+void store_fdc_put(struct store *st, struct store_fh *fh);
+/* Like store_fdc_get, but only a cached descriptor: -ENOENT if none. */
+int store_fdc_peek(struct store *st, uint64_t vn, struct store_fh *fh);
+void store_fdc_forget(struct store *st, uint64_t vn);
+/* Descriptors held open by the cache (for tests). */
+unsigned store_fdc_count(struct store *st);
 
 int store_name_check(const char *name);
 /* Take DIR/LOCK (flock, pid written into it); -EBUSY with the holder's pid
