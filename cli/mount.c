@@ -241,7 +241,9 @@ static void teardown(struct mount_state *m)
 		fuse_remove_signal_handlers(m->se);
 	if (m->mounted)
 		fuse_session_unmount(m->se);
-	/* No pushes after this, so the notifier can go. */
+	/* The notifier sends acknowledgements through the rpc, so it stops
+	 * first; pushes still arriving until rpc_destroy are only queued. */
+	notify_stop(m->ntf);
 	if (m->rpc)
 		rpc_destroy(m->rpc);
 	notify_destroy(m->ntf);
@@ -266,7 +268,7 @@ static int serve_mount(struct mount_state *m, const struct mount_args *a,
 		log_warn("cannot write %s: %s", m->pidfile, strerror(-rc));
 	if ((rc = write_pidfile(m->runfile, mnt)) < 0)
 		log_warn("cannot write %s: %s", m->runfile, strerror(-rc));
-	if ((rc = notify_start(m->ntf, m->se, m->itab)) < 0 ||
+	if ((rc = notify_start(m->ntf, m->se, m->itab, m->rpc)) < 0 ||
 	    (rc = rpc_start(m->rpc)) < 0) {
 		log_error("cannot start threads: %s", strerror(-rc));
 		return 1;
@@ -321,6 +323,7 @@ int cmd_mount(int argc, char **argv)
 	o.connect_timeout_ms = MOUNT_CONNECT_TIMEOUT_MS;
 	o.down_timeout_s = MOUNT_DOWN_TIMEOUT_S;
 	o.on_push = notify_on_push;
+	o.hello_flags = HELLO_CB_ACK; /* the notifier acknowledges breaks */
 	o.on_reconnect = notify_on_reconnect;
 	if (getrandom(o.client_id, sizeof(o.client_id), 0) !=
 	    (ssize_t)sizeof(o.client_id)) {

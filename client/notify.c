@@ -7,7 +7,13 @@
  *     table and queue work; FUSE handlers hold it for reading while they
  *     reply to the kernel. Lock order: seq_lock -> itab's lock -> q_lock.
  *   q_lock guards the work queue; the notifier thread holds it only to pop.
- *   The notifier thread calls into the kernel with no lock held.
+ *   The notifier thread calls into the kernel with no lock held, and sends
+ *   acknowledgements holding only the rpc's send lock.
+ *
+ * Queue order is what makes an acknowledgement true: a push's items are
+ * queued together, followed by its NK_ACK item, and the single notifier
+ * thread runs them in order, so the ack leaves only after every
+ * invalidation of that push (and of every earlier one) returned.
  */
 #define FUSE_USE_VERSION 35
 #include <errno.h>
@@ -17,6 +23,7 @@
 #include <string.h>
 #include "inode.h"
 #include "notify.h"
+#include "rpc.h"
 #include "../lib/log.h"
 #include "../lib/wire.h"
 
@@ -25,6 +32,7 @@ enum nkind {
 	NK_ENTRY,   /* dentry (parent, name), then the parent's attributes */
 	NK_DENTRY,  /* dentry (parent, name) only (reconnect: parents are
 		     * invalidated as inodes of their own) */
+	NK_ACK,     /* acknowledge CB_BREAK `ack_id`: everything before it ran */
 };
 
 struct nitem {
@@ -32,6 +40,7 @@ struct nitem {
 	enum nkind kind;
 	uint64_t ino;     /* NK_INODE */
 	uint64_t parent;  /* NK_ENTRY, NK_DENTRY */
+	uint32_t ack_id;  /* NK_ACK */
 	uint16_t len;
 	char name[];      /* len bytes + NUL */
 };
@@ -41,6 +50,7 @@ struct notify {
 	uint64_t seq;               /* written under seq_lock (write), atomic */
 	struct itab *itab;          /* set once by notify_start */
 	struct fuse_session *se;    /* set once by notify_start */
+	struct rpc *rpc;            /* set once by notify_start */
 
 	pthread_mutex_t q_lock;
 	pthread_cond_t q_cond;
@@ -69,6 +79,7 @@ static struct nitem *nitem_new(enum nkind kind, uint64_t ino, uint64_t parent,
 	it->kind = kind;
 	it->ino = ino;
 	it->parent = parent;
+	it->ack_id = 0;
 	it->len = (uint16_t)len;
 	if (len)
 		memcpy(it->name, name, len);
@@ -172,6 +183,15 @@ static void run_item(struct notify *n, const struct nitem *it)
 			count_result(n, rc, it);
 		}
 		break;
+	case NK_ACK:
+		rc = n->rpc ? rpc_send_ack(n->rpc, OP_CB_BREAK, it->ack_id)
+			    : -ENOTCONN;
+		if (rc == 0)
+			__atomic_add_fetch(&n->st.acks, 1, __ATOMIC_RELAXED);
+		else
+			log_debug("callback break %u not acknowledged: %s",
+				  it->ack_id, strerror(-rc));
+		break;
 	}
 }
 
@@ -202,13 +222,15 @@ static void *notify_main(void *arg)
 	return NULL;
 }
 
-int notify_start(struct notify *n, struct fuse_session *se, struct itab *t)
+int notify_start(struct notify *n, struct fuse_session *se, struct itab *t,
+		 struct rpc *rpc)
 {
 	int rc;
 
 	pthread_rwlock_wrlock(&n->seq_lock);
 	n->se = se;
 	n->itab = t;
+	n->rpc = rpc;
 	pthread_rwlock_unlock(&n->seq_lock);
 	rc = pthread_create(&n->thread, NULL, notify_main, n);
 	if (rc)
@@ -377,16 +399,28 @@ static void apply_breaks(struct notify *n, struct nlist *in, struct nlist *out)
 	in->n = 0;
 }
 
-void notify_on_push(void *arg, uint16_t op, const uint8_t *payload,
-		    size_t len)
+void notify_on_push(void *arg, uint16_t op, uint32_t id,
+		    const uint8_t *payload, size_t len)
 {
 	struct notify *n = arg;
 	struct nlist parsed = { 0 }, work = { 0 };
+	struct nitem *ack = NULL;
 	int rc;
 
 	if (op != OP_CB_BREAK) {
 		log_warn("ignoring unknown push op %u", op);
 		return;
+	}
+	if (id) {
+		/* Allocated before any lock. Without it the server times
+		 * us out and drops us: we lose the connection, not
+		 * coherence. */
+		ack = nitem_new(NK_ACK, 0, 0, NULL, 0);
+		if (ack)
+			ack->ack_id = id;
+		else
+			log_error("out of memory: callback break %u will not "
+				  "be acknowledged", id);
 	}
 	rc = parse_break(payload, len, &parsed);
 	pthread_rwlock_wrlock(&n->seq_lock);
@@ -403,6 +437,8 @@ void notify_on_push(void *arg, uint16_t op, const uint8_t *payload,
 		else
 			nlist_free(&parsed);
 	}
+	if (ack)
+		nlist_add(&work, ack);
 	enqueue(n, &work);
 	pthread_rwlock_unlock(&n->seq_lock);
 }
@@ -431,4 +467,5 @@ void notify_get_stats(struct notify *n, struct notify_stats *st)
 					  __ATOMIC_RELAXED);
 	st->invals_failed = __atomic_load_n(&n->st.invals_failed,
 					    __ATOMIC_RELAXED);
+	st->acks = __atomic_load_n(&n->st.acks, __ATOMIC_RELAXED);
 }

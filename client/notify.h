@@ -18,6 +18,14 @@
  * queued only after the reply reached the kernel, its invalidation cannot
  * be overtaken by the reply it invalidates.
  *
+ * Acknowledgements: a CB_BREAK push carries an id, and the server holds
+ * back the change that caused it until we answer (docs/PROTOCOL.md). The
+ * answer is queued behind the push's invalidations and sent by the
+ * notifier thread only once every one of them returned, so "acked" means
+ * "the kernel no longer holds what was broken". A stuck notifier costs us
+ * the connection (the server times the ack out), never anyone else's
+ * progress.
+ *
  * Life cycle: notify_create() -> notify_start() -> ... -> notify_stop()
  * -> notify_destroy(). The on_* callbacks may run before notify_start (no
  * table yet: breaks are then ignored, as nothing was handed to the kernel).
@@ -31,20 +39,23 @@
 struct notify;
 struct itab;
 struct fuse_session;
+struct rpc;
 
 /* Returns 0 and *out, or -ENOMEM. */
 int notify_create(struct notify **out);
-/* Bind to the session and inode table and start the notifier thread.
- * Returns 0 or a negative errno. */
-int notify_start(struct notify *n, struct fuse_session *se, struct itab *t);
+/* Bind to the session, inode table and connection (acknowledgements are
+ * sent through it) and start the notifier thread. Returns 0 or a negative
+ * errno. */
+int notify_start(struct notify *n, struct fuse_session *se, struct itab *t,
+		 struct rpc *rpc);
 /* Stop the thread (pending invalidations are dropped: the session is
  * going away). Safe to call when not started. */
 void notify_stop(struct notify *n);
 void notify_destroy(struct notify *n);
 
 /* rpc_opts.on_push / on_reconnect; arg is the struct notify. */
-void notify_on_push(void *arg, uint16_t op, const uint8_t *payload,
-		    size_t len);
+void notify_on_push(void *arg, uint16_t op, uint32_t id,
+		    const uint8_t *payload, size_t len);
 void notify_on_reconnect(void *arg, int epoch_changed);
 
 /* Current break sequence number (see above). */
@@ -60,6 +71,7 @@ struct notify_stats {
 	uint64_t reconnects;
 	uint64_t invals_sent;  /* notify calls made */
 	uint64_t invals_failed;/* notify calls that failed other than ENOENT */
+	uint64_t acks;         /* break acknowledgements sent */
 };
 void notify_get_stats(struct notify *n, struct notify_stats *st);
 

@@ -111,7 +111,8 @@ static int read_frame(int fd, struct wire_hdr *h, uint8_t **payload)
 	return ret;
 }
 
-static int send_frame(int fd, uint16_t op, uint32_t id, const struct wbuf *req)
+static int send_frame(int fd, uint16_t op, uint16_t flags, uint32_t id,
+		      const struct wbuf *req)
 {
 	size_t len = req ? req->len : 0;
 	uint8_t hb[WIRE_HDR_SIZE];
@@ -120,7 +121,8 @@ static int send_frame(int fd, uint16_t op, uint32_t id, const struct wbuf *req)
 
 	if (len > WIRE_MAX_PAYLOAD)
 		return -EMSGSIZE;
-	struct wire_hdr h = { .len = (uint32_t)len, .op = op, .id = id };
+	struct wire_hdr h = { .len = (uint32_t)len, .op = op, .flags = flags,
+			      .id = id };
 	wire_hdr_encode(hb, &h);
 
 	iov[0].iov_base = hb;
@@ -173,8 +175,8 @@ static int dial(struct rpc *r, uint64_t *epoch, struct cairn_attr *root,
 	wire_put_u32(&req, CAIRN_MAGIC);
 	wire_put_u32(&req, CAIRN_PROTO_VERSION);
 	wire_put_bytes(&req, r->o.client_id, 16);
-	wire_put_u32(&req, 0);
-	ret = req.err ? req.err : send_frame(fd, OP_HELLO, 0, &req);
+	wire_put_u32(&req, r->o.hello_flags);
+	ret = req.err ? req.err : send_frame(fd, OP_HELLO, 0, 0, &req);
 	wbuf_free(&req);
 	if (ret == 0)
 		ret = read_frame(fd, &h, &payload);
@@ -327,7 +329,8 @@ static void read_loop(struct rpc *r, int fd)
 		}
 		if (h.flags & WF_PUSH) {
 			if (r->o.on_push)
-				r->o.on_push(r->o.arg, h.op, payload, h.len);
+				r->o.on_push(r->o.arg, h.op, h.id, payload,
+					     h.len);
 			free(payload);
 		} else if (h.flags & WF_REPLY) {
 			complete(r, &h, payload);
@@ -494,7 +497,7 @@ int rpc_call(struct rpc *r, uint16_t op, const struct wbuf *req,
 		r->pending = &p;
 		int fd = r->fd;
 		pthread_mutex_unlock(&r->mu);
-		if (send_frame(fd, op, p.id, req))
+		if (send_frame(fd, op, 0, p.id, req))
 			shutdown(fd, SHUT_RDWR); /* the reader cleans up */
 		pthread_mutex_unlock(&r->send_mu);
 
@@ -514,6 +517,23 @@ int rpc_call(struct rpc *r, uint16_t op, const struct wbuf *req,
 	} else {
 		free(p.buf);
 	}
+	return ret;
+}
+
+int rpc_send_ack(struct rpc *r, uint16_t op, uint32_t id)
+{
+	int ret;
+
+	pthread_mutex_lock(&r->send_mu);
+	pthread_mutex_lock(&r->mu);
+	int fd = r->state == RPC_UP ? r->fd : -1;
+	ret = r->state == RPC_SHUTDOWN ? -ESHUTDOWN : fd < 0 ? -ENOTCONN : 0;
+	pthread_mutex_unlock(&r->mu);
+	if (!ret && send_frame(fd, op, WF_REPLY, id, NULL)) {
+		shutdown(fd, SHUT_RDWR); /* the reader cleans up */
+		ret = -ENOTCONN;
+	}
+	pthread_mutex_unlock(&r->send_mu);
 	return ret;
 }
 

@@ -29,10 +29,15 @@ struct rpc_opts {
 	int connect_timeout_ms;  /* for each connection attempt */
 	int down_timeout_s;      /* how long a call waits for a lost server */
 	uint8_t client_id[16];   /* stable for the life of the mount */
-	/* Called on the reader thread for every WF_PUSH frame. payload is
-	 * valid only during the call. Must not call rpc_call(). */
-	void (*on_push)(void *arg, uint16_t op, const uint8_t *payload,
-			size_t len);
+	uint32_t hello_flags;    /* HELLO_* (lib/proto.h); HELLO_CB_ACK
+				  * promises an rpc_send_ack for every
+				  * CB_BREAK push */
+	/* Called on the reader thread for every WF_PUSH frame; id is the
+	 * frame's id, which a CB_BREAK's acknowledgement must carry
+	 * (rpc_send_ack). payload is valid only during the call. Must not
+	 * call rpc_call() or rpc_send_ack(). */
+	void (*on_push)(void *arg, uint16_t op, uint32_t id,
+			const uint8_t *payload, size_t len);
 	/* Called on the reader thread after a reconnect; epoch_changed is 1
 	 * when the server restarted. Every callback promise is gone either
 	 * way. Must not call rpc_call(). */
@@ -70,5 +75,16 @@ struct rpc_reply {
 int rpc_call(struct rpc *r, uint16_t op, const struct wbuf *req,
 	     struct rpc_reply *rep);
 void rpc_reply_free(struct rpc_reply *rep);
+
+/*
+ * Answer push `id` of opcode op (a CB_BREAK acknowledgement,
+ * docs/PROTOCOL.md): a 16-byte frame with WF_REPLY and an empty payload.
+ * Does not wait for anything but the socket (it takes the send lock, so
+ * it may wait behind a large request being written). When the connection
+ * is down the ack is dropped: the server has dropped us and our promises
+ * with it, and the reconnect invalidates everything anyway. Returns 0,
+ * -ENOTCONN when dropped, or -ESHUTDOWN. Not for the reader thread.
+ */
+int rpc_send_ack(struct rpc *r, uint16_t op, uint32_t id);
 
 #endif

@@ -37,7 +37,9 @@ enum {
 /*
  * Opcodes. Requests go client -> server and are answered by a frame with
  * the same op and id and WF_REPLY set. OP_CB_BREAK goes server -> client
- * with WF_PUSH and id 0 and is not answered.
+ * with WF_PUSH and a non-zero id; a client that said HELLO_CB_ACK answers
+ * it with an empty WF_REPLY frame of the same op and id once it has
+ * invalidated what the push lists (docs/PROTOCOL.md, "Callbacks").
  */
 enum cairn_op {
 	OP_HELLO = 1,
@@ -68,6 +70,13 @@ enum cairn_op {
 
 /* Returns a static lower-case name ("getattr") or "unknown". */
 const char *proto_op_name(unsigned op);
+
+/* HELLO flags. */
+enum {
+	/* The client acknowledges every CB_BREAK; the server then waits for
+	 * the acknowledgement before answering the change that caused it. */
+	HELLO_CB_ACK = 1u << 0,
+};
 
 /* SETATTR valid mask. */
 enum {

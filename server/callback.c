@@ -17,15 +17,29 @@
  * slot by anyone other than `changer` (other_seq). So "was this FID broken
  * by someone other than me after s0?" is answered exactly up to
  * collisions, which only err towards an extra break.
+ *
+ * Acknowledgements have their own lock (t->ack_lock), never held together
+ * with t->lock: every outstanding break frame a wait waits for is one
+ * struct cb_ackent, hashed by id and on one list (t->acks) that is also
+ * the wait-for graph ("the entry's wait's waiter waits for the entry's
+ * client"). Armed waits sit on t->armed in arming order, which is
+ * deadline order since the timeout is a constant. A wait is freed by
+ * whoever settles its last entry once armed, after running its callback.
  */
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "callback.h"
 
 #define CB_RECENT_SLOTS 4096u
 #define CB_MAX_CHANGES  32
+#define CB_ACK_BUCKETS  1024u
+/* Clients a cycle check follows before it assumes the worst. */
+#define CB_GRAPH_MAX    64
+/* Clients one cb_expire call can declare lost (the rest: next call). */
+#define CB_LOST_MAX     32
 
 struct cb_obj {
 	struct cb_obj *next; /* hash chain */
@@ -47,6 +61,26 @@ struct cb_recent {
 	uint64_t other_seq; /* last break here by someone other than changer */
 };
 
+/* A break frame that a wait waits for. All fields: ack_lock. */
+struct cb_ackent {
+	struct cb_ackent *hnext;         /* id hash chain */
+	struct cb_ackent *anext, *aprev; /* t->acks */
+	uint32_t id;
+	struct cb_client *cl;            /* who must acknowledge */
+	struct cb_wait *w;
+};
+
+/* One change waiting for its breaks' acknowledgements. ack_lock. */
+struct cb_wait {
+	struct cb_wait *next, *prev;     /* t->armed; then a done list */
+	struct cb_client *waiter;
+	void (*done)(void *arg);
+	void *arg;
+	int outstanding;                 /* entries not yet settled */
+	int armed;
+	uint64_t deadline_ms;            /* CLOCK_MONOTONIC */
+};
+
 struct cb_table {
 	pthread_mutex_t lock;
 	void (*hold)(void *owner);
@@ -59,6 +93,13 @@ struct cb_table {
 	uint64_t seq;              /* break sequence; written under lock */
 	uint64_t next_client_id;   /* guarded by lock */
 	struct cb_recent recent[CB_RECENT_SLOTS]; /* guarded by lock */
+
+	pthread_mutex_t ack_lock;  /* never held with lock */
+	uint32_t next_ack;         /* guarded by ack_lock */
+	struct cb_ackent *ack_hash[CB_ACK_BUCKETS]; /* guarded by ack_lock */
+	struct cb_ackent *acks;    /* guarded by ack_lock */
+	struct cb_wait *armed_head, *armed_tail; /* guarded by ack_lock */
+	uint64_t cycles;           /* guarded by ack_lock */
 };
 
 static uint64_t fid_hash(const struct cairn_fid *f)
@@ -92,6 +133,7 @@ struct cb_table *cb_table_create(size_t max_promises, void (*hold)(void *))
 	t->hold = hold;
 	t->next_client_id = 1;
 	pthread_mutex_init(&t->lock, NULL);
+	pthread_mutex_init(&t->ack_lock, NULL);
 	return t;
 }
 
@@ -113,6 +155,19 @@ void cb_table_destroy(struct cb_table *t)
 		}
 	}
 	free(t->buckets);
+	/* Waits still open here belong to requests that never finished;
+	 * their owners are gone with the server. */
+	while (t->acks) {
+		struct cb_ackent *e = t->acks;
+		t->acks = e->anext;
+		free(e);
+	}
+	while (t->armed_head) {
+		struct cb_wait *w = t->armed_head;
+		t->armed_head = w->next;
+		free(w);
+	}
+	pthread_mutex_destroy(&t->ack_lock);
 	pthread_mutex_destroy(&t->lock);
 	free(t);
 }
@@ -124,6 +179,8 @@ void cb_client_init(struct cb_table *t, struct cb_client *cl, void *owner)
 	cl->id = t->next_client_id++;
 	cl->head = NULL;
 	cl->count = 0;
+	cl->acks = 0;
+	cl->gone = 0;
 	pthread_mutex_unlock(&t->lock);
 }
 
@@ -229,6 +286,7 @@ static struct cb_batch *batch_for(struct cb_table *t, struct cb_batch **list,
 	if (!b)
 		return NULL;
 	b->owner = cl->owner;
+	b->cl = cl;
 	b->cap = cap;
 	if (t->hold)
 		t->hold(cl->owner);
@@ -262,7 +320,7 @@ void cb_batch_free(struct cb_batch *b)
 
 void cb_batch_encode(const struct cb_batch *b, struct wbuf *w)
 {
-	size_t h = wire_frame_begin(w, OP_CB_BREAK, WF_PUSH, 0, 0);
+	size_t h = wire_frame_begin(w, OP_CB_BREAK, WF_PUSH, b->id, 0);
 
 	wire_put_u32(w, b->count);
 	for (uint32_t i = 0; i < b->count; i++) {
@@ -469,4 +527,267 @@ void cb_drop_client(struct cb_table *t, struct cb_client *cl)
 	while (cl->head)
 		promise_drop(t, cl->head);
 	pthread_mutex_unlock(&t->lock);
+	cb_client_gone(t, cl);
+}
+
+/* --- acknowledgements (all under t->ack_lock unless noted) -------------- */
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static uint32_t ack_id_next(struct cb_table *t)
+{
+	if (++t->next_ack == 0)
+		++t->next_ack;
+	return t->next_ack;
+}
+
+static struct cb_ackent **ack_slot(struct cb_table *t, uint32_t id)
+{
+	struct cb_ackent **pp = &t->ack_hash[id % CB_ACK_BUCKETS];
+
+	while (*pp && (*pp)->id != id)
+		pp = &(*pp)->hnext;
+	return pp;
+}
+
+static int seen_has(struct cb_client *const *seen, int n,
+		    const struct cb_client *cl)
+{
+	for (int i = 0; i < n; i++)
+		if (seen[i] == cl)
+			return 1;
+	return 0;
+}
+
+/*
+ * Can `from` reach `to` in the wait-for graph? Then making `to` wait for
+ * `from` would close a cycle. A graph too large to follow counts as yes:
+ * not waiting is always safe, waiting in a cycle costs the timeout.
+ */
+static int graph_reaches(struct cb_table *t, struct cb_client *from,
+			 const struct cb_client *to)
+{
+	struct cb_client *seen[CB_GRAPH_MAX];
+	int n = 0, grew = 1;
+
+	if (from == to)
+		return 1;
+	seen[n++] = from;
+	while (grew) {
+		grew = 0;
+		for (struct cb_ackent *e = t->acks; e; e = e->anext) {
+			if (!seen_has(seen, n, e->w->waiter) ||
+			    seen_has(seen, n, e->cl))
+				continue;
+			if (e->cl == to || n == CB_GRAPH_MAX)
+				return 1;
+			seen[n++] = e->cl;
+			grew = 1;
+		}
+	}
+	return 0;
+}
+
+/* Remove entry e; a wait it completes moves to *done. */
+static void ack_settle(struct cb_table *t, struct cb_ackent *e,
+		       struct cb_wait **done)
+{
+	struct cb_wait *w = e->w;
+
+	*ack_slot(t, e->id) = e->hnext;
+	if (e->aprev)
+		e->aprev->anext = e->anext;
+	else
+		t->acks = e->anext;
+	if (e->anext)
+		e->anext->aprev = e->aprev;
+	free(e);
+	if (--w->outstanding || !w->armed)
+		return;
+	if (w->prev)
+		w->prev->next = w->next;
+	else
+		t->armed_head = w->next;
+	if (w->next)
+		w->next->prev = w->prev;
+	else
+		t->armed_tail = w->prev;
+	w->prev = NULL;
+	w->next = *done;
+	*done = w;
+}
+
+/* Settle every entry of a gone client. */
+static void ack_settle_gone(struct cb_table *t, struct cb_wait **done)
+{
+	struct cb_ackent *e = t->acks, *next;
+
+	for (; e; e = next) {
+		next = e->anext;
+		if (e->cl->gone)
+			ack_settle(t, e, done);
+	}
+}
+
+/* Without the lock: run and free completed waits. */
+static void run_done(struct cb_wait *w)
+{
+	while (w) {
+		struct cb_wait *next = w->next;
+
+		w->done(w->arg);
+		free(w);
+		w = next;
+	}
+}
+
+struct cb_wait *cb_wait_new(struct cb_table *t, struct cb_client *waiter,
+			    void (*done)(void *arg), void *arg)
+{
+	struct cb_wait *w = calloc(1, sizeof(*w));
+
+	(void)t;
+	if (!w)
+		return NULL;
+	w->waiter = waiter;
+	w->done = done;
+	w->arg = arg;
+	return w;
+}
+
+uint32_t cb_ack_id(struct cb_table *t)
+{
+	return cb_wait_add(t, NULL, NULL);
+}
+
+uint32_t cb_wait_add(struct cb_table *t, struct cb_wait *w,
+		     struct cb_client *cl)
+{
+	struct cb_ackent *e = w ? malloc(sizeof(*e)) : NULL;
+	uint32_t id;
+
+	pthread_mutex_lock(&t->ack_lock);
+	id = ack_id_next(t);
+	if (!e || !cl->acks || cl->gone) {
+		/* not waited for */
+	} else if (graph_reaches(t, cl, w->waiter)) {
+		t->cycles++;
+	} else {
+		e->id = id;
+		e->cl = cl;
+		e->w = w;
+		e->hnext = t->ack_hash[id % CB_ACK_BUCKETS];
+		t->ack_hash[id % CB_ACK_BUCKETS] = e;
+		e->aprev = NULL;
+		e->anext = t->acks;
+		if (t->acks)
+			t->acks->aprev = e;
+		t->acks = e;
+		w->outstanding++;
+		e = NULL;
+	}
+	pthread_mutex_unlock(&t->ack_lock);
+	free(e); /* not waited for: out of memory, gone, or a cycle */
+	return id;
+}
+
+void cb_client_set_acks(struct cb_table *t, struct cb_client *cl, int on)
+{
+	pthread_mutex_lock(&t->ack_lock);
+	cl->acks = on;
+	pthread_mutex_unlock(&t->ack_lock);
+}
+
+uint64_t cb_ack_cycles(struct cb_table *t)
+{
+	pthread_mutex_lock(&t->ack_lock);
+	uint64_t n = t->cycles;
+	pthread_mutex_unlock(&t->ack_lock);
+	return n;
+}
+
+int cb_wait_arm(struct cb_table *t, struct cb_wait *w)
+{
+	pthread_mutex_lock(&t->ack_lock);
+	if (!w->outstanding) {
+		pthread_mutex_unlock(&t->ack_lock);
+		free(w);
+		return 1;
+	}
+	w->armed = 1;
+	w->deadline_ms = now_ms() + CB_ACK_TIMEOUT_MS;
+	w->next = NULL;
+	w->prev = t->armed_tail;
+	if (t->armed_tail)
+		t->armed_tail->next = w;
+	else
+		t->armed_head = w;
+	t->armed_tail = w;
+	pthread_mutex_unlock(&t->ack_lock);
+	return 0;
+}
+
+int cb_ack(struct cb_table *t, struct cb_client *cl, uint32_t id)
+{
+	struct cb_wait *done = NULL;
+	struct cb_ackent *e;
+
+	pthread_mutex_lock(&t->ack_lock);
+	e = *ack_slot(t, id);
+	if (!e || e->cl != cl) {
+		pthread_mutex_unlock(&t->ack_lock);
+		return -ENOENT;
+	}
+	ack_settle(t, e, &done);
+	pthread_mutex_unlock(&t->ack_lock);
+	run_done(done);
+	return 0;
+}
+
+void cb_client_gone(struct cb_table *t, struct cb_client *cl)
+{
+	struct cb_wait *done = NULL;
+
+	pthread_mutex_lock(&t->ack_lock);
+	cl->gone = 1;
+	ack_settle_gone(t, &done);
+	pthread_mutex_unlock(&t->ack_lock);
+	run_done(done);
+}
+
+int cb_expire(struct cb_table *t, void (*lost)(void *arg, void *owner),
+	      void *arg)
+{
+	void *owners[CB_LOST_MAX];
+	struct cb_wait *done = NULL;
+	uint64_t now = now_ms();
+	int n = 0;
+
+	pthread_mutex_lock(&t->ack_lock);
+	/* Deadline order: stop at the first wait still in time. */
+	for (struct cb_wait *w = t->armed_head;
+	     w && w->deadline_ms <= now && n < CB_LOST_MAX; w = w->next) {
+		for (struct cb_ackent *e = t->acks; e && n < CB_LOST_MAX;
+		     e = e->anext) {
+			if (e->w != w || e->cl->gone)
+				continue;
+			e->cl->gone = 1;
+			if (t->hold)
+				t->hold(e->cl->owner);
+			owners[n++] = e->cl->owner;
+		}
+	}
+	if (n)
+		ack_settle_gone(t, &done);
+	pthread_mutex_unlock(&t->ack_lock);
+	for (int i = 0; i < n; i++)
+		lost(arg, owners[i]);
+	run_done(done);
+	return n;
 }

@@ -25,6 +25,32 @@
  * cb_recheck(): any FID of the reply broken by another client since that
  * sequence number is broken again for the requester, now after the reply
  * on the same connection. Hash collisions only cause extra breaks.
+ *
+ * Acknowledgements. Every CB_BREAK frame carries a non-zero id (cb_ack_id
+ * or cb_wait_add); the client answers it once its kernel no longer holds
+ * the broken copies. A change is acknowledged only after its breaks are:
+ * the handler opens a wait (cb_wait_new), adds one entry per break frame
+ * (cb_wait_add), sends the frames, registers, then arms the wait
+ * (cb_wait_arm). The wait's `done` callback runs exactly once, with no
+ * lock held, when every entry is settled: acknowledged (cb_ack), its
+ * client gone (cb_client_gone, cb_drop_client), or timed out (cb_expire,
+ * which first reports the silent clients as lost). Nothing blocks: the
+ * reply of a waiting change is sent by whichever thread settles the last
+ * entry, so no worker thread is held while clients answer.
+ *
+ * Deadlock avoidance. A client's acknowledgement can depend on its own
+ * requests in progress: its notifier may block on a kernel lock (a
+ * directory's i_rwsem, a locked page) held by one of its FUSE requests
+ * that waits for our reply. Requests that are not waiting for
+ * acknowledgements are answered without depending on anyone, so only
+ * waiting changes can form a cycle: "change X of A waits for B, whose
+ * change Y waits for A" (or for A itself, when a change breaks its own
+ * requester's promise). cb_wait_add therefore keeps a wait-for graph
+ * between clients and does not wait for a client that can reach the
+ * waiter in it; that break is then delivered without being waited for
+ * (it still carries an id and is still acknowledged), and the change it
+ * belongs to is ordered after it only by the TCP stream. See
+ * docs/LOCKING.md.
  */
 #ifndef CAIRN_CALLBACK_H
 #define CAIRN_CALLBACK_H
@@ -47,6 +73,8 @@ struct cb_client {
 	uint64_t id;              /* unique per cb_client_init, never reused */
 	struct cb_promise *head;  /* this client's promises */
 	size_t count;
+	int acks;                 /* acknowledges breaks (HELLO); ack lock */
+	int gone;                 /* never acknowledges again; ack lock */
 };
 
 /*
@@ -73,6 +101,8 @@ struct cb_record {
 struct cb_batch {
 	struct cb_batch *next;
 	void *owner;       /* the cb_client's owner, held via the hold hook */
+	struct cb_client *cl; /* its table entry (valid while owner is held) */
+	uint32_t id;       /* frame id (0 until the caller sets it) */
 	uint32_t count;
 	uint32_t cap;
 	struct cb_record rec[];
@@ -123,18 +153,79 @@ int cb_break(struct cb_table *t, const struct cb_client *changer,
 int cb_recheck(struct cb_table *t, struct cb_client *cl, uint64_t seq0,
 	       const struct cairn_fid *fids, int n, struct cb_batch **out);
 
-/* Drop every promise of cl (its connection is going away). */
+/* Drop every promise of cl (its connection is going away); implies
+ * cb_client_gone. */
 void cb_drop_client(struct cb_table *t, struct cb_client *cl);
 
 /* Number of promises in the table. */
 size_t cb_count(struct cb_table *t);
 
 /*
- * Append batch b as one CB_BREAK push frame (u32 count, count x (fid, str
- * name)) to w.
+ * Append batch b as one CB_BREAK push frame with id b->id (u32 count,
+ * count x (fid, str name)) to w.
  */
 void cb_batch_encode(const struct cb_batch *b, struct wbuf *w);
 /* Free a list of batches (does not release the owners' references). */
 void cb_batch_free(struct cb_batch *b);
+
+/* --- acknowledgements (see the top of this file) ------------------------ */
+
+/* How long a change waits for a client's acknowledgement before that
+ * client is declared lost. */
+#define CB_ACK_TIMEOUT_MS 3000
+
+struct cb_wait;
+
+/*
+ * Open a wait for a change requested by `waiter`. done(arg) will be called
+ * once, after cb_wait_arm. Returns NULL on allocation failure (the caller
+ * then replies without waiting).
+ */
+struct cb_wait *cb_wait_new(struct cb_table *t, struct cb_client *waiter,
+			    void (*done)(void *arg), void *arg);
+/*
+ * The id for a break frame to cl. With w not NULL, w waits for its
+ * acknowledgement if cl acknowledges breaks, is not gone, and waiting
+ * cannot close a cycle (see above); with w NULL nothing waits (a
+ * fire-and-forget break). Returns a non-zero id.
+ */
+uint32_t cb_wait_add(struct cb_table *t, struct cb_wait *w,
+		     struct cb_client *cl);
+/* cl acknowledges breaks (it said HELLO_CB_ACK): only such clients are
+ * waited for. */
+void cb_client_set_acks(struct cb_table *t, struct cb_client *cl, int on);
+/* Breaks not waited for because waiting could have closed a cycle. */
+uint64_t cb_ack_cycles(struct cb_table *t);
+/* A fresh id for a break nobody waits for. */
+uint32_t cb_ack_id(struct cb_table *t);
+/*
+ * Start w's clock (CB_ACK_TIMEOUT_MS). Returns 1 when nothing is
+ * outstanding: w is then freed and done is NOT called (the caller goes
+ * on itself). Returns 0 when done will be called later, by another
+ * thread or by one of the calls below made later on this one.
+ */
+int cb_wait_arm(struct cb_table *t, struct cb_wait *w);
+/*
+ * Client cl acknowledged break `id` (or its frame could not be sent: the
+ * sender calls this too). Unknown ids and ids of frames to other clients
+ * are ignored. May run the done callbacks of waits it completes. Returns
+ * 0, or -ENOENT for an id not waited for.
+ */
+int cb_ack(struct cb_table *t, struct cb_client *cl, uint32_t id);
+/*
+ * cl will never acknowledge anything again (its connection is closing):
+ * stop waiting for it now and never wait for it again. Runs the done
+ * callbacks of waits it completes. cb_drop_client implies it.
+ */
+void cb_client_gone(struct cb_table *t, struct cb_client *cl);
+/*
+ * Time out waits armed more than CB_ACK_TIMEOUT_MS ago. Every client that
+ * one of them still waits for is marked gone and passed to lost(arg,
+ * owner) with a reference taken by the hold hook, which lost must
+ * release; then the done callbacks of every wait that completed run.
+ * Returns the number of clients lost.
+ */
+int cb_expire(struct cb_table *t, void (*lost)(void *arg, void *owner),
+	      void *arg);
 
 #endif

@@ -11,10 +11,19 @@
  *   seq0 = cb_seq()            before the store is asked anything
  *   handler                    store call, reply encoded
  *   cb_break + send            other clients learn of the change...
- *   cb_register                ...before the changer's reply is sent
+ *   cb_register
+ *   wait for the acks          ...and have invalidated their kernel's
+ *                              copies before the changer's reply is sent
  *   send reply
  *   cb_recheck + send          re-break what a concurrent change made
  *                              stale, now ordered after the reply
+ *
+ * The wait does not hold the worker: when breaks are outstanding the
+ * reply and everything after it are parked in a struct parked, and sent
+ * by whichever thread settles the last acknowledgement (a connection
+ * reader receiving it, the expiry thread timing it out, a reader whose
+ * connection closes). See callback.h for why this cannot deadlock and
+ * docs/LOCKING.md for the whole picture.
  *
  * A payload that does not decode exactly is a protocol error: the
  * connection is failed. A field that decodes but is not acceptable (a bad
@@ -26,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../lib/log.h"
@@ -192,9 +202,10 @@ static int op_hello(struct op_req *q)
 	uint32_t version = wire_get_u32(&q->r);
 	const uint8_t *id = wire_get_bytes(&q->r, 16);
 	struct cairn_attr root;
+	uint32_t flags;
 	int ret;
 
-	wire_get_u32(&q->r); /* flags: none defined */
+	flags = wire_get_u32(&q->r); /* undefined bits are ignored */
 	if ((ret = req_end(q)))
 		return ret;
 	if (conn_hello_done(q->c))
@@ -212,13 +223,16 @@ static int op_hello(struct op_req *q)
 	if (ret)
 		return ret;
 	conn_set_client_id(q->c, id);
+	cb_client_set_acks(q->ctx->cb, conn_cb_client(q->c),
+			   (flags & HELLO_CB_ACK) != 0);
 	wire_put_u32(q->w, CAIRN_PROTO_VERSION);
 	wire_put_bytes(q->w, q->ctx->server_id, 16);
 	wire_put_u64(q->w, q->ctx->epoch);
 	put_attr(q, &root);
-	log_info("peer %s: hello, client %02x%02x%02x%02x%02x%02x%02x%02x",
+	log_info("peer %s: hello, client %02x%02x%02x%02x%02x%02x%02x%02x%s",
 		 conn_peer(q->c), id[0], id[1], id[2], id[3], id[4], id[5],
-		 id[6], id[7]);
+		 id[6], id[7],
+		 flags & HELLO_CB_ACK ? ", acknowledges breaks" : "");
 	return 0;
 }
 
@@ -763,6 +777,8 @@ static int op_status(struct op_req *q)
 	fprintf(f, "connections %ld\n", conns);
 	fprintf(f, "clients %ld\n", clients);
 	fprintf(f, "callbacks %zu\n", cb_count(ctx->cb));
+	fprintf(f, "cb_ack_cycles %llu\n",
+		(unsigned long long)cb_ack_cycles(ctx->cb));
 	fprintf(f, "epoch %016llx\n", (unsigned long long)ctx->epoch);
 	stats_print(ctx->stats, f);
 	if (fclose(f)) {
@@ -804,40 +820,110 @@ static const struct {
 
 /* --- dispatch -------------------------------------------------------------- */
 
-/* Deliver CB_BREAK batches; releases the references the table took. */
-static void send_batches(const struct ops_ctx *ctx, struct cb_batch *list)
+/*
+ * Deliver CB_BREAK batches; releases the references the table took. With
+ * w, w waits for each frame's acknowledgement (cb_wait_add decides); a
+ * frame that cannot be sent is settled at once (its client is closing).
+ */
+static void send_batches(const struct ops_ctx *ctx, struct cb_batch *list,
+			 struct cb_wait *w)
 {
-	struct wbuf w;
+	struct wbuf wb;
 
-	wbuf_init(&w);
+	wbuf_init(&wb);
 	for (struct cb_batch *b = list; b; b = b->next) {
 		struct conn *oc = b->owner;
 		size_t n;
 
-		wbuf_reset(&w);
-		cb_batch_encode(b, &w);
-		n = w.len;
-		if (w.err)
+		b->id = cb_wait_add(ctx->cb, w, b->cl);
+		wbuf_reset(&wb);
+		cb_batch_encode(b, &wb);
+		n = wb.len;
+		if (wb.err)
 			conn_fail(oc, "cannot encode callback break: %s",
-				  strerror(-w.err));
-		else if (conn_send(oc, &w) == 0)
+				  strerror(-wb.err));
+		if (!wb.err && conn_send(oc, &wb) == 0)
 			stats_cb_break(ctx->stats, b->count, n);
+		else if (w)
+			cb_ack(ctx->cb, b->cl, b->id);
 		conn_put(oc);
 	}
-	wbuf_free(&w);
+	wbuf_free(&wb);
 	cb_batch_free(list);
+}
+
+/* Everything that follows the breaks' acknowledgement. */
+struct parked {
+	const struct ops_ctx *ctx;
+	struct conn *c;
+	struct wbuf w;            /* the reply frame */
+	uint64_t seq0;
+	uint16_t op;
+	size_t in_bytes;
+	struct cb_batch *evicted;
+	struct timespec t0;       /* when the wait began; 0 if none */
+	char close_after[64];
+	int np;
+	struct cairn_fid *fid;    /* the reply's promises: fids below when
+				   * parked, else the request's own array */
+	struct cairn_fid fids[];
+};
+
+/* Send the reply, then re-break and evict. Returns -EPROTO if the
+ * connection was closed on purpose after the reply. */
+static int reply_finish(struct parked *p)
+{
+	const struct ops_ctx *ctx = p->ctx;
+	struct cb_batch *again = NULL;
+	size_t out_bytes = p->w.len;
+
+	if (p->t0.tv_sec || p->t0.tv_nsec) {
+		struct timespec now;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		stats_cb_ack_wait(ctx->stats,
+				  (uint64_t)(now.tv_sec - p->t0.tv_sec) *
+				  1000000u + (uint64_t)((now.tv_nsec -
+				  p->t0.tv_nsec) / 1000));
+	}
+	conn_send(p->c, &p->w);
+	if (p->np && cb_recheck(ctx->cb, conn_cb_client(p->c), p->seq0,
+				p->fid, p->np, &again) < 0)
+		conn_fail(p->c, "cannot record a callback break: out of memory");
+	send_batches(ctx, again, NULL);
+	send_batches(ctx, p->evicted, NULL);
+	p->evicted = NULL;
+	stats_op(ctx->stats, p->op, p->in_bytes, out_bytes);
+	if (p->close_after[0]) {
+		conn_fail(p->c, "%s", p->close_after);
+		return -EPROTO;
+	}
+	return 0;
+}
+
+/* cb_wait done callback: the parked reply may go now. */
+static void parked_done(void *arg)
+{
+	struct parked *p = arg;
+	struct conn *c = p->c;
+
+	reply_finish(p);
+	wbuf_free(&p->w);
+	free(p);
+	conn_unpark(c);
 }
 
 int ops_handle(const struct ops_ctx *ctx, struct conn *c,
 	       const struct wire_hdr *h, const uint8_t *payload)
 {
 	struct op_req q = { .ctx = ctx, .c = c };
-	struct cb_batch *evicted = NULL, *again = NULL;
+	struct cb_batch *brk = NULL;
+	struct cb_wait *wait = NULL;
+	struct parked *p = NULL;
 	uint64_t seq0 = cb_seq(ctx->cb);
 	const char *name = h->op < OP__COUNT && op_table[h->op].fn
 				   ? op_table[h->op].name : NULL;
 	struct wbuf w;
-	size_t hdr, out_bytes;
+	size_t hdr;
 	int status, ret = 0;
 
 	wbuf_init(&w);
@@ -876,28 +962,56 @@ int ops_handle(const struct ops_ctx *ctx, struct conn *c,
 	log_debug("peer %s: %s id %u -> %d", conn_peer(c), name ? name : "?",
 		  h->id, status);
 
+	/* The reply and what follows it; moved to the heap (parked) only
+	 * when breaks are to be waited for. */
+	struct parked local = { .ctx = ctx, .c = c, .w = w, .seq0 = seq0,
+				.op = h->op,
+				.in_bytes = WIRE_HDR_SIZE + (size_t)h->len,
+				.np = q.np, .fid = q.pfid };
+	memcpy(local.close_after, q.close_after, sizeof(local.close_after));
+	wbuf_init(&w); /* local owns the reply now */
+	p = &local;
+
 	if (q.nch) {
-		struct cb_batch *brk = NULL;
 		if (cb_break(ctx->cb, conn_cb_client(c), q.ch, q.nch, &brk) < 0)
 			log_error("callback break: out of memory");
-		send_batches(ctx, brk);
+		if (brk)
+			p = malloc(sizeof(*p) +
+				   (size_t)q.np * sizeof(p->fids[0]));
+		if (p && p != &local) {
+			*p = local;
+			p->fid = p->fids;
+			memcpy(p->fids, q.pfid,
+			       (size_t)q.np * sizeof(p->fids[0]));
+			wait = cb_wait_new(ctx->cb, conn_cb_client(c),
+					   parked_done, p);
+		}
+		if (!wait) {
+			/* Out of memory: break without waiting, as a
+			 * client that never acknowledges would get. */
+			if (p && p != &local)
+				free(p);
+			p = &local;
+		} else {
+			clock_gettime(CLOCK_MONOTONIC, &p->t0);
+		}
+		send_batches(ctx, brk, wait);
 	}
 	if (q.np && cb_register(ctx->cb, conn_cb_client(c), q.pfid, q.np,
-				&evicted) < 0)
+				&p->evicted) < 0)
 		log_warn("peer %s: callback table out of memory",
 			 conn_peer(c));
-	out_bytes = w.len;
-	conn_send(c, &w);
-	if (q.np && cb_recheck(ctx->cb, conn_cb_client(c), seq0, q.pfid, q.np,
-			       &again) < 0)
-		conn_fail(c, "cannot record a callback break: out of memory");
-	send_batches(ctx, again);
-	send_batches(ctx, evicted);
-	stats_op(ctx->stats, h->op, WIRE_HDR_SIZE + (size_t)h->len, out_bytes);
-	if (q.close_after[0]) {
-		conn_fail(c, "%s", q.close_after);
-		ret = -EPROTO;
+	if (wait) {
+		conn_park(c); /* before arming: done may run at once */
+		if (!cb_wait_arm(ctx->cb, wait))
+			goto out; /* parked_done finishes, on another thread */
+		conn_unpark(c);
+		p->t0 = (struct timespec){ 0 }; /* settled already: no wait */
 	}
+	ret = reply_finish(p);
+	wbuf_free(&p->w);
+	if (p != &local)
+		free(p);
 out:
 	if (q.pfid != q.pfix)
 		free(q.pfid);

@@ -8,20 +8,34 @@
  *   writer   one per conn (joined by its reader); sends what a worker's
  *            non-blocking send left over, in order, with a send timeout
  *   worker   N; run ops_handle() on queued requests
+ *   expiry   one; times out callback break acknowledgements (cb_expire)
+ *            and drops the clients that stayed silent
  *
  * Connection states: OPEN -> CLOSING (conn_fail: sends refused, reader
  * woken by shutdown(SHUT_RD), writer flushes its queue then shuts the
  * socket) -> drained (reader saw in-flight requests reach 0, joined the
  * writer, dropped the callback promises, left the server's list) -> freed
  * by the last conn_put (close(fd)). References: the reader's own, one per
- * queued or running request, one per callback batch being delivered.
+ * queued or running request, one per callback batch being delivered,
+ * one per parked request (a reply waiting for acknowledgements, ops.c).
+ * The reader also waits for parked requests before it releases the
+ * connection, so a parked reply's promises are dropped with the rest.
+ *
+ * Acknowledgements of CB_BREAK are handled on the reader thread itself
+ * (cb_ack), never queued: a reader keeps reading acks however busy the
+ * workers are, and no worker ever waits for one. A reader whose
+ * connection ends tells the table first (cb_client_gone), so nothing
+ * waits for a client that can no longer answer.
  *
  * Locks (never held while blocking on a socket):
  *   s->lock     server's conn list, counts, stopping flag
  *   s->qlock    the request queue
- *   c->wlock    the conn's output queue, closing flag, in-flight count
+ *   c->wlock    the conn's output queue, closing flag, in-flight and
+ *               parked counts
+ *   s->elock    the expiry thread's stop flag
  * Order: s->lock before c->wlock, and s->lock before the callback table's
- * lock (cb_client_init in conn_start); qlock is never held with another.
+ * lock (cb_client_init in conn_start); qlock and elock are never held with
+ * another. The full order is in docs/LOCKING.md.
  * The callback table never calls back into a connection except through
  * conn_get (an atomic), so no lock is taken under its lock.
  *
@@ -55,6 +69,10 @@
  * store's group commit) while a few others block on data I/O. */
 #define SERVER_WORKERS       16
 #define CONN_MAX_INFLIGHT    64            /* requests queued or running */
+/* Parked replies (waiting for acknowledgements) per connection before its
+ * reader waits; each is small, and each ends within CB_ACK_TIMEOUT_MS. */
+#define CONN_MAX_PARKED      4096
+#define EXPIRY_TICK_MS       100
 #define CONN_QUEUE_MAX       (64u << 20)   /* unsent bytes before we give up */
 #define CONN_SEND_TIMEOUT_S  5
 #define CB_MAX_PROMISES      (1u << 20)
@@ -82,6 +100,7 @@ struct conn {
 	int writing;              /* writer is sending qhead; guarded by wlock */
 	int closing;              /* guarded by wlock */
 	int inflight;             /* guarded by wlock */
+	int parked;               /* guarded by wlock */
 
 	int hello_done;           /* set by the reader thread only (HELLO inline) */
 	uint8_t client_id[16];    /* written once before hello_done */
@@ -113,6 +132,12 @@ struct server {
 	pthread_cond_t qcond;
 	struct job *qhead, *qtail; /* guarded by qlock */
 	int qstop;                 /* guarded by qlock */
+
+	pthread_t expiry;
+	int expiry_started;
+	pthread_mutex_t elock;
+	pthread_cond_t econd;
+	int estop;                 /* guarded by elock */
 };
 
 /* --- connections ----------------------------------------------------------- */
@@ -167,6 +192,23 @@ void conn_set_client_id(struct conn *c, const uint8_t id[16])
 	memcpy(c->client_id, id, 16);
 	c->hello_done = 1;
 	pthread_mutex_unlock(&c->srv->lock);
+}
+
+void conn_park(struct conn *c)
+{
+	conn_get(c);
+	pthread_mutex_lock(&c->wlock);
+	c->parked++;
+	pthread_mutex_unlock(&c->wlock);
+}
+
+void conn_unpark(struct conn *c)
+{
+	pthread_mutex_lock(&c->wlock);
+	c->parked--;
+	pthread_cond_broadcast(&c->icond);
+	pthread_mutex_unlock(&c->wlock);
+	conn_put(c);
 }
 
 /* Mark closing; returns 1 for the call that did it. */
@@ -364,7 +406,8 @@ static int inflight_enter(struct conn *c)
 	int ret = 0;
 
 	pthread_mutex_lock(&c->wlock);
-	while (c->inflight >= CONN_MAX_INFLIGHT && !c->closing)
+	while ((c->inflight >= CONN_MAX_INFLIGHT ||
+		c->parked >= CONN_MAX_PARKED) && !c->closing)
 		pthread_cond_wait(&c->icond, &c->wlock);
 	if (c->closing)
 		ret = -EPIPE;
@@ -424,7 +467,15 @@ static int read_frame(struct conn *c, struct wire_hdr *h, uint8_t **payload)
 		conn_fail(c, "unknown flag bits 0x%x", h->flags);
 		return -EPROTO;
 	}
-	if (h->flags) {
+	if (h->flags == WF_REPLY && h->op == OP_CB_BREAK) {
+		/* The one reply a client sends: an acknowledgement. */
+		if (h->len || h->status || !h->id) {
+			conn_fail(c, "malformed CB_BREAK acknowledgement (len "
+				  "%u, status %d, id %u)", h->len, h->status,
+				  h->id);
+			return -EPROTO;
+		}
+	} else if (h->flags) {
 		conn_fail(c, "a client sent a %s frame",
 			  h->flags & WF_REPLY ? "reply" : "push");
 		return -EPROTO;
@@ -472,6 +523,12 @@ static void *conn_reader(void *arg)
 				break;
 			continue;
 		}
+		if (h.flags & WF_REPLY) {
+			/* Unknown ids are late (timed out) or were never
+			 * waited for: nothing to do either way. */
+			cb_ack(s->ctx.cb, &c->cb, h.id);
+			continue;
+		}
 		struct job *j = malloc(sizeof(*j));
 		if (!j || inflight_enter(c)) {
 			if (!j)
@@ -485,11 +542,13 @@ static void *conn_reader(void *arg)
 		queue_job(s, j);
 	}
 
-	/* Drain: no request of c still runs, so none can register a promise
-	 * after the drop below. */
+	/* No more acknowledgements can come: stop waiting for them. */
 	conn_mark_closing(c, 0);
+	cb_client_gone(s->ctx.cb, &c->cb);
+	/* Drain: no request of c still runs or waits, so none can register
+	 * a promise after the drop below. */
 	pthread_mutex_lock(&c->wlock);
-	while (c->inflight)
+	while (c->inflight || c->parked)
 		pthread_cond_wait(&c->icond, &c->wlock);
 	pthread_mutex_unlock(&c->wlock);
 	pthread_join(c->writer, NULL);
@@ -537,6 +596,63 @@ static void *worker_main(void *arg)
 		free(j);
 	}
 	return NULL;
+}
+
+/* --- acknowledgement expiry ---------------------------------------------------- */
+
+/* cb_expire: owner did not acknowledge a break in time. Its kernel may
+ * still hold what was broken, so it loses every promise and its
+ * connection; it reconnects by itself and revalidates everything. */
+static void lost_client(void *arg, void *owner)
+{
+	struct server *s = arg;
+	struct conn *c = owner;
+	const uint8_t *id = c->client_id;
+
+	stats_cb_ack_timeout(s->ctx.stats);
+	cb_drop_client(s->ctx.cb, &c->cb);
+	conn_abort(c, "client %02x%02x%02x%02x%02x%02x%02x%02x did not "
+		   "acknowledge a callback break within %d ms; its callbacks "
+		   "are dropped", id[0], id[1], id[2], id[3], id[4], id[5],
+		   id[6], id[7], CB_ACK_TIMEOUT_MS);
+	conn_put(c);
+}
+
+static void *expiry_main(void *arg)
+{
+	struct server *s = arg;
+
+	pthread_mutex_lock(&s->elock);
+	while (!s->estop) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += EXPIRY_TICK_MS * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&s->econd, &s->elock, &ts);
+		if (s->estop)
+			break;
+		pthread_mutex_unlock(&s->elock);
+		cb_expire(s->ctx.cb, lost_client, s);
+		pthread_mutex_lock(&s->elock);
+	}
+	pthread_mutex_unlock(&s->elock);
+	return NULL;
+}
+
+static void expiry_stop(struct server *s)
+{
+	if (!s->expiry_started)
+		return;
+	pthread_mutex_lock(&s->elock);
+	s->estop = 1;
+	pthread_cond_signal(&s->econd);
+	pthread_mutex_unlock(&s->elock);
+	pthread_join(s->expiry, NULL);
+	s->expiry_started = 0;
 }
 
 /* --- accept ------------------------------------------------------------------ */
@@ -684,6 +800,8 @@ static void server_free(struct server *s)
 	pthread_cond_destroy(&s->cond);
 	pthread_mutex_destroy(&s->qlock);
 	pthread_cond_destroy(&s->qcond);
+	pthread_mutex_destroy(&s->elock);
+	pthread_cond_destroy(&s->econd);
 	free(s);
 }
 
@@ -715,6 +833,8 @@ int server_start(const struct server_opts *o, struct server **out, char *err,
 	pthread_cond_init(&s->cond, NULL);
 	pthread_mutex_init(&s->qlock, NULL);
 	pthread_cond_init(&s->qcond, NULL);
+	pthread_mutex_init(&s->elock, NULL);
+	pthread_cond_init(&s->econd, NULL);
 	s->ctx.srv = s;
 	s->ctx.stats = stats_create();
 	s->ctx.cb = cb_table_create(CB_MAX_PROMISES, hold_conn);
@@ -753,6 +873,13 @@ int server_start(const struct server_opts *o, struct server **out, char *err,
 			goto fail;
 		}
 	}
+	ret = -pthread_create(&s->expiry, NULL, expiry_main, s);
+	if (ret) {
+		snprintf(err, errsz, "cannot start threads: %s",
+			 strerror(-ret));
+		goto fail;
+	}
+	s->expiry_started = 1;
 	ret = -pthread_create(&s->acceptor, NULL, accept_main, s);
 	if (ret) {
 		snprintf(err, errsz, "cannot start threads: %s",
@@ -762,6 +889,7 @@ int server_start(const struct server_opts *o, struct server **out, char *err,
 	*out = s;
 	return 0;
 fail:
+	expiry_stop(s);
 	workers_stop(s);
 	if (s->lfd >= 0)
 		close(s->lfd);
@@ -787,6 +915,7 @@ void server_stop(struct server *s)
 		pthread_cond_wait(&s->cond, &s->lock);
 	pthread_mutex_unlock(&s->lock);
 
+	expiry_stop(s);
 	workers_stop(s);
 	server_free(s);
 }

@@ -8,6 +8,12 @@
  * Workers run ops_handle() (ops.h), so requests of one client run
  * concurrently and their replies leave in any order.
  *
+ * A client's frames are requests, except CB_BREAK acknowledgements
+ * (docs/PROTOCOL.md), which the reader hands to the callback table
+ * itself: they are read even when every worker is busy. An expiry thread
+ * times out acknowledgements (callback.h, cb_expire): a client that stays
+ * silent loses its promises and its connection.
+ *
  * Connections (struct conn) are shared by the reader, the writer, every
  * in-flight request and every callback break being delivered to them, so
  * they are reference counted and torn down in two phases: conn_fail()
@@ -71,6 +77,14 @@ int conn_send(struct conn *c, struct wbuf *w);
  */
 void conn_fail(struct conn *c, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+
+/*
+ * A request's reply is parked until its callback breaks are acknowledged
+ * (ops.c): conn_park keeps c alive and its promises in place (the reader
+ * does not release the connection) until the matching conn_unpark.
+ */
+void conn_park(struct conn *c);
+void conn_unpark(struct conn *c);
 
 /* "ip:port" of the peer; valid for the life of c. */
 const char *conn_peer(const struct conn *c);

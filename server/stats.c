@@ -16,6 +16,8 @@ struct stats {
 	struct op_counters op[OP__COUNT];
 	struct op_counters total;
 	uint64_t cb_breaks, cb_break_records, cb_bytes;
+	uint64_t cb_ack_waits, cb_ack_wait_us, cb_ack_wait_max_us;
+	uint64_t cb_ack_timeouts;
 	uint64_t conns_total;
 	long conns;
 };
@@ -53,6 +55,24 @@ void stats_cb_break(struct stats *s, unsigned records, size_t bytes)
 	ADD(s->cb_bytes, bytes);
 }
 
+void stats_cb_ack_wait(struct stats *s, uint64_t us)
+{
+	uint64_t max = GET(s->cb_ack_wait_max_us);
+
+	ADD(s->cb_ack_waits, 1);
+	ADD(s->cb_ack_wait_us, us);
+	while (us > max &&
+	       !__atomic_compare_exchange_n(&s->cb_ack_wait_max_us, &max, us,
+					    0, __ATOMIC_RELAXED,
+					    __ATOMIC_RELAXED))
+		;
+}
+
+void stats_cb_ack_timeout(struct stats *s)
+{
+	ADD(s->cb_ack_timeouts, 1);
+}
+
 void stats_conn(struct stats *s, int delta)
 {
 	ADD(s->conns, delta);
@@ -85,6 +105,14 @@ void stats_print(struct stats *s, FILE *f)
 	fprintf(f, "cb_break_records %llu\n",
 		(unsigned long long)GET(s->cb_break_records));
 	fprintf(f, "cb_bytes_out %llu\n", (unsigned long long)GET(s->cb_bytes));
+	fprintf(f, "cb_ack_waits %llu\n",
+		(unsigned long long)GET(s->cb_ack_waits));
+	fprintf(f, "cb_ack_wait_us %llu\n",
+		(unsigned long long)GET(s->cb_ack_wait_us));
+	fprintf(f, "cb_ack_wait_max_us %llu\n",
+		(unsigned long long)GET(s->cb_ack_wait_max_us));
+	fprintf(f, "cb_ack_timeouts %llu\n",
+		(unsigned long long)GET(s->cb_ack_timeouts));
 	fprintf(f, "connections_total %llu\n",
 		(unsigned long long)GET(s->conns_total));
 }

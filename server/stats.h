@@ -26,6 +26,10 @@ void stats_op(struct stats *s, unsigned op, size_t bytes_in,
 	      size_t bytes_out);
 /* One CB_BREAK frame of `records` records and `bytes` bytes was pushed. */
 void stats_cb_break(struct stats *s, unsigned records, size_t bytes);
+/* A change waited `us` microseconds for its breaks' acknowledgements. */
+void stats_cb_ack_wait(struct stats *s, uint64_t us);
+/* A client did not acknowledge a break in time and was dropped. */
+void stats_cb_ack_timeout(struct stats *s);
 /* A connection was accepted (+1) or closed (-1). */
 void stats_conn(struct stats *s, int delta);
 /* Currently open connections. */
@@ -34,7 +38,8 @@ long stats_connections(struct stats *s);
 /*
  * Print the counters as `key value` lines (docs/PROTOCOL.md, STATUS):
  * op.<name>.calls/bytes_in/bytes_out for every request opcode, rpc.*
- * totals, cb_breaks, cb_break_records, connections_total.
+ * totals, cb_breaks, cb_break_records, cb_ack_waits, cb_ack_wait_us
+ * (total), cb_ack_wait_max_us, cb_ack_timeouts, connections_total.
  */
 void stats_print(struct stats *s, FILE *f);
 

@@ -1,0 +1,377 @@
+/*
+ * test_callback.c - unit tests for server/callback.h: registering
+ * promises, breaks that skip the changer, entry records, one batch per
+ * client, the memory bound and eviction, dropping a client, the recheck
+ * that closes the reply/break race, and the CB_BREAK frame encoding.
+ *
+ * Output: one "ok - NAME" or "not ok - NAME" line per test; exit status 1
+ * if any failed.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../lib/proto.h"
+#include "../../lib/wire.h"
+#include "../../server/callback.h"
+
+static int failed_total;
+static int failed_here;
+
+#define CHECK(cond) do { \
+	if (!(cond)) { \
+		fprintf(stderr, "  %s:%d: CHECK failed: %s\n", \
+			__FILE__, __LINE__, #cond); \
+		failed_here++; \
+	} \
+} while (0)
+
+#define CHECK_EQ(got, want) do { \
+	long long g_ = (long long)(got), w_ = (long long)(want); \
+	if (g_ != w_) { \
+		fprintf(stderr, "  %s:%d: %s: expected %lld, got %lld\n", \
+			__FILE__, __LINE__, #got, w_, g_); \
+		failed_here++; \
+	} \
+} while (0)
+
+static void run(const char *name, void (*fn)(void))
+{
+	failed_here = 0;
+	fn();
+	printf("%s - %s\n", failed_here ? "not ok" : "ok", name);
+	fflush(stdout);
+	if (failed_here)
+		failed_total++;
+}
+
+/* Fake connection owners: count the references the table hands out. */
+struct owner {
+	const char *name;
+	int holds;
+};
+
+static void hold(void *p)
+{
+	((struct owner *)p)->holds++;
+}
+
+static struct cairn_fid F(uint64_t vnode)
+{
+	return (struct cairn_fid){ 1, vnode, (uint32_t)(vnode * 7 + 1) };
+}
+
+static int fid_eq(struct cairn_fid a, struct cairn_fid b)
+{
+	return a.vol == b.vol && a.vnode == b.vnode && a.uniq == b.uniq;
+}
+
+static int nbatches(const struct cb_batch *b)
+{
+	int n = 0;
+	for (; b; b = b->next)
+		n++;
+	return n;
+}
+
+static const struct cb_batch *batch_of(const struct cb_batch *b, void *owner)
+{
+	for (; b; b = b->next)
+		if (b->owner == owner)
+			return b;
+	return NULL;
+}
+
+static int has_rec(const struct cb_batch *b, struct cairn_fid fid,
+		   const char *name)
+{
+	size_t n = name ? strlen(name) : 0;
+	for (uint32_t i = 0; b && i < b->count; i++)
+		if (fid_eq(b->rec[i].fid, fid) && b->rec[i].namelen == n &&
+		    (!n || !memcmp(b->rec[i].name, name, n)))
+			return 1;
+	return 0;
+}
+
+static void test_register_and_break(void)
+{
+	struct owner oa = { "a", 0 }, ob = { "b", 0 };
+	struct cb_table *t = cb_table_create(1000, hold);
+	struct cb_client a, b;
+	struct cb_batch *out = NULL, *ev = NULL;
+	struct cairn_fid x = F(10), y = F(11);
+
+	cb_client_init(t, &a, &oa);
+	cb_client_init(t, &b, &ob);
+	CHECK_EQ(cb_register(t, &a, &x, 1, &ev), 0);
+	CHECK_EQ(cb_register(t, &b, &x, 1, &ev), 0);
+	CHECK_EQ(cb_register(t, &b, &y, 1, &ev), 0);
+	CHECK_EQ(cb_register(t, &b, &y, 1, &ev), 0); /* refresh, no dup */
+	CHECK(ev == NULL);
+	CHECK_EQ(cb_count(t), 3);
+
+	struct cb_change ch = { x, NULL, 0, 0 };
+	CHECK_EQ(cb_break(t, &a, &ch, 1, &out), 1);
+	CHECK_EQ(nbatches(out), 1);
+	CHECK(batch_of(out, &ob) != NULL);
+	CHECK(batch_of(out, &oa) == NULL);
+	CHECK(has_rec(batch_of(out, &ob), x, NULL));
+	CHECK_EQ(ob.holds, 1);
+	CHECK_EQ(oa.holds, 0);
+	/* b's promise on x is gone, a's (the changer's) stays. */
+	CHECK_EQ(cb_count(t), 2);
+	CHECK_EQ(a.count, 1);
+	CHECK_EQ(b.count, 1);
+	cb_batch_free(out);
+
+	/* Once broken, b hears nothing more about x until it re-registers. */
+	out = NULL;
+	CHECK_EQ(cb_break(t, &a, &ch, 1, &out), 0);
+	CHECK(out == NULL);
+
+	cb_drop_client(t, &a);
+	cb_drop_client(t, &b);
+	CHECK_EQ(cb_count(t), 0);
+	cb_table_destroy(t);
+}
+
+static void test_entries_one_batch(void)
+{
+	struct owner oa = { "a", 0 }, ob = { "b", 0 }, oc = { "c", 0 };
+	struct cb_table *t = cb_table_create(1000, hold);
+	struct cb_client a, b, c;
+	struct cb_batch *out = NULL, *ev = NULL;
+	struct cairn_fid d = F(1), moved = F(20), other = F(21);
+
+	cb_client_init(t, &a, &oa);
+	cb_client_init(t, &b, &ob);
+	cb_client_init(t, &c, &oc);
+	struct cairn_fid bf[2] = { d, moved };
+	cb_register(t, &a, &d, 1, &ev);
+	cb_register(t, &b, bf, 2, &ev);
+	cb_register(t, &c, &other, 1, &ev);
+
+	/* A rename within d by a: both names, and the moved object for
+	 * everyone including the changer. */
+	struct cb_change ch[3] = {
+		{ d, "old", 3, 0 },
+		{ d, "new", 3, 0 },
+		{ moved, NULL, 0, 1 },
+	};
+	int n = cb_break(t, &a, ch, 3, &out);
+	CHECK_EQ(n, 3);
+	CHECK_EQ(nbatches(out), 1); /* only b: a changed it, c holds nothing */
+	const struct cb_batch *bb = batch_of(out, &ob);
+	CHECK(bb && bb->count == 3);
+	CHECK(has_rec(bb, d, "old"));
+	CHECK(has_rec(bb, d, "new"));
+	CHECK(has_rec(bb, moved, NULL));
+	CHECK_EQ(b.count, 0);
+	CHECK_EQ(a.count, 1); /* a keeps d: its reply has fresh attrs */
+	CHECK_EQ(c.count, 1);
+	cb_batch_free(out);
+
+	/* `all` reaches the changer too. */
+	out = NULL;
+	struct cb_change ca = { d, NULL, 0, 1 };
+	CHECK_EQ(cb_break(t, &a, &ca, 1, &out), 1);
+	CHECK(batch_of(out, &oa) != NULL);
+	CHECK_EQ(a.count, 0);
+	cb_batch_free(out);
+
+	cb_drop_client(t, &a);
+	cb_drop_client(t, &b);
+	cb_drop_client(t, &c);
+	cb_table_destroy(t);
+}
+
+static void test_bounded(void)
+{
+	struct owner oa = { "a", 0 }, ob = { "b", 0 };
+	struct cb_table *t = cb_table_create(100, hold);
+	struct cb_client a, b;
+	struct cb_batch *ev = NULL;
+	int evicted_a = 0, evicted_b = 0;
+
+	cb_client_init(t, &a, &oa);
+	cb_client_init(t, &b, &ob);
+	for (uint64_t v = 1; v <= 60; v++) {
+		struct cairn_fid f = F(v);
+		cb_register(t, &a, &f, 1, &ev);
+	}
+	CHECK(ev == NULL);
+	for (uint64_t v = 1000; v < 2000; v++) {
+		struct cairn_fid f = F(v);
+		cb_register(t, &b, &f, 1, &ev);
+		CHECK(cb_count(t) <= 100);
+	}
+	CHECK_EQ(cb_count(t), 100);
+	for (struct cb_batch *e = ev; e; e = e->next) {
+		if (e->owner == &oa)
+			evicted_a += (int)e->count;
+		else
+			evicted_b += (int)e->count;
+	}
+	/* The oldest go first: all of a's, then b's oldest. */
+	CHECK_EQ(evicted_a, 60);
+	CHECK_EQ(evicted_b, 1000 - 100);
+	CHECK_EQ(a.count, 0);
+	CHECK_EQ(b.count, 100);
+	cb_batch_free(ev);
+
+	/* The survivors are b's newest and still break normally. */
+	struct cb_batch *out = NULL;
+	struct cb_change ch = { F(1999), NULL, 0, 0 };
+	CHECK_EQ(cb_break(t, &a, &ch, 1, &out), 1);
+	cb_batch_free(out);
+	out = NULL;
+	ch.fid = F(1000);
+	CHECK_EQ(cb_break(t, &a, &ch, 1, &out), 0);
+
+	cb_drop_client(t, &a);
+	cb_drop_client(t, &b);
+	CHECK_EQ(cb_count(t), 0);
+	cb_table_destroy(t);
+}
+
+static void test_drop_client(void)
+{
+	struct owner oa = { "a", 0 }, ob = { "b", 0 };
+	struct cb_table *t = cb_table_create(1000, NULL);
+	struct cb_client a, b;
+	struct cb_batch *ev = NULL, *out = NULL;
+	struct cairn_fid fids[50];
+
+	cb_client_init(t, &a, &oa);
+	cb_client_init(t, &b, &ob);
+	for (int i = 0; i < 50; i++)
+		fids[i] = F((uint64_t)i + 1);
+	cb_register(t, &a, fids, 50, &ev);
+	cb_register(t, &b, fids, 10, &ev);
+	CHECK_EQ(cb_count(t), 60);
+	cb_drop_client(t, &a);
+	CHECK_EQ(cb_count(t), 10);
+	CHECK_EQ(a.count, 0);
+	/* A change now reaches b only. */
+	struct cb_change ch = { fids[3], NULL, 0, 0 };
+	CHECK_EQ(cb_break(t, NULL, &ch, 1, &out), 1);
+	CHECK(out && out->owner == &ob && !out->next);
+	cb_batch_free(out);
+	cb_drop_client(t, &b);
+	cb_table_destroy(t);
+}
+
+static void test_recheck_race(void)
+{
+	struct owner oa = { "a", 0 }, ob = { "b", 0 };
+	struct cb_table *t = cb_table_create(1000, hold);
+	struct cb_client a, b;
+	struct cb_batch *ev = NULL, *out = NULL, *again = NULL;
+	struct cairn_fid x = F(42), y = F(43);
+
+	cb_client_init(t, &a, &oa);
+	cb_client_init(t, &b, &ob);
+
+	/* a reads x (seq0), b changes x and breaks before a registers. */
+	uint64_t seq0 = cb_seq(t);
+	struct cb_change ch = { x, NULL, 0, 0 };
+	cb_break(t, &b, &ch, 1, &out);
+	CHECK(out == NULL); /* nobody held x yet */
+	cb_register(t, &a, &x, 1, &ev);
+	CHECK_EQ(cb_recheck(t, &a, seq0, &x, 1, &again), 1);
+	CHECK(again && again->owner == &oa && has_rec(again, x, NULL));
+	CHECK_EQ(a.count, 0); /* the stale promise is gone */
+	cb_batch_free(again);
+
+	/* a's own change does not re-break a. */
+	again = NULL;
+	seq0 = cb_seq(t);
+	cb_break(t, &a, &ch, 1, &out);
+	cb_register(t, &a, &x, 1, &ev);
+	CHECK_EQ(cb_recheck(t, &a, seq0, &x, 1, &again), 0);
+	CHECK(again == NULL);
+
+	/* Nothing changed since seq0: nothing to do. */
+	seq0 = cb_seq(t);
+	cb_register(t, &a, &y, 1, &ev);
+	CHECK_EQ(cb_recheck(t, &a, seq0, &y, 1, &again), 0);
+
+	/* b then a change the same fid after seq0: a still learns of b's. */
+	seq0 = cb_seq(t);
+	cb_break(t, &b, &ch, 1, &out);
+	cb_batch_free(out);
+	out = NULL;
+	cb_break(t, &a, &ch, 1, &out);
+	cb_batch_free(out);
+	out = NULL;
+	CHECK_EQ(cb_recheck(t, &a, seq0, &x, 1, &again), 1);
+	cb_batch_free(again);
+
+	cb_drop_client(t, &a);
+	cb_drop_client(t, &b);
+	cb_table_destroy(t);
+}
+
+static void test_encode(void)
+{
+	struct owner ob = { "b", 0 };
+	struct cb_table *t = cb_table_create(10, NULL);
+	struct cb_client a, b;
+	struct cb_batch *ev = NULL, *out = NULL;
+	struct cairn_fid d = F(5);
+	struct wbuf w;
+
+	cb_client_init(t, &a, NULL);
+	cb_client_init(t, &b, &ob);
+	cb_register(t, &b, &d, 1, &ev);
+	struct cb_change ch[2] = { { d, "name", 4, 0 }, { d, NULL, 0, 0 } };
+	CHECK_EQ(cb_break(t, &a, ch, 2, &out), 2);
+	CHECK(out != NULL);
+	wbuf_init(&w);
+	cb_batch_encode(out, &w);
+	CHECK_EQ(w.err, 0);
+
+	struct wire_hdr h;
+	CHECK_EQ(wire_hdr_decode(w.data, &h), 0);
+	CHECK_EQ(h.op, OP_CB_BREAK);
+	CHECK_EQ(h.flags, WF_PUSH);
+	CHECK_EQ(h.id, 0);
+	CHECK_EQ(h.len, w.len - WIRE_HDR_SIZE);
+	struct rbuf r;
+	rbuf_init(&r, w.data + WIRE_HDR_SIZE, h.len);
+	CHECK_EQ(wire_get_u32(&r), 2);
+	int seen_named = 0, seen_self = 0;
+	for (int i = 0; i < 2; i++) {
+		struct cairn_fid f;
+		size_t n;
+		wire_get_fid(&r, &f);
+		const char *s = wire_get_str(&r, &n, 255);
+		CHECK(fid_eq(f, d));
+		if (n == 4 && s && !memcmp(s, "name", 4))
+			seen_named = 1;
+		if (n == 0)
+			seen_self = 1;
+	}
+	CHECK_EQ(wire_get_end(&r), 0);
+	CHECK(seen_named && seen_self);
+	wbuf_free(&w);
+	cb_batch_free(out);
+	cb_drop_client(t, &a);
+	cb_drop_client(t, &b);
+	cb_table_destroy(t);
+}
+
+int main(void)
+{
+	run("callback register and break skip the changer",
+	    test_register_and_break);
+	run("callback entry records in one batch per client",
+	    test_entries_one_batch);
+	run("callback table is bounded, oldest evicted", test_bounded);
+	run("callback drop client", test_drop_client);
+	run("callback recheck closes the reply/break race", test_recheck_race);
+	run("callback CB_BREAK frame encoding", test_encode);
+	return failed_total ? 1 : 0;
+}

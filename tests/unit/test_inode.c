@@ -1,0 +1,482 @@
+/*
+ * test_inode.c - unit tests for client/inode.h: lookup counts and forget,
+ * recorded names (hard links, rename, exchange, unlink, the per-inode cap),
+ * negative entries and their caps, the callback and page-cache state, the
+ * reconnect walk, and concurrent use from several threads.
+ *
+ * Output: one "ok - NAME" or "not ok - NAME" line per test; exit status 1
+ * if any failed.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../client/inode.h"
+
+static int failed_total;
+static int failed_here;
+
+#define CHECK(cond) do { \
+	if (!(cond)) { \
+		fprintf(stderr, "  %s:%d: CHECK failed: %s\n", \
+			__FILE__, __LINE__, #cond); \
+		failed_here++; \
+	} \
+} while (0)
+
+#define CHECK_EQ(got, want) do { \
+	long long g_ = (long long)(got), w_ = (long long)(want); \
+	if (g_ != w_) { \
+		fprintf(stderr, "  %s:%d: %s: expected %lld, got %lld\n", \
+			__FILE__, __LINE__, #got, w_, g_); \
+		failed_here++; \
+	} \
+} while (0)
+
+static void run(const char *name, void (*fn)(void))
+{
+	failed_here = 0;
+	fn();
+	printf("%s - %s\n", failed_here ? "not ok" : "ok", name);
+	fflush(stdout);
+	if (failed_here)
+		failed_total++;
+}
+
+static struct cairn_attr attr_of(uint64_t vnode, uint32_t uniq, uint64_t dv)
+{
+	struct cairn_attr a;
+
+	memset(&a, 0, sizeof(a));
+	a.fid.vol = 1;
+	a.fid.vnode = vnode;
+	a.fid.uniq = uniq;
+	a.mode = 0100644;
+	a.nlink = 1;
+	a.dv = dv;
+	return a;
+}
+
+static struct itab *new_table(void)
+{
+	struct cairn_attr root = attr_of(ITAB_ROOT_INO, 1, 1);
+	struct itab *t = NULL;
+
+	root.mode = 040755;
+	if (itab_create(&root, &t) != 0) {
+		fprintf(stderr, "itab_create failed\n");
+		exit(1);
+	}
+	return t;
+}
+
+static int add(struct itab *t, uint64_t parent, const char *name,
+	       uint64_t vnode, uint64_t dv, int promise)
+{
+	struct cairn_attr a = attr_of(vnode, (uint32_t)vnode * 7 + 1, dv);
+
+	return itab_add_entry(t, parent, name, strlen(name), &a, promise);
+}
+
+static void t_root(void)
+{
+	struct itab *t = new_table();
+	struct cairn_attr bad = attr_of(2, 1, 1);
+	struct itab *t2 = NULL;
+	struct itab_info info;
+	struct cairn_fid fid;
+
+	CHECK_EQ(itab_count(t), 1);
+	CHECK_EQ(itab_fid(t, ITAB_ROOT_INO, &fid), 0);
+	CHECK_EQ(fid.vnode, 1);
+	CHECK_EQ(fid.uniq, 1);
+	CHECK_EQ(itab_fid(t, 42, &fid), -ESTALE);
+	/* The root is pinned: the kernel never forgets it. */
+	itab_forget(t, ITAB_ROOT_INO, 1000);
+	CHECK_EQ(itab_info(t, ITAB_ROOT_INO, &info), 0);
+	CHECK_EQ(itab_create(&bad, &t2), -EINVAL);
+	itab_destroy(t);
+}
+
+static void t_lookup_counts(void)
+{
+	struct itab *t = new_table();
+	struct itab_info info;
+	struct cairn_fid fid;
+
+	CHECK_EQ(add(t, 1, "a", 5, 1, 1), 0);
+	CHECK_EQ(add(t, 1, "a", 5, 1, 1), 0);
+	CHECK_EQ(add(t, 1, "a", 5, 1, 1), 0);
+	CHECK_EQ(itab_count(t), 2);
+	CHECK_EQ(itab_info(t, 5, &info), 0);
+	CHECK_EQ(info.nlookup, 3);
+	CHECK_EQ(info.nnames, 1);
+	CHECK_EQ(itab_fid(t, 5, &fid), 0);
+	CHECK_EQ(fid.uniq, 5 * 7 + 1);
+	itab_forget(t, 5, 2);
+	CHECK_EQ(itab_info(t, 5, &info), 0);
+	CHECK_EQ(info.nlookup, 1);
+	itab_forget(t, 5, 1);
+	CHECK_EQ(itab_info(t, 5, &info), -ENOENT);
+	CHECK_EQ(itab_fid(t, 5, &fid), -ESTALE);
+	CHECK_EQ(itab_count(t), 1);
+	/* The name went with the inode. */
+	CHECK_EQ(itab_entry(t, 1, "a", 1), -ENOENT);
+	/* Forgetting more than was looked up, or an unknown inode. */
+	CHECK_EQ(add(t, 1, "b", 6, 1, 1), 0);
+	itab_forget(t, 6, 99);
+	CHECK_EQ(itab_count(t), 1);
+	itab_forget(t, 12345, 1);
+	/* Bad input takes nothing. */
+	CHECK_EQ(add(t, 1, "", 7, 1, 1), -EINVAL);
+	CHECK_EQ(add(t, 1, "x", 0, 1, 1), -EINVAL);
+	CHECK_EQ(itab_count(t), 1);
+	itab_destroy(t);
+}
+
+static void t_names(void)
+{
+	struct itab *t = new_table();
+	struct itab_info info;
+	uint64_t parent;
+
+	CHECK_EQ(add(t, 1, "d", 10, 1, 1), 0);      /* a directory */
+	CHECK_EQ(add(t, 1, "f", 11, 1, 1), 0);
+	CHECK_EQ(add(t, 10, "hardlink", 11, 1, 1), 0);
+	CHECK_EQ(itab_info(t, 11, &info), 0);
+	CHECK_EQ(info.nnames, 2);
+	CHECK_EQ(info.nlookup, 2);
+	CHECK_EQ(itab_entry(t, 1, "f", 1), 11);
+	CHECK_EQ(itab_entry(t, 10, "hardlink", 8), 11);
+	CHECK_EQ(itab_parent(t, 11, &parent), 0);
+	CHECK_EQ(parent, 10); /* newest name first */
+	CHECK_EQ(itab_parent(t, 1, &parent), 0);
+	CHECK_EQ(parent, 1);
+
+	/* unlink */
+	itab_remove_entry(t, 10, "hardlink", 8);
+	CHECK_EQ(itab_entry(t, 10, "hardlink", 8), -ENOENT);
+	CHECK_EQ(itab_info(t, 11, &info), 0);
+	CHECK_EQ(info.nnames, 1);
+	CHECK_EQ(info.nlookup, 2); /* only forget drops references */
+
+	/* rename f -> d/g, over an existing g */
+	CHECK_EQ(add(t, 10, "g", 12, 1, 1), 0);
+	itab_rename(t, 1, "f", 1, 10, "g", 1, 0);
+	CHECK_EQ(itab_entry(t, 1, "f", 1), -ENOENT);
+	CHECK_EQ(itab_entry(t, 10, "g", 1), 11);
+	CHECK_EQ(itab_info(t, 12, &info), 0);
+	CHECK_EQ(info.nnames, 0);
+
+	/* exchange d/g (11) and d (10)'s sibling h (12) */
+	CHECK_EQ(add(t, 1, "h", 12, 1, 1), 0);
+	itab_rename(t, 10, "g", 1, 1, "h", 1, 1);
+	CHECK_EQ(itab_entry(t, 10, "g", 1), 12);
+	CHECK_EQ(itab_entry(t, 1, "h", 1), 11);
+
+	/* A name handed out for another inode moves to it. */
+	CHECK_EQ(add(t, 1, "h", 13, 1, 1), 0);
+	CHECK_EQ(itab_entry(t, 1, "h", 1), 13);
+	CHECK_EQ(itab_info(t, 11, &info), 0);
+	CHECK_EQ(info.nnames, 0);
+
+	/* At most ITAB_NAMES_MAX names per inode. */
+	for (int i = 0; i < 40; i++) {
+		char name[32];
+
+		snprintf(name, sizeof(name), "link%d", i);
+		CHECK_EQ(add(t, 10, name, 14, 1, 1), 0);
+	}
+	CHECK_EQ(itab_info(t, 14, &info), 0);
+	CHECK_EQ(info.nnames, ITAB_NAMES_MAX);
+	CHECK_EQ(info.nlookup, 40);
+	CHECK_EQ(itab_entry(t, 10, "link39", 6), 14);
+	CHECK_EQ(itab_entry(t, 10, "link0", 5), -ENOENT);
+	itab_destroy(t);
+}
+
+static void t_negative(void)
+{
+	struct itab *t = new_table();
+	struct itab_info info;
+	int rc = 0, n;
+
+	CHECK_EQ(itab_add_negative(t, 1, "missing", 7), 0);
+	CHECK_EQ(itab_add_negative(t, 1, "missing", 7), 0);
+	CHECK_EQ(itab_entry(t, 1, "missing", 7), 0);
+	CHECK_EQ(itab_info(t, 1, &info), 0);
+	CHECK_EQ(info.nnegs, 1);
+	/* Created later: the negative entry becomes positive. */
+	CHECK_EQ(add(t, 1, "missing", 20, 1, 1), 0);
+	CHECK_EQ(itab_entry(t, 1, "missing", 7), 20);
+	CHECK_EQ(itab_info(t, 1, &info), 0);
+	CHECK_EQ(info.nnegs, 0);
+	/* A break on the directory forgets its entries. */
+	CHECK_EQ(itab_add_negative(t, 1, "gone", 4), 0);
+	CHECK_EQ(itab_break(t, 1, NULL, NULL), 0);
+	CHECK_EQ(itab_entry(t, 1, "gone", 4), -ENOENT);
+	CHECK_EQ(itab_entry(t, 1, "missing", 7), -ENOENT);
+	CHECK_EQ(itab_break(t, 999, NULL, NULL), -ENOENT);
+	/* Unknown directory. */
+	CHECK_EQ(itab_add_negative(t, 999, "x", 1), -ESTALE);
+	/* Per-directory cap. */
+	for (n = 0; n < (int)ITAB_NEGS_DIR_MAX + 10; n++) {
+		char name[32];
+
+		snprintf(name, sizeof(name), "n%d", n);
+		rc = itab_add_negative(t, 1, name, strlen(name));
+		if (rc)
+			break;
+	}
+	CHECK_EQ(rc, -ENOSPC);
+	CHECK_EQ(n, ITAB_NEGS_DIR_MAX);
+	CHECK_EQ(itab_info(t, 1, &info), 0);
+	CHECK_EQ(info.nnegs, ITAB_NEGS_DIR_MAX);
+	/* A directory's negative entries go when it is forgotten. */
+	CHECK_EQ(add(t, 1, "sub", 30, 1, 1), 0);
+	CHECK_EQ(itab_add_negative(t, 30, "nothere", 7), 0);
+	itab_forget(t, 30, 1);
+	CHECK_EQ(itab_entry(t, 30, "nothere", 7), -ENOENT);
+	itab_destroy(t);
+}
+
+static void t_callback_state(void)
+{
+	struct itab *t = new_table();
+	struct cairn_attr a = attr_of(40, 40 * 7 + 1, 5);
+	struct itab_info info;
+
+	CHECK_EQ(add(t, 1, "f", 40, 5, 1), 0);
+	CHECK_EQ(itab_keep_cache(t, 40), 0); /* never opened */
+	itab_set_cached(t, 40, 5);
+	CHECK_EQ(itab_keep_cache(t, 40), 1);
+	/* Our own write: the page cache follows the new version. */
+	a.dv = 6;
+	itab_update(t, &a, 1);
+	CHECK_EQ(itab_keep_cache(t, 40), 1);
+	CHECK_EQ(itab_info(t, 40, &info), 0);
+	CHECK_EQ(info.dv, 6);
+	CHECK_EQ(info.cache_dv, 6);
+	/* A break ends the promise and the cache. */
+	CHECK_EQ(itab_promised(t, 40), 1);
+	CHECK_EQ(itab_break(t, 40, NULL, NULL), 0);
+	CHECK_EQ(itab_keep_cache(t, 40), 0);
+	CHECK_EQ(itab_info(t, 40, &info), 0);
+	CHECK_EQ(info.promise, 0);
+	CHECK_EQ(itab_promised(t, 40), 0);
+	CHECK_EQ(itab_break(t, 41, NULL, NULL), -ENOENT);
+	/* A promise registered without attributes (READDIR). */
+	itab_set_promised(t, 40);
+	CHECK_EQ(itab_promised(t, 40), 1);
+	itab_update(t, &a, 0);
+	/* A fresh reply restores the promise but not the cache. */
+	a.dv = 9;
+	itab_update(t, &a, 1);
+	CHECK_EQ(itab_keep_cache(t, 40), 0);
+	itab_set_cached(t, 40, 8); /* stale version: refused */
+	CHECK_EQ(itab_keep_cache(t, 40), 0);
+	itab_set_cached(t, 40, 9);
+	CHECK_EQ(itab_keep_cache(t, 40), 1);
+	/* A reply that raced with a break. */
+	itab_update(t, &a, 0);
+	CHECK_EQ(itab_keep_cache(t, 40), 0);
+	itab_set_cached(t, 40, 9); /* no promise: refused */
+	CHECK_EQ(itab_keep_cache(t, 40), 0);
+	/* Absent xattrs follow the promise. */
+	itab_update(t, &a, 1);
+	itab_set_xattr_absent(t, 40, 1, 1);
+	itab_set_xattr_absent(t, 40, 4, 1);
+	CHECK_EQ(itab_xattr_absent(t, 40, 1), 1);
+	CHECK_EQ(itab_xattr_absent(t, 40, 7), 5);
+	itab_set_xattr_absent(t, 40, 1, 0);
+	CHECK_EQ(itab_xattr_absent(t, 40, 7), 4);
+	itab_break(t, 40, NULL, NULL);
+	CHECK_EQ(itab_xattr_absent(t, 40, 7), 0);
+	itab_set_xattr_absent(t, 40, 1, 1); /* no promise: refused */
+	CHECK_EQ(itab_xattr_absent(t, 40, 1), 0);
+	itab_destroy(t);
+}
+
+struct visit_count {
+	int inodes, names, negs;
+};
+
+static void count_visit(void *arg, uint64_t ino, uint64_t parent,
+			const char *name, size_t len)
+{
+	struct visit_count *c = arg;
+
+	if (!name)
+		c->inodes++;
+	else if (ino)
+		c->names++;
+	else
+		c->negs++;
+	(void)parent;
+	(void)len;
+}
+
+static void t_break_all(void)
+{
+	struct itab *t = new_table();
+	struct visit_count c = { 0, 0, 0 };
+	struct itab_info info;
+
+	CHECK_EQ(add(t, 1, "a", 2, 1, 1), 0);
+	CHECK_EQ(add(t, 1, "b", 3, 1, 1), 0);
+	CHECK_EQ(add(t, 2, "c", 3, 1, 1), 0);
+	CHECK_EQ(itab_add_negative(t, 1, "no", 2), 0);
+	CHECK_EQ(itab_add_negative(t, 2, "no", 2), 0);
+	itab_set_cached(t, 3, 1);
+	itab_break_all(t, count_visit, &c);
+	CHECK_EQ(c.inodes, 3);
+	CHECK_EQ(c.names, 3);
+	CHECK_EQ(c.negs, 2);
+	CHECK_EQ(itab_keep_cache(t, 3), 0);
+	CHECK_EQ(itab_info(t, 1, &info), 0);
+	CHECK_EQ(info.promise, 0);
+	CHECK_EQ(info.nnegs, 0);
+	CHECK_EQ(itab_entry(t, 1, "no", 2), -ENOENT);
+	/* Every dentry was invalidated, so none is recorded any more; the
+	 * inodes stay (the kernel still references them). */
+	CHECK_EQ(itab_entry(t, 2, "c", 1), -ENOENT);
+	CHECK_EQ(itab_count(t), 3);
+	itab_destroy(t);
+}
+
+/* A break on a directory hands back every entry in it, positive and
+ * negative, and forgets them; entries elsewhere stay. */
+static void t_break_dir(void)
+{
+	struct itab *t = new_table();
+	struct visit_count c = { 0, 0, 0 };
+	struct itab_info info;
+
+	CHECK_EQ(add(t, 1, "d", 2, 1, 1), 0);
+	CHECK_EQ(add(t, 2, "a", 3, 1, 1), 0);
+	CHECK_EQ(add(t, 2, "b", 4, 1, 1), 0);
+	CHECK_EQ(itab_add_negative(t, 2, "no", 2), 0);
+	CHECK_EQ(add(t, 1, "e", 5, 1, 1), 0);
+	CHECK_EQ(itab_break(t, 2, count_visit, &c), 0);
+	CHECK_EQ(c.inodes, 0);
+	CHECK_EQ(c.names, 2);
+	CHECK_EQ(c.negs, 1);
+	CHECK_EQ(itab_entry(t, 2, "a", 1), -ENOENT);
+	CHECK_EQ(itab_entry(t, 2, "no", 2), -ENOENT);
+	CHECK_EQ(itab_entry(t, 1, "d", 1), 2);
+	CHECK_EQ(itab_entry(t, 1, "e", 1), 5);
+	CHECK_EQ(itab_info(t, 3, &info), 0);
+	CHECK_EQ(info.nnames, 0);
+	CHECK_EQ(info.nlookup, 1);
+	CHECK_EQ(itab_promised(t, 2), 0);
+	CHECK_EQ(itab_promised(t, 3), 1);
+	itab_destroy(t);
+}
+
+static void t_many(void)
+{
+	struct itab *t = new_table();
+	enum { N = 20000 };
+	char name[32];
+
+	for (uint64_t i = 2; i < N; i++) {
+		snprintf(name, sizeof(name), "f%llu", (unsigned long long)i);
+		CHECK_EQ(add(t, 1, name, i, 1, 1), 0);
+	}
+	CHECK_EQ(itab_count(t), N - 1);
+	for (uint64_t i = 2; i < N; i += 997) {
+		snprintf(name, sizeof(name), "f%llu", (unsigned long long)i);
+		CHECK_EQ(itab_entry(t, 1, name, strlen(name)), (int64_t)i);
+	}
+	for (uint64_t i = 2; i < N; i++)
+		itab_forget(t, i, 1);
+	CHECK_EQ(itab_count(t), 1);
+	itab_destroy(t);
+}
+
+/* Threads looking up and forgetting an overlapping set of inodes, with a
+ * breaker and a reconnect walker running alongside. */
+struct worker {
+	struct itab *t;
+	int id;
+	int errors;
+};
+
+enum { WORKERS = 4, ROUNDS = 20000, SHARED = 64 };
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	unsigned seed = (unsigned)w->id * 7919u + 1;
+
+	for (int i = 0; i < ROUNDS; i++) {
+		uint64_t vnode = 2 + rand_r(&seed) % SHARED;
+		char name[32];
+
+		snprintf(name, sizeof(name), "n%llu.%d",
+			 (unsigned long long)vnode, (int)(rand_r(&seed) % 3));
+		if (add(w->t, 1, name, vnode, (uint64_t)i, i & 1))
+			w->errors++;
+		if (i % 5 == 0)
+			itab_add_negative(w->t, 1, "neg", 3);
+		if (i % 7 == 0)
+			itab_break(w->t, vnode, NULL, NULL);
+		itab_forget(w->t, vnode, 1);
+	}
+	return NULL;
+}
+
+static void *walker_main(void *arg)
+{
+	struct worker *w = arg;
+	struct visit_count c;
+
+	for (int i = 0; i < 200; i++) {
+		memset(&c, 0, sizeof(c));
+		itab_break_all(w->t, count_visit, &c);
+		if (c.inodes < 1)
+			w->errors++;
+		itab_break(w->t, 1, count_visit, &c);
+	}
+	return NULL;
+}
+
+static void t_concurrent(void)
+{
+	struct itab *t = new_table();
+	struct worker w[WORKERS + 1];
+	pthread_t th[WORKERS + 1];
+
+	for (int i = 0; i <= WORKERS; i++) {
+		w[i].t = t;
+		w[i].id = i;
+		w[i].errors = 0;
+		pthread_create(&th[i], NULL,
+			       i < WORKERS ? worker_main : walker_main, &w[i]);
+	}
+	for (int i = 0; i <= WORKERS; i++) {
+		pthread_join(th[i], NULL);
+		CHECK_EQ(w[i].errors, 0);
+	}
+	/* Every lookup was matched by a forget: only the root is left. */
+	CHECK_EQ(itab_count(t), 1);
+	itab_destroy(t);
+}
+
+int main(void)
+{
+	run("root is present and pinned", t_root);
+	run("lookup counts and forget", t_lookup_counts);
+	run("names: links, unlink, rename, exchange, cap", t_names);
+	run("negative entries and their caps", t_negative);
+	run("promise and page cache state", t_callback_state);
+	run("break all visits every inode, name and negative entry",
+	    t_break_all);
+	run("break on a directory uncovers its entries", t_break_dir);
+	run("many inodes (table growth)", t_many);
+	run("concurrent lookups, forgets and breaks", t_concurrent);
+	return failed_total ? 1 : 0;
+}
