@@ -76,6 +76,12 @@
 #define CONN_QUEUE_MAX       (64u << 20)   /* unsent bytes before we give up */
 #define CONN_SEND_TIMEOUT_S  5
 #define CB_MAX_PROMISES      (1u << 20)
+/* Before HELLO a peer is a stranger: it gets HANDSHAKE_TIMEOUT_S to say
+ * HELLO in a frame of at most HELLO_MAX_LEN bytes, so an unauthenticated
+ * peer can hold neither big buffers nor a thread for long. */
+#define HANDSHAKE_TIMEOUT_S  10
+#define HELLO_MAX_LEN        256u
+#define SERVER_MAX_CONNS     1024
 
 struct outbuf {
 	struct outbuf *next;
@@ -383,6 +389,8 @@ static void reader_ended(struct conn *c, int rc, int mid_frame)
 			log_info("peer %s: disconnected", c->peer);
 	} else if (rc == -EPIPE) {
 		conn_fail(c, "connection closed mid-frame");
+	} else if ((rc == -EAGAIN || rc == -EWOULDBLOCK) && !c->hello_done) {
+		conn_fail(c, "no HELLO within %d s", HANDSHAKE_TIMEOUT_S);
 	} else {
 		conn_fail(c, "read: %s", strerror(-rc));
 	}
@@ -467,6 +475,12 @@ static int read_frame(struct conn *c, struct wire_hdr *h, uint8_t **payload)
 		conn_fail(c, "unknown flag bits 0x%x", h->flags);
 		return -EPROTO;
 	}
+	if (!c->hello_done &&
+	    (h->op != OP_HELLO || h->flags || h->len > HELLO_MAX_LEN)) {
+		conn_fail(c, "first frame is not a HELLO (op %u, flags 0x%x, "
+			  "length %u)", h->op, h->flags, h->len);
+		return -EPROTO;
+	}
 	if (h->flags == WF_REPLY && h->op == OP_CB_BREAK) {
 		/* The one reply a client sends: an acknowledgement. */
 		if (h->len || h->status || !h->id) {
@@ -534,6 +548,11 @@ static void *conn_reader(void *arg)
 			free(payload);
 			if (rc)
 				break;
+			/* Known peer now: reads may block as long as it likes
+			 * (keepalive notices a vanished one). */
+			struct timeval tv = { 0 };
+			setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv,
+				   sizeof(tv));
 			continue;
 		}
 		if (h.flags & WF_REPLY) {
@@ -685,7 +704,9 @@ static void sock_setup(int fd)
 	struct timeval tv = { .tv_sec = CONN_SEND_TIMEOUT_S };
 	int one = 1, idle = 60, intvl = 10, cnt = 6;
 
+	struct timeval hs = { .tv_sec = HANDSHAKE_TIMEOUT_S };
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &hs, sizeof(hs));
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	/* A client that vanished without a FIN is noticed in ~2 minutes. */
 	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
@@ -756,7 +777,10 @@ static void *accept_main(void *arg)
 
 		pthread_mutex_lock(&s->lock);
 		stopping = s->stopping;
-		if (fd >= 0 && !stopping) {
+		if (fd >= 0 && !stopping && s->nconns >= SERVER_MAX_CONNS) {
+			log_warn("refusing a connection: already %d "
+				 "connections (the limit)", SERVER_MAX_CONNS);
+		} else if (fd >= 0 && !stopping) {
 			int ret = conn_start(s, fd);
 			if (ret)
 				log_error("cannot start a connection: %s",

@@ -300,5 +300,54 @@ def idle_partial_frame_does_not_block_others(ctx):
         c.close()
 
 
+def server_rss_kb(ctx):
+    with open("/proc/%d/status" % ctx.srv.proc.pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+@test
+def big_first_frame_refused_before_allocation(ctx):
+    # A stranger announcing a 4 MiB "HELLO" must be dropped on the header,
+    # before the server allocates or reads the payload: 40 such peers
+    # holding their connections open must not cost the server 160 MiB.
+    before = server_rss_kb(ctx)
+    socks = []
+    try:
+        for i in range(40):
+            s = socket.create_connection(("127.0.0.1", ctx.srv.port), timeout=5)
+            socks.append(s)
+            try:
+                s.sendall(HDR.pack(MAX_PAYLOAD, OP_HELLO, 0, 1, 0) + b"\xab" * 65536)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+        time.sleep(0.5)
+        grown = server_rss_kb(ctx) - before
+        expect(grown < 64 * 1024, "server grew by %d KiB for 40 oversized first frames" % grown)
+    finally:
+        for s in socks:
+            s.close()
+    expect(any("first frame is not a HELLO" in l for l in ctx.srv.log_lines()),
+           "no log line says the first frame was refused")
+    still_serving(ctx, "oversized first frames")
+
+
+@test
+def silent_peer_dropped_after_handshake_timeout(ctx):
+    # A peer that connects and never says HELLO is dropped after 10 s.
+    mark = log_mark(ctx)
+    c = connect(ctx)
+    peer = peer_of(c)
+    try:
+        expect(c.closed_by_server(15), "silent peer still connected after 15 s")
+    finally:
+        c.close()
+    expect_logged(ctx, mark, peer, "silent peer")
+    expect(any("no HELLO within" in l for l in ctx.srv.log_lines()[mark:]),
+           "log does not say the peer sent no HELLO")
+
+
 if __name__ == "__main__":
     H.main(setup=setup)
