@@ -20,6 +20,7 @@
  * write.
  */
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +35,15 @@
 #include "../lib/net.h"
 
 #define RECONNECT_MS 500
+/* Liveness: while calls wait, a server that sends nothing for a heartbeat
+ * interval (at most HEARTBEAT_MS) is pinged; PING is answered on the
+ * server's reader thread, however busy its workers are. One silent for
+ * dead_ms (half of down_timeout_s, at most DEAD_MS) is treated as lost, so
+ * a hung server turns into a reconnect, then -EIO: never a hang. */
+#define HEARTBEAT_MS 5000
+#define DEAD_MS      30000
+/* Reserved request id for heartbeat PINGs (never given to a call). */
+#define PING_ID      0u
 #define RETRY        (-100000) /* internal status: send again */
 
 enum rpc_state { RPC_UP, RPC_DOWN, RPC_SHUTDOWN };
@@ -46,6 +56,7 @@ struct pending {
 	uint8_t *buf;    /* reply payload, owned until handed to the caller */
 	size_t len;
 	pthread_cond_t cv;
+	struct rpc_intr *intr; /* the caller's interrupt handle, or NULL */
 };
 
 struct rpc {
@@ -61,9 +72,13 @@ struct rpc {
 	uint64_t epoch;            /* server epoch seen at the last HELLO; mu */
 	uint32_t next_id;          /* mu */
 	struct pending *pending;   /* mu */
+	struct timespec last_rx;   /* reader only: when a frame last came */
+	int ping_out;              /* reader only: a heartbeat is unanswered */
 
 	pthread_t reader;
 	int started;
+	int dead_ms;               /* silence that makes the server lost */
+	int beat_ms;               /* poll interval while calls wait */
 };
 
 static void deadline_in(struct timespec *ts, int ms)
@@ -214,7 +229,9 @@ static int dial(struct rpc *r, uint64_t *epoch, struct cairn_attr *root,
 		goto fail;
 	}
 	free(payload);
-	set_rcv_timeout(fd, 0);
+	/* Frames are read only once poll() says data is there; a server that
+	 * stalls in the middle of one is lost after dead_ms. */
+	set_rcv_timeout(fd, r->dead_ms);
 	return fd;
 fail:
 	free(payload);
@@ -237,6 +254,16 @@ int rpc_connect(const struct rpc_opts *o, struct rpc **out,
 	r->o.host = r->host;
 	if (r->o.connect_timeout_ms <= 0)
 		r->o.connect_timeout_ms = 5000;
+	if (r->o.down_timeout_s <= 0)
+		r->o.down_timeout_s = 60;
+	/* Declare a silent server lost after half the time a call may wait,
+	 * so the reconnect gets the other half. */
+	r->dead_ms = r->o.down_timeout_s * 500;
+	if (r->dead_ms > DEAD_MS)
+		r->dead_ms = DEAD_MS;
+	if (r->dead_ms < 2000)
+		r->dead_ms = 2000;
+	r->beat_ms = r->dead_ms / 3 < HEARTBEAT_MS ? r->dead_ms / 3 : HEARTBEAT_MS;
 	pthread_mutex_init(&r->send_mu, NULL);
 	pthread_mutex_init(&r->mu, NULL);
 	pthread_cond_init(&r->state_cv, NULL);
@@ -263,6 +290,8 @@ static void fail_pending(struct rpc *r, int status)
 	struct pending *p;
 	while ((p = r->pending)) {
 		r->pending = p->next;
+		if (p->intr)
+			p->intr->p = NULL;
 		p->status = status;
 		p->done = 1;
 		pthread_cond_signal(&p->cv);
@@ -300,6 +329,8 @@ static void complete(struct rpc *r, const struct wire_hdr *h, uint8_t *payload)
 			break;
 	if (p) {
 		*pp = p->next;
+		if (p->intr)
+			p->intr->p = NULL;
 		p->status = h->status;
 		p->buf = payload;
 		p->len = h->len;
@@ -313,13 +344,77 @@ static void complete(struct rpc *r, const struct wire_hdr *h, uint8_t *payload)
 	free(payload);
 }
 
+static long ms_since(const struct timespec *t)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (now.tv_sec - t->tv_sec) * 1000L +
+	       (now.tv_nsec - t->tv_nsec) / 1000000L;
+}
+
+/*
+ * Wait until fd is readable, checking liveness every HEARTBEAT_MS.
+ * Returns 0 when a frame can be read, or a negative errno (-ETIMEDOUT:
+ * the server is silent while calls wait for it).
+ */
+static int wait_readable(struct rpc *r, int fd)
+{
+	for (;;) {
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		int n = poll(&pfd, 1, r->beat_ms);
+		if (n > 0)
+			return 0;
+		if (n < 0 && errno != EINTR)
+			return -errno;
+		if (n < 0)
+			continue;
+
+		pthread_mutex_lock(&r->mu);
+		int waiting = r->pending != NULL;
+		pthread_mutex_unlock(&r->mu);
+		if (!waiting) {
+			r->ping_out = 0;
+			clock_gettime(CLOCK_MONOTONIC, &r->last_rx);
+			continue;
+		}
+		if (ms_since(&r->last_rx) >= r->dead_ms)
+			return -ETIMEDOUT;
+		/* A sender stuck in send() holds send_mu: then the server
+		 * is not reading either, and dead_ms will tell. */
+		if (!r->ping_out && pthread_mutex_trylock(&r->send_mu) == 0) {
+			if (send_frame(fd, OP_PING, 0, PING_ID, NULL) == 0)
+				r->ping_out = 1;
+			pthread_mutex_unlock(&r->send_mu);
+		}
+	}
+}
+
 /* Reader side while UP: returns when the connection is gone. */
 static void read_loop(struct rpc *r, int fd)
 {
+	clock_gettime(CLOCK_MONOTONIC, &r->last_rx);
+	r->ping_out = 0;
 	for (;;) {
 		struct wire_hdr h;
-		uint8_t *payload;
-		int ret = read_frame(fd, &h, &payload);
+		uint8_t *payload = NULL;
+		int ret = wait_readable(r, fd);
+
+		if (ret == -ETIMEDOUT) {
+			char why[64];
+			snprintf(why, sizeof(why), "no answer for %d s",
+				 r->dead_ms / 1000);
+			conn_lost(r, why);
+			return;
+		}
+		if (ret == 0)
+			ret = read_frame(fd, &h, &payload);
+		if (ret == 0 && (h.status > 0 || h.status < -4095)) {
+			free(payload);
+			conn_lost(r, "server sent an invalid status");
+			return;
+		}
+		clock_gettime(CLOCK_MONOTONIC, &r->last_rx);
+		r->ping_out = 0;
 
 		if (ret) {
 			conn_lost(r, ret == -EPIPE ? "connection closed" :
@@ -446,11 +541,14 @@ void rpc_destroy(struct rpc *r)
 
 /*
  * Wait (r->mu held) until the connection is UP, at most until `dl`.
- * Returns 0, -EIO on timeout or -ESHUTDOWN.
+ * Returns 0, -EIO on timeout, -EINTR when interrupted or -ESHUTDOWN.
  */
-static int wait_up(struct rpc *r, const struct timespec *dl)
+static int wait_up(struct rpc *r, const struct timespec *dl,
+		   const struct rpc_intr *ir)
 {
 	while (r->state == RPC_DOWN) {
+		if (ir && ir->fired)
+			return -EINTR;
 		if (pthread_cond_timedwait(&r->state_cv, &r->mu, dl) ==
 		    ETIMEDOUT && r->state == RPC_DOWN)
 			return -EIO;
@@ -460,6 +558,41 @@ static int wait_up(struct rpc *r, const struct timespec *dl)
 
 int rpc_call(struct rpc *r, uint16_t op, const struct wbuf *req,
 	     struct rpc_reply *rep)
+{
+	return rpc_call_intr(r, op, req, rep, NULL);
+}
+
+void rpc_intr_init(struct rpc_intr *ir, struct rpc *r)
+{
+	ir->r = r;
+	ir->p = NULL;
+	ir->fired = 0;
+}
+
+void rpc_interrupt(struct rpc_intr *ir)
+{
+	struct rpc *r = ir->r;
+	struct pending **pp, *p;
+
+	pthread_mutex_lock(&r->mu);
+	ir->fired = 1;
+	p = ir->p;
+	if (p) {
+		for (pp = &r->pending; *pp && *pp != p; pp = &(*pp)->next)
+			;
+		if (*pp)
+			*pp = p->next;
+		ir->p = NULL;
+		p->status = -EINTR;
+		p->done = 1;
+		pthread_cond_signal(&p->cv);
+	}
+	pthread_cond_broadcast(&r->state_cv); /* a call waiting for UP */
+	pthread_mutex_unlock(&r->mu);
+}
+
+int rpc_call_intr(struct rpc *r, uint16_t op, const struct wbuf *req,
+		  struct rpc_reply *rep, struct rpc_intr *ir)
 {
 	struct pending p = { 0 };
 	struct timespec dl;
@@ -472,13 +605,12 @@ int rpc_call(struct rpc *r, uint16_t op, const struct wbuf *req,
 	if (req && req->err)
 		return req->err;
 	pthread_cond_init(&p.cv, NULL);
-	deadline_in(&dl, (r->o.down_timeout_s > 0 ? r->o.down_timeout_s : 60) *
-				 1000);
+	deadline_in(&dl, r->o.down_timeout_s * 1000);
 	for (;;) {
 		/* Wait for UP holding only mu (the reconnect needs send_mu),
 		 * then take the locks in order and check again. */
 		pthread_mutex_lock(&r->mu);
-		ret = wait_up(r, &dl);
+		ret = wait_up(r, &dl, ir);
 		pthread_mutex_unlock(&r->mu);
 		if (ret)
 			break;
@@ -492,7 +624,16 @@ int rpc_call(struct rpc *r, uint16_t op, const struct wbuf *req,
 		p.id = r->next_id++;
 		if (p.id == 0)
 			p.id = r->next_id++;
+		if (ir && ir->fired) {
+			pthread_mutex_unlock(&r->mu);
+			pthread_mutex_unlock(&r->send_mu);
+			ret = -EINTR;
+			break;
+		}
 		p.done = 0;
+		p.intr = ir;
+		if (ir)
+			ir->p = &p;
 		p.next = r->pending;
 		r->pending = &p;
 		int fd = r->fd;

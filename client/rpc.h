@@ -77,6 +77,24 @@ int rpc_call(struct rpc *r, uint16_t op, const struct wbuf *req,
 void rpc_reply_free(struct rpc_reply *rep);
 
 /*
+ * Interruptible calls (FUSE INTERRUPT, i.e. a signal to the application).
+ * The caller owns a struct rpc_intr that outlives the call, passes it to
+ * rpc_call_intr(), and may call rpc_interrupt() on it from any thread, any
+ * number of times, until the call has returned: the call then returns
+ * -EINTR at once (a reply that comes later is dropped). A change the server
+ * already received may still happen.
+ */
+struct rpc_intr {
+	struct rpc *r;
+	void *p;    /* the waiting call, guarded by the rpc's lock */
+	int fired;  /* guarded by the rpc's lock */
+};
+void rpc_intr_init(struct rpc_intr *ir, struct rpc *r);
+int rpc_call_intr(struct rpc *r, uint16_t op, const struct wbuf *req,
+		  struct rpc_reply *rep, struct rpc_intr *ir);
+void rpc_interrupt(struct rpc_intr *ir);
+
+/*
  * Answer push `id` of opcode op (a CB_BREAK acknowledgement,
  * docs/PROTOCOL.md): a 16-byte frame with WF_REPLY and an empty payload.
  * Does not wait for anything but the socket (it takes the send lock, so
