@@ -274,6 +274,24 @@ void store_fid_make(uint64_t vn, const struct sinode *ino,
 	fid->uniq = ino->uniq;
 }
 
+/*
+ * Entries live in LMDB, so a directory has no size of its own. Report
+ * what ext4 would: one 4 KiB block when small, growing by blocks with the
+ * entries, never shrinking (ext4 does not give blocks back on unlink
+ * either). Entries ever added are counted by next_cookie; 32 bytes each
+ * is ext4's cost for names of about 12 characters in an htree directory
+ * (measured: 1000 8-character names take 28 KiB). Tools such as du and
+ * some archivers treat a directory of size 0 as suspicious.
+ */
+static uint64_t dir_size(const struct sinode *ino)
+{
+	uint64_t added = ino->next_cookie > CAIRN_COOKIE_FIRST ?
+			 ino->next_cookie - CAIRN_COOKIE_FIRST : 0;
+	uint64_t blocks = (added + 4096 / 32 - 1) / (4096 / 32);
+
+	return 4096 * (blocks ? blocks : 1);
+}
+
 void store_attr_fill(struct store *st, uint64_t vn, const struct sinode *ino,
 		     struct cairn_attr *out)
 {
@@ -307,9 +325,8 @@ void store_attr_fill(struct store *st, uint64_t vn, const struct sinode *ino,
 		if (rc == 0)
 			out->blocks = (uint64_t)sb.st_blocks;
 	} else if (S_ISDIR(ino->mode)) {
-		/* Entries live in LMDB; report what ext4 gives an empty
-		 * directory (one 4 KiB block) so du does not say 0. */
-		out->blocks = 8;
+		out->size = dir_size(ino);
+		out->blocks = out->size / 512;
 	}
 }
 
@@ -783,6 +800,72 @@ static void orphans_remove(struct store *st)
 			 "(left by a crash)", st->dir, st->orphans_removed);
 }
 
+/* fsync directory path (relative to DATA). */
+static int dir_sync(struct store *st, const char *path, char *err,
+		    size_t errsz)
+{
+	int fd, rc = 0;
+
+	fd = store_os.openat(st->dirfd, path, O_RDONLY | O_DIRECTORY, 0);
+	if (fd < 0 || store_os.fsync(fd) < 0)
+		rc = -errno;
+	if (fd >= 0)
+		store_os.close(fd);
+	if (rc)
+		snprintf(err, errsz, "cannot sync %s/%s: %s", st->dir, path,
+			 strerror(-rc));
+	return rc;
+}
+
+/* 1 if DATA has no format record yet (a first start), else 0. */
+static int store_fresh(struct store *st)
+{
+	MDB_txn *txn;
+	MDB_val v;
+	int rc;
+
+	if (store_rtxn(st, &txn))
+		return 0; /* init_tx will report it */
+	rc = meta_get(st, txn, "format", &v);
+	store_rtxn_end(st, txn);
+	return rc == -ENOENT;
+}
+
+/*
+ * First start: make the directories durable before the format record is
+ * committed, each before its parent (fsync of a directory covers its
+ * entries, not its own name), so that a power cut after the first
+ * acknowledged change cannot lose objects/XX, the LMDB files' names in
+ * meta/ (LMDB syncs their contents only) or DATA itself. Keyed on the
+ * format record rather than on which mkdir succeeded, so a first start
+ * interrupted by a crash syncs everything again on the next one. DATA's
+ * parent is best effort (it may not be readable).
+ */
+static int dirs_sync(struct store *st, char *err, size_t errsz)
+{
+	char path[16];
+	int fd, rc;
+
+	for (int xx = 0; xx < 256; xx++) {
+		snprintf(path, sizeof(path), "objects/%02x", xx);
+		if ((rc = dir_sync(st, path, err, errsz)))
+			return rc;
+	}
+	if ((rc = dir_sync(st, "objects", err, errsz)) ||
+	    (rc = dir_sync(st, "meta", err, errsz)) ||
+	    (rc = dir_sync(st, ".", err, errsz)))
+		return rc;
+	fd = store_os.openat(st->dirfd, "..", O_RDONLY | O_DIRECTORY, 0);
+	if (fd < 0)
+		return 0;
+	rc = store_os.fsync(fd) < 0 ? -errno : 0;
+	store_os.close(fd);
+	if (rc)
+		snprintf(err, errsz, "cannot sync %s/..: %s", st->dir,
+			 strerror(-rc));
+	return rc;
+}
+
 int store_open(const char *dir, struct store **out, char *err, size_t errsz)
 {
 	struct store *st;
@@ -804,6 +887,9 @@ int store_open(const char *dir, struct store **out, char *err, size_t errsz)
 	for (int i = 0; i < STORE_NSTRIPE; i++)
 		pthread_mutex_init(&st->vlock[i], NULL);
 	pthread_mutex_init(&st->rt_lock, NULL);
+	pthread_mutex_init(&st->nm_lock, NULL);
+	for (int i = 0; i < 256; i++)
+		st->nm_created[i] = 1;
 	if ((rc = store_fdc_init(st))) {
 		snprintf(err, errsz, "out of memory");
 		goto fail;
@@ -842,6 +928,8 @@ int store_open(const char *dir, struct store **out, char *err, size_t errsz)
 	st->db_xattrs = dbi[3];
 	st->db_symlinks = dbi[4];
 	st->db_meta = dbi[5];
+	if (store_fresh(st) && (rc = dirs_sync(st, err, errsz)))
+		goto fail;
 	err[0] = 0;
 	if ((rc = store_tx(st, init_tx, &ia))) {
 		if (!err[0])
@@ -875,6 +963,7 @@ void store_close(struct store *st)
 	for (int i = 0; i < STORE_NSTRIPE; i++)
 		pthread_mutex_destroy(&st->vlock[i]);
 	pthread_mutex_destroy(&st->rt_lock);
+	pthread_mutex_destroy(&st->nm_lock);
 	free(st->dir);
 	free(st);
 }

@@ -20,6 +20,11 @@
  *
  * Descriptors come from the data file cache (store_fdc.c), not open().
  *
+ * WR_SYNC and store_fsync sync the data and, when it may be needed, the
+ * directory holding the data file (data_name_sync): otherwise a power cut
+ * could lose the name of a file created since, and with it the data that
+ * was acknowledged as stable.
+ *
  * A write does not clear set-user-ID / set-group-ID here: the FUSE client
  * does not ask for HANDLE_KILLPRIV, so the kernel clears them itself with
  * a SETATTR before an unprivileged write, truncate or fallocate, and
@@ -71,21 +76,49 @@ static int data_trim(int fd, uint64_t keep)
 	return 0;
 }
 
-/* Make a data file's directory entry durable (a new file's name is not
- * covered by fsync of the file itself). Cheap when nothing is dirty. */
-static int data_dir_sync(struct store *st, uint64_t vn)
+void store_data_created(struct store *st, uint64_t vn)
 {
+	pthread_mutex_lock(&st->nm_lock);
+	st->nm_created[vn & 0xff]++;
+	pthread_mutex_unlock(&st->nm_lock);
+}
+
+/*
+ * Make the name of vn's data file durable (fsync of the file itself does
+ * not cover its directory entry), whichever operation created the file: a
+ * write, a truncate up or a fallocate, in this run or an earlier one.
+ * objects/XX is fsynced unless a completed fsync of it is known to cover
+ * every file created there so far; the count is read before the fsync
+ * starts, so files created during it are not counted as covered.
+ */
+static int data_name_sync(struct store *st, uint64_t vn)
+{
+	unsigned xx = (unsigned)(vn & 0xff);
 	char path[16];
+	uint64_t want;
 	int fd, rc = 0;
 
-	snprintf(path, sizeof(path), "objects/%02x", (unsigned)(vn & 0xff));
+	pthread_mutex_lock(&st->nm_lock);
+	want = st->nm_created[xx];
+	if (st->nm_synced[xx] >= want)
+		want = 0;
+	pthread_mutex_unlock(&st->nm_lock);
+	if (want == 0)
+		return 0;
+	snprintf(path, sizeof(path), "objects/%02x", xx);
 	fd = store_os.openat(st->dirfd, path, O_RDONLY | O_DIRECTORY, 0);
 	if (fd < 0)
 		return -errno;
 	if (store_os.fsync(fd) < 0)
 		rc = -errno;
 	store_os.close(fd);
-	return rc;
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&st->nm_lock);
+	if (st->nm_synced[xx] < want)
+		st->nm_synced[xx] = want;
+	pthread_mutex_unlock(&st->nm_lock);
+	return 0;
 }
 
 /* ---- read ------------------------------------------------------------- */
@@ -252,9 +285,8 @@ int store_write(struct store *st, const struct cairn_fid *fid, uint64_t off,
 		rc = -errno;
 		goto out;
 	}
-	if ((flags & WR_SYNC) && a.ino.size == 0 &&
-	    (rc = data_dir_sync(st, fid->vnode)))
-		goto out; /* the data file may be new */
+	if ((flags & WR_SYNC) && (rc = data_name_sync(st, fid->vnode)))
+		goto out;
 	rc = data_commit(st, &a);
 out:
 	store_fdc_put(st, &fh);
@@ -288,7 +320,7 @@ int store_fsync(struct store *st, const struct cairn_fid *fid,
 	else
 		rc = store_os.fsync(fh.fd) < 0 ? -errno : 0;
 	store_fdc_put(st, &fh);
-	return rc ? rc : data_dir_sync(st, fid->vnode);
+	return rc ? rc : data_name_sync(st, fid->vnode);
 }
 
 /* ---- fallocate -------------------------------------------------------- */

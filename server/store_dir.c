@@ -175,12 +175,26 @@ static int dir_is_ancestor(struct store *st, MDB_txn *txn, uint64_t anc,
 	return -EIO; /* a parent cycle: corrupt metadata */
 }
 
-/* The directory a FID names, or -ENOTDIR / -ESTALE. */
+/*
+ * The directory a FID names as the directory of a name (lookup, create,
+ * link, remove, rename, readdir): -ENOTDIR if it is something else,
+ * -ENOENT if it was removed, -ESTALE if the FID is not one of ours (wrong
+ * volume, or a uniq that does not match the vnode). ENOENT is what ext4
+ * gives in a removed directory (a process whose cwd another one removed:
+ * stat, open(O_CREAT), mkdir, mknod, symlink, link, rename, unlink, rmdir
+ * and getdents all fail with ENOENT there). Operations on the object
+ * itself keep -ESTALE for a removed FID (store_fid_get).
+ */
 static int dir_get(struct store *st, MDB_txn *txn, const struct cairn_fid *fid,
 		   struct sinode *dino)
 {
-	int rc = store_fid_get(st, txn, fid, dino);
+	int rc;
 
+	if (fid->vol != STORE_VOL || fid->vnode == 0)
+		return -ESTALE;
+	rc = store_inode_get(st, txn, fid->vnode, dino); /* -ENOENT: gone */
+	if (rc == 0 && dino->uniq != fid->uniq)
+		rc = -ESTALE;
 	if (rc == 0 && !S_ISDIR(dino->mode))
 		rc = -ENOTDIR;
 	return rc;

@@ -175,9 +175,15 @@ int store_fdc_get(struct store *st, uint64_t vn, int create,
 	gen = c->gen;
 	pthread_mutex_unlock(&c->lock);
 
+	/* Open before create, so a file that this call really created is
+	 * known: its name needs a directory sync before data is durable. */
 	store_data_path(vn, path, sizeof(path));
-	fd = store_os.openat(st->dirfd, path, O_RDWR | (create ? O_CREAT : 0),
-			     0600);
+	fd = store_os.openat(st->dirfd, path, O_RDWR, 0);
+	if (fd < 0 && errno == ENOENT && create) {
+		fd = store_os.openat(st->dirfd, path, O_RDWR | O_CREAT, 0600);
+		if (fd >= 0)
+			store_data_created(st, vn);
+	}
 	if (fd < 0)
 		return -errno;
 	fh->fd = fd;

@@ -17,8 +17,8 @@
  * taken only by a batch leader inside store_tx, which holds no gc_lock
  * while running the batch and never takes a vlock. No read transaction is
  * held across store_tx (a readdir callback must not call the store).
- * rt_lock and fdc_lock are leaves: nothing else is taken while holding
- * them.
+ * rt_lock, fdc_lock and nm_lock are leaves: nothing else is taken while
+ * holding them.
  */
 #ifndef CAIRN_STORE_INT_H
 #define CAIRN_STORE_INT_H
@@ -93,6 +93,16 @@ struct store {
 
 	struct fdc fdc;
 
+	/* Durability of data file names (store_data.c). A new data file's
+	 * directory entry in objects/XX is durable only after an fsync of
+	 * objects/XX; fsync of the file does not cover it. nm_created[XX]
+	 * counts files created in XX, nm_synced[XX] is the count that the
+	 * last completed fsync of XX is known to cover. Starts at 1 / 0:
+	 * names left by an earlier run (kill -9 keeps them in the page cache
+	 * only) are not known durable either. */
+	pthread_mutex_t nm_lock;
+	uint64_t nm_created[256], nm_synced[256]; /* nm_lock */
+
 	/* Data files without an inode removed by store_open (a crash
 	 * between a remove's commit and its unlink leaves them). */
 	unsigned long orphans_removed;
@@ -158,6 +168,9 @@ struct store_atime_args {
 	struct sinode ino;
 };
 int store_atime_tx(struct store *st, MDB_txn *txn, void *arg);
+
+/* A data file of vn was created (by store_fdc_get). */
+void store_data_created(struct store *st, uint64_t vn);
 
 /*
  * Data file descriptors (store_fdc.c). store_fdc_get gives a descriptor

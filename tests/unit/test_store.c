@@ -8,7 +8,9 @@
  * Since the second round also: fallocate and readdir times as on ext4,
  * set-ID bits left to the kernel, directory block counts, removal of
  * orphaned data files at open, and the data file descriptor cache
- * (store_int.h is included for its counters).
+ * (store_int.h is included for its counters). Since the third round:
+ * errors in a removed directory checked against the local file system,
+ * directory sizes, and which directories are fsynced for durable names.
  *
  * Output: one "ok - NAME" or "not ok - NAME" line per test; exit status 1
  * if any failed.
@@ -24,47 +26,19 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "../../lib/proto.h"
 #include "../../server/store.h"
 #include "../../server/store_os.h"
 #include "../../server/store_int.h"
-
-static int failed_total;
-static int failed_here;
-
-#define CHECK(cond) do { \
-	if (!(cond)) { \
-		fprintf(stderr, "  %s:%d: CHECK failed: %s\n", \
-			__FILE__, __LINE__, #cond); \
-		failed_here++; \
-	} \
-} while (0)
-
-#define CHECK_EQ(got, want) do { \
-	long long g_ = (long long)(got), w_ = (long long)(want); \
-	if (g_ != w_) { \
-		fprintf(stderr, "  %s:%d: %s: expected %lld, got %lld\n", \
-			__FILE__, __LINE__, #got, w_, g_); \
-		failed_here++; \
-	} \
-} while (0)
+#include "check.h"
 
 static char tmpdir[64];
 static char datadir[128];
 static struct store *st;
 static struct cairn_fid root;
-
-static void run(const char *name, void (*fn)(void))
-{
-	failed_here = 0;
-	fn();
-	printf("%s - %s\n", failed_here ? "not ok" : "ok", name);
-	fflush(stdout);
-	if (failed_here)
-		failed_total++;
-}
 
 static int mk(const struct cairn_fid *dir, const char *name, uint32_t mode,
 	      struct cairn_attr *out)
@@ -677,7 +651,8 @@ static void t_estale(void)
 	CHECK_EQ(store_getattr(st, &bad, &a), -ESTALE);
 	CHECK_EQ(rm(&root, "st", 0), 0);
 	CHECK_EQ(store_getattr(st, &f.fid, &a), -ESTALE);
-	CHECK_EQ(mk(&f.fid, "x", S_IFREG | 0644, NULL), -ESTALE);
+	/* as the directory of a name, a removed object is ENOENT */
+	CHECK_EQ(mk(&f.fid, "x", S_IFREG | 0644, NULL), -ENOENT);
 	/* vnode numbers are not reused */
 	CHECK_EQ(mk(&root, "st", S_IFREG | 0644, &a), 0);
 	CHECK(a.fid.vnode > f.fid.vnode);
@@ -1015,17 +990,6 @@ static void t_write_keeps_setid(void)
 	CHECK_EQ(a.mode & 07777, 0755);
 }
 
-static void t_dir_blocks(void)
-{
-	struct cairn_attr d, l, s;
-
-	CHECK_EQ(mk(&root, "blk", S_IFDIR | 0755, &d), 0);
-	CHECK_EQ(d.blocks, 8);
-	CHECK_EQ(attr_of(&root).blocks, 8);
-	CHECK_EQ(store_symlink(st, &root, "blkl", "x", 0, 0, &l, &s), 0);
-	CHECK_EQ(l.blocks, 0);
-}
-
 static int path_exists(const char *rel)
 {
 	char path[256];
@@ -1244,6 +1208,246 @@ static void t_statfs(void)
 	CHECK_EQ(s.namemax, 255);
 }
 
+/* ---- third round -------------------------------------------------------- */
+
+/* -errno or 0 of a local system call, to compare with the store. */
+#define LOCAL(call) ((call) < 0 ? -errno : 0)
+
+/* A directory removed while a process still uses it (its cwd): every name
+ * operation in it fails as it does on the local file system (ext4 here:
+ * ENOENT), checked side by side on a real directory in tmpdir that is
+ * opened and then rmdir'd. The directory itself stays ESTALE. */
+static void t_removed_dir(void)
+{
+	struct cairn_attr d, f, x, y;
+	struct store_setattr sa = { .valid = SA_MODE, .mode = 0700 };
+	struct cairn_fid bad;
+	struct names nm = { 0 };
+	char path[256], dents[1024];
+	size_t len;
+	int dfd, wfd, created, eof;
+
+	snprintf(path, sizeof(path), "%s/local", tmpdir);
+	CHECK_EQ(mkdir(path, 0755), 0);
+	CHECK((wfd = open(path, O_RDONLY | O_DIRECTORY)) >= 0);
+	CHECK_EQ(mkdirat(wfd, "d", 0755), 0);
+	close(openat(wfd, "f", O_CREAT | O_WRONLY, 0644));
+	CHECK((dfd = openat(wfd, "d", O_RDONLY | O_DIRECTORY)) >= 0);
+	CHECK_EQ(unlinkat(wfd, "d", AT_REMOVEDIR), 0);
+
+	CHECK_EQ(mk(&root, "rmd", S_IFDIR | 0755, &d), 0);
+	CHECK_EQ(mk(&root, "rmf", S_IFREG | 0644, &f), 0);
+	CHECK_EQ(rm(&root, "rmd", RM_DIR), 0);
+
+	CHECK_EQ(store_lookup(st, &d.fid, "x", &x),
+		 LOCAL(fstatat(dfd, "x", (struct stat[1]){ 0 }, 0)));
+	CHECK_EQ(store_create(st, &d.fid, "x", S_IFREG | 0644, 0, 0, 0, 0,
+			      &created, &x, &y),
+		 LOCAL(openat(dfd, "x", O_CREAT | O_WRONLY, 0644)));
+	CHECK_EQ(mk(&d.fid, "x", S_IFDIR | 0755, NULL),
+		 LOCAL(mkdirat(dfd, "x", 0755)));
+	CHECK_EQ(mk(&d.fid, "x", S_IFIFO | 0644, NULL),
+		 LOCAL(mknodat(dfd, "x", S_IFIFO | 0644, 0)));
+	CHECK_EQ(store_symlink(st, &d.fid, "x", "t", 0, 0, &x, &y),
+		 LOCAL(symlinkat("t", dfd, "x")));
+	CHECK_EQ(store_link(st, &f.fid, &d.fid, "x", &x, &y),
+		 LOCAL(linkat(wfd, "f", dfd, "x", 0)));
+	CHECK_EQ(mv(&root, "rmf", &d.fid, "x", 0),
+		 LOCAL(renameat(wfd, "f", dfd, "x")));
+	CHECK_EQ(mv(&d.fid, "x", &root, "g", 0),
+		 LOCAL(renameat(dfd, "x", wfd, "g")));
+	CHECK_EQ(rm(&d.fid, "x", 0), LOCAL(unlinkat(dfd, "x", 0)));
+	CHECK_EQ(rm(&d.fid, "x", RM_DIR),
+		 LOCAL(unlinkat(dfd, "x", AT_REMOVEDIR)));
+	CHECK_EQ(store_readdir(st, &d.fid, 0, 10, collect, &nm, &eof),
+		 LOCAL(syscall(SYS_getdents64, dfd, dents, sizeof(dents))));
+	CHECK_EQ(store_lookup(st, &d.fid, "x", &x), -ENOENT); /* ext4 */
+	close(dfd);
+	close(wfd);
+	/* nothing was created or moved anywhere */
+	CHECK_EQ(store_lookup(st, &root, "g", &x), -ENOENT);
+	CHECK(store_lookup(st, &root, "rmf", &x) == 0 && x.nlink == 1);
+
+	/* the removed directory itself: ESTALE, as for any removed FID */
+	CHECK_EQ(store_getattr(st, &d.fid, &x), -ESTALE);
+	CHECK_EQ(store_setattr(st, &d.fid, &sa, &x), -ESTALE);
+	CHECK_EQ(store_getxattr(st, &d.fid, "user.a", path, 0, &len),
+		 -ESTALE);
+	/* a FID that is not one of ours stays ESTALE as a directory too */
+	bad = (struct cairn_fid){ root.vol, root.vnode, root.uniq ^ 1 };
+	CHECK_EQ(store_lookup(st, &bad, "rmf", &x), -ESTALE);
+	CHECK_EQ(mk(&bad, "x", S_IFREG | 0644, NULL), -ESTALE);
+	bad = (struct cairn_fid){ 2, root.vnode, root.uniq };
+	CHECK_EQ(mv(&root, "rmf", &bad, "x", 0), -ESTALE);
+}
+
+/* Directories have a size and blocks as on ext4: one block, then a block
+ * per 128 entries ever added; it does not shrink when entries go. */
+static void t_dir_size(void)
+{
+	struct cairn_attr d, a, l;
+	char name[16];
+
+	CHECK_EQ(mk(&root, "dsz", S_IFDIR | 0755, &d), 0);
+	CHECK(d.size == 4096 && d.blocks == 8);
+	CHECK(attr_of(&root).size >= 4096 && attr_of(&root).size % 4096 == 0);
+	CHECK_EQ(store_symlink(st, &root, "dszl", "x", 0, 0, &l, &a), 0);
+	CHECK_EQ(l.blocks, 0);
+	for (int i = 0; i < 128; i++) {
+		snprintf(name, sizeof(name), "e%d", i);
+		CHECK_EQ(mk(&d.fid, name, S_IFREG | 0644, NULL), 0);
+	}
+	CHECK_EQ(attr_of(&d.fid).size, 4096);
+	CHECK_EQ(mk(&d.fid, "e128", S_IFREG | 0644, &a), 0);
+	a = attr_of(&d.fid);
+	CHECK(a.size == 8192 && a.blocks == 16);
+	CHECK_EQ(store_lookup(st, &root, "dsz", &a), 0);
+	CHECK_EQ(a.size, 8192);
+	for (int i = 0; i <= 128; i++) {
+		snprintf(name, sizeof(name), "e%d", i);
+		CHECK_EQ(rm(&d.fid, name, 0), 0);
+	}
+	CHECK_EQ(attr_of(&d.fid).size, 8192);
+	CHECK_EQ(rm(&root, "dsz", RM_DIR), 0);
+}
+
+/* OS seam recorder: the directories (path relative to DATA, as opened
+ * through the seam) that were fsynced, in order, space-separated. */
+#define REC_FDS 1024
+static char rec_path[REC_FDS][24];
+static char rec_log[8192];
+static int rec_n;
+
+static int rec_openat(int dirfd, const char *path, int flags, mode_t mode)
+{
+	int fd = openat(dirfd, path, flags | O_CLOEXEC, mode);
+
+	if (fd >= 0 && fd < REC_FDS)
+		snprintf(rec_path[fd], sizeof(rec_path[fd]), "%s",
+			 (flags & O_DIRECTORY) ? path : "");
+	return fd;
+}
+
+static int rec_fsync(int fd)
+{
+	size_t n = strlen(rec_log);
+
+	if (fd >= 0 && fd < REC_FDS && rec_path[fd][0])
+		rec_n += snprintf(rec_log + n, sizeof(rec_log) - n, "%s ",
+				  rec_path[fd]) > 0;
+	return fsync(fd);
+}
+
+static void rec_start(void)
+{
+	memset(rec_path, 0, sizeof(rec_path));
+	strcpy(rec_log, " ");
+	rec_n = 0;
+	store_os.openat = rec_openat;
+	store_os.fsync = rec_fsync;
+}
+
+/* Position of directory path in the log, or -1. */
+static int rec_at(const char *path)
+{
+	char want[32], *p;
+
+	snprintf(want, sizeof(want), " %s ", path);
+	p = strstr(rec_log, want);
+	return p ? (int)(p - rec_log) : -1;
+}
+
+static void objects_dir(const struct cairn_fid *fid, char *buf, size_t sz)
+{
+	snprintf(buf, sz, "objects/%02x", (unsigned)(fid->vnode & 0xff));
+}
+
+/* WR_SYNC and fsync make the data file's name durable whatever created
+ * the file (a truncate up, a fallocate, a write), once per new name. */
+static void t_name_durable(void)
+{
+	struct cairn_attr f, k, g, d, a;
+	struct store_setattr sa = { .valid = SA_SIZE, .size = 100 };
+	char dir[16], name[16];
+	int i;
+
+	CHECK_EQ(mk(&root, "dur", S_IFDIR | 0755, &d), 0);
+	CHECK_EQ(mk(&d.fid, "f", S_IFREG | 0644, &f), 0);
+	/* k: a file in the same objects/XX as f */
+	for (i = 0; i < 256; i++) {
+		snprintf(name, sizeof(name), "k%d", i);
+		CHECK_EQ(mk(&d.fid, name, S_IFREG | 0644, &k), 0);
+		if ((k.fid.vnode & 0xff) == (f.fid.vnode & 0xff))
+			break;
+	}
+	CHECK(i < 256);
+	objects_dir(&f.fid, dir, sizeof(dir));
+	rec_start();
+	CHECK_EQ(store_write(st, &f.fid, 0, "f", 1, WR_SYNC, &a), 0);
+	CHECK(rec_at(dir) >= 0);
+	/* XX is clean now: another sync there costs no directory sync */
+	rec_start();
+	CHECK_EQ(store_write(st, &f.fid, 1, "f", 1, WR_SYNC, &a), 0);
+	CHECK_EQ(rec_n, 0);
+	/* truncate up creates k's data file in XX, without any sync;
+	 * a WR_SYNC write then syncs XX (before the fix only a write to a
+	 * file of size 0 did) */
+	CHECK_EQ(store_setattr(st, &k.fid, &sa, &a), 0);
+	CHECK_EQ(rec_n, 0);
+	CHECK_EQ(store_write(st, &k.fid, 0, "k", 1, WR_SYNC, &a), 0);
+	CHECK(rec_at(dir) >= 0);
+	/* once: then neither WR_SYNC nor fsync nor a plain write syncs XX */
+	rec_start();
+	CHECK_EQ(store_write(st, &k.fid, 1, "k", 1, WR_SYNC, &a), 0);
+	CHECK_EQ(store_fsync(st, &k.fid, 0), 0);
+	CHECK_EQ(wr(&f.fid, 2, "new"), 0);
+	CHECK_EQ(rec_n, 0);
+	/* fallocate creates g's data file; fsync syncs its directory once */
+	CHECK_EQ(mk(&d.fid, "g", S_IFREG | 0644, &g), 0);
+	CHECK_EQ(store_fallocate(st, &g.fid, 0, 0, 4096, &a), 0);
+	objects_dir(&g.fid, dir, sizeof(dir));
+	CHECK_EQ(store_fsync(st, &g.fid, FS_DATASYNC), 0);
+	CHECK(rec_at(dir) >= 0);
+	/* after a restart no name is known durable (kill -9 leaves them in
+	 * the page cache only): the first sync in XX syncs XX again */
+	store_os_reset();
+	reopen();
+	rec_start();
+	CHECK_EQ(store_write(st, &f.fid, 0, "F", 1, WR_SYNC, &a), 0);
+	objects_dir(&f.fid, dir, sizeof(dir));
+	CHECK(rec_at(dir) >= 0);
+	store_os_reset();
+}
+
+/* A first start makes every directory it created durable, children before
+ * parents; later starts sync none. */
+static void t_first_start_syncs(void)
+{
+	struct store *s2 = NULL;
+	char fresh[160], dir[16], err[256];
+	int missing = 0;
+
+	snprintf(fresh, sizeof(fresh), "%s/fresh/data", tmpdir);
+	rec_start();
+	CHECK_EQ(store_open(fresh, &s2, err, sizeof(err)), 0);
+	store_os_reset();
+	for (int xx = 0; xx < 256; xx++) {
+		snprintf(dir, sizeof(dir), "objects/%02x", xx);
+		missing += rec_at(dir) < 0;
+	}
+	CHECK_EQ(missing, 0);
+	CHECK(rec_at("objects/ff") < rec_at("objects"));
+	CHECK(rec_at("meta") >= 0 && rec_at("meta") < rec_at("."));
+	CHECK(rec_at("objects") < rec_at(".") && rec_at(".") < rec_at(".."));
+	store_close(s2);
+	s2 = NULL;
+	rec_start();
+	CHECK_EQ(store_open(fresh, &s2, err, sizeof(err)), 0);
+	store_os_reset();
+	CHECK_EQ(rec_n, 0);
+	store_close(s2);
+}
+
 int main(void)
 {
 	char err[256], cmd[256];
@@ -1278,10 +1482,13 @@ int main(void)
 	run("fallocate_times_as_ext4", t_fallocate_times);
 	run("readdir_atime_relatime", t_readdir_atime);
 	run("write_keeps_setid_bits", t_write_keeps_setid);
-	run("dir_blocks", t_dir_blocks);
 	run("orphan_data_files_removed_at_open", t_orphans);
 	run("fd_cache_evict_forget_close", t_fdcache);
 	run("fd_cache_threads", t_fdcache_threads);
+	run("removed_dir_enoent_as_local_fs", t_removed_dir);
+	run("dir_size", t_dir_size);
+	run("wr_sync_makes_data_file_name_durable", t_name_durable);
+	run("first_start_syncs_new_dirs", t_first_start_syncs);
 	run("fsck_clean_and_detects", t_fsck);
 	store_close(st);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
