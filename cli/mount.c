@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "cli.h"
+#include "mnt_util.h"
 #include "../client/fs.h"
 #include "../client/inode.h"
 #include "../client/notify.h"
@@ -141,42 +142,6 @@ static int mkdir_p(const char *path)
 	return 0;
 }
 
-/*
- * Where `cairn umount` finds the daemon of a mount point: a pid file named
- * after the absolute mount point in a runtime directory. cli/umount.c
- * computes the same name.
- */
-static void runtime_pidfile(const char *abs_mnt, char *buf, size_t bufsz)
-{
-	char dir[PATH_MAX];
-	size_t o;
-
-	if (geteuid() == 0)
-		snprintf(dir, sizeof(dir), "/run/cairn");
-	else
-		snprintf(dir, sizeof(dir), "/tmp/cairn-%u", (unsigned)geteuid());
-	mkdir(dir, 0700);
-	o = (size_t)snprintf(buf, bufsz, "%s/", dir);
-	for (const char *s = abs_mnt; *s && o + 4 < bufsz; s++) {
-		if (*s == '/' || *s == '%')
-			o += (size_t)snprintf(buf + o, bufsz - o, "%%%02X",
-					      (unsigned char)*s);
-		else
-			buf[o++] = *s;
-	}
-	snprintf(buf + o, bufsz - o, ".pid");
-}
-
-static int write_pidfile(const char *path, const char *mnt)
-{
-	FILE *f = fopen(path, "w");
-
-	if (!f)
-		return -errno;
-	fprintf(f, "%d\n%s\n", (int)getpid(), mnt);
-	return fclose(f) ? -errno : 0;
-}
-
 /* Daemon mode: log lines go to DIR/cairn.log (stderr redirected). */
 static void log_to_file(const char *cache_dir)
 {
@@ -264,9 +229,9 @@ static int serve_mount(struct mount_state *m, const struct mount_args *a,
 	struct fuse_loop_config cfg = { .clone_fd = 0, .max_idle_threads = 16 };
 	int rc;
 
-	if ((rc = write_pidfile(m->pidfile, mnt)) < 0)
+	if ((rc = mnt_pidfile_write(m->pidfile, mnt)) < 0)
 		log_warn("cannot write %s: %s", m->pidfile, strerror(-rc));
-	if ((rc = write_pidfile(m->runfile, mnt)) < 0)
+	if ((rc = mnt_pidfile_write(m->runfile, mnt)) < 0)
 		log_warn("cannot write %s: %s", m->runfile, strerror(-rc));
 	if ((rc = notify_start(m->ntf, m->se, m->itab, m->rpc)) < 0 ||
 	    (rc = rpc_start(m->rpc)) < 0) {
@@ -315,7 +280,10 @@ int cmd_mount(int argc, char **argv)
 	else
 		snprintf(tmp, sizeof(tmp), "%s/%s_%d",
 			 MOUNT_DEFAULT_CACHE_ROOT, a.host, a.port);
-	runtime_pidfile(mnt, m.runfile, sizeof(m.runfile));
+	/* Where `cairn umount` will look for us; a directory that cannot be
+	 * created shows when the pid file is written. */
+	mnt_rundir_create();
+	mnt_pidfile_path(mnt, m.runfile, sizeof(m.runfile));
 
 	memset(&o, 0, sizeof(o));
 	o.host = a.host;

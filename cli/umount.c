@@ -6,7 +6,7 @@
  * died answers every stat with ENOTCONN): the parent directory is resolved
  * and the last component appended, then looked up in /proc/self/mountinfo.
  * The daemon is found through the pid file `cairn mount` writes in its
- * runtime directory (see runtime_pidfile in cli/mount.c).
+ * runtime directory (see mnt_util.h).
  */
 #include <errno.h>
 #include <libgen.h>
@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "cli.h"
+#include "mnt_util.h"
 
 #define UMOUNT_WAIT_MS 10000
 
@@ -117,51 +118,24 @@ static int find_mount(const char *mnt, char *fstype, size_t fstypesz)
 	return found;
 }
 
-/* Same naming as cli/mount.c's runtime_pidfile (without creating it). */
-static void runtime_pidfile(const char *abs_mnt, char *buf, size_t bufsz)
-{
-	size_t o;
-
-	if (geteuid() == 0)
-		o = (size_t)snprintf(buf, bufsz, "/run/cairn/");
-	else
-		o = (size_t)snprintf(buf, bufsz, "/tmp/cairn-%u/",
-				     (unsigned)geteuid());
-	for (const char *s = abs_mnt; *s && o + 4 < bufsz; s++) {
-		if (*s == '/' || *s == '%')
-			o += (size_t)snprintf(buf + o, bufsz - o, "%%%02X",
-					      (unsigned char)*s);
-		else
-			buf[o++] = *s;
-	}
-	snprintf(buf + o, bufsz - o, ".pid");
-}
-
 /* The daemon's pid if its pid file names a live `cairn` process, else 0. */
 static pid_t daemon_pid(const char *mnt)
 {
-	char path[PATH_MAX], comm[64] = "", want[PATH_MAX] = "";
+	char path[PATH_MAX], comm[64] = "";
 	FILE *f;
-	int pid = 0;
+	pid_t pid;
 
-	runtime_pidfile(mnt, path, sizeof(path));
-	f = fopen(path, "r");
-	if (!f)
+	mnt_pidfile_path(mnt, path, sizeof(path));
+	if (!(pid = mnt_pidfile_read(path, mnt)))
 		return 0;
-	if (fscanf(f, "%d\n", &pid) != 1 || !fgets(want, sizeof(want), f))
-		pid = 0;
-	fclose(f);
-	want[strcspn(want, "\n")] = '\0';
-	if (pid <= 0 || strcmp(want, mnt))
-		return 0;
-	snprintf(path, sizeof(path), "/proc/%d/comm", pid);
+	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
 	f = fopen(path, "r");
 	if (!f)
 		return 0;
 	if (!fgets(comm, sizeof(comm), f))
 		comm[0] = '\0';
 	fclose(f);
-	return strncmp(comm, "cairn", 5) ? 0 : (pid_t)pid;
+	return strncmp(comm, "cairn", 5) ? 0 : pid;
 }
 
 /* 1 while pid exists and is not a zombie. */

@@ -155,53 +155,45 @@ static struct iname *find_entry(struct itab *t, uint64_t parent,
 	return in;
 }
 
+/* Moves every element of one old chain into bucket array b (nb buckets). */
+typedef void (*rehash_fn)(void *chain, void **b, size_t nb);
+
 /* Double a hash table; on allocation failure keep the old one (chains just
  * get longer). */
-static void grow_inodes(struct itab *t)
+static void htab_grow(struct htab *h, rehash_fn rehash)
 {
-	size_t nb = t->inodes.n * 2;
+	size_t nb = h->n * 2;
 	void **b = calloc(nb, sizeof(*b));
 
 	if (!b)
 		return;
-	for (size_t i = 0; i < t->inodes.n; i++) {
-		struct inode *n = t->inodes.b[i], *next;
-
-		for (; n; n = next) {
-			size_t h = hash_ino(n->ino) & (nb - 1);
-
-			next = n->hnext;
-			n->hnext = b[h];
-			b[h] = n;
-		}
-	}
-	free(t->inodes.b);
-	t->inodes.b = b;
-	t->inodes.n = nb;
+	for (size_t i = 0; i < h->n; i++)
+		rehash(h->b[i], b, nb);
+	free(h->b);
+	h->b = b;
+	h->n = nb;
 }
 
-static void grow_entries(struct itab *t)
+static void rehash_inodes(void *chain, void **b, size_t nb)
 {
-	size_t nb = t->entries.n * 2;
-	void **b = calloc(nb, sizeof(*b));
+	for (struct inode *n = chain, *next; n; n = next) {
+		size_t h = hash_ino(n->ino) & (nb - 1);
 
-	if (!b)
-		return;
-	for (size_t i = 0; i < t->entries.n; i++) {
-		struct iname *in = t->entries.b[i], *next;
-
-		for (; in; in = next) {
-			size_t h = hash_entry(in->parent, in->name, in->len) &
-				   (nb - 1);
-
-			next = in->hnext;
-			in->hnext = b[h];
-			b[h] = in;
-		}
+		next = n->hnext;
+		n->hnext = b[h];
+		b[h] = n;
 	}
-	free(t->entries.b);
-	t->entries.b = b;
-	t->entries.n = nb;
+}
+
+static void rehash_entries(void *chain, void **b, size_t nb)
+{
+	for (struct iname *in = chain, *next; in; in = next) {
+		size_t h = hash_entry(in->parent, in->name, in->len) & (nb - 1);
+
+		next = in->hnext;
+		in->hnext = b[h];
+		b[h] = in;
+	}
 }
 
 static struct iname *iname_new(uint64_t parent, const char *name, size_t len)
@@ -267,7 +259,7 @@ static void iname_insert(struct itab *t, struct iname *in, struct inode *owner,
 		}
 	}
 	if (t->nnames > t->entries.n * 2)
-		grow_entries(t);
+		htab_grow(&t->entries, rehash_entries);
 }
 
 /* Remove `in` from the hash and both lists, and free it. */
@@ -327,14 +319,21 @@ static void apply_attr(struct inode *n, const struct cairn_attr *a, int promise)
 	}
 }
 
+/* Forget every entry recorded for n: its own names and, for a directory,
+ * the entries in it. */
+static void drop_entries(struct itab *t, struct inode *n)
+{
+	while (n->names)
+		iname_drop(t, n->names);
+	while (n->kids)
+		iname_drop(t, n->kids);
+}
+
 static void inode_free(struct itab *t, struct inode *n)
 {
 	free(n->silly);
-	while (n->names)
-		iname_drop(t, n->names);
 	/* The kernel forgot the directory, so its dentries are gone. */
-	while (n->kids)
-		iname_drop(t, n->kids);
+	drop_entries(t, n);
 	free(n);
 }
 
@@ -414,7 +413,7 @@ int itab_add_entry(struct itab *t, uint64_t parent, const char *name,
 		n->hnext = *ibucket(t, ino);
 		*ibucket(t, ino) = n;
 		if (++t->count > t->inodes.n * 2)
-			grow_inodes(t);
+			htab_grow(&t->inodes, rehash_inodes);
 	} else if (n->fid.uniq != a->fid.uniq) {
 		/* Vnode numbers are never reused, so this is a broken server;
 		 * follow it rather than keep a FID that can only be ESTALE. */
@@ -556,33 +555,60 @@ void itab_rename(struct itab *t, uint64_t oldparent, const char *oldname,
 	pthread_mutex_unlock(&t->lock);
 }
 
-int itab_fid(struct itab *t, uint64_t ino, struct cairn_fid *fid)
+/*
+ * What the accessors below report about one inode, copied under the lock
+ * so that each of them is one consistent look.
+ */
+struct isnap {
+	struct itab_info info;
+	uint64_t parent;      /* of the first recorded name; the root: itself */
+	unsigned nopen;
+	unsigned xabsent;
+	int silly;
+};
+
+/* Copy ino's state into *s: 0, or -ESTALE when ino is not in the table. */
+static int snap(struct itab *t, uint64_t ino, struct isnap *s)
 {
 	struct inode *n;
-	int rc = -ESTALE;
 
 	pthread_mutex_lock(&t->lock);
 	n = find(t, ino);
 	if (n) {
-		*fid = n->fid;
-		rc = 0;
+		s->info.fid = n->fid;
+		s->info.nlookup = n->nlookup;
+		s->info.nnames = n->nnames;
+		s->info.nnegs = n->nnegs;
+		s->info.promise = n->promise;
+		s->info.cache_valid = n->cache_valid;
+		s->info.dv = n->dv;
+		s->info.cache_dv = n->cache_dv;
+		s->parent = n->names ? n->names->parent : ino;
+		s->nopen = n->nopen;
+		s->xabsent = n->xabsent;
+		s->silly = n->silly != NULL;
 	}
 	pthread_mutex_unlock(&t->lock);
+	return n ? 0 : -ESTALE;
+}
+
+int itab_fid(struct itab *t, uint64_t ino, struct cairn_fid *fid)
+{
+	struct isnap s;
+	int rc = snap(t, ino, &s);
+
+	if (!rc)
+		*fid = s.info.fid;
 	return rc;
 }
 
 int itab_parent(struct itab *t, uint64_t ino, uint64_t *parent)
 {
-	struct inode *n;
-	int rc = -ESTALE;
+	struct isnap s;
+	int rc = snap(t, ino, &s);
 
-	pthread_mutex_lock(&t->lock);
-	n = find(t, ino);
-	if (n) {
-		*parent = n->names ? n->names->parent : ino;
-		rc = 0;
-	}
-	pthread_mutex_unlock(&t->lock);
+	if (!rc)
+		*parent = s.parent;
 	return rc;
 }
 
@@ -612,28 +638,17 @@ void itab_set_cached(struct itab *t, uint64_t ino, uint64_t dv)
 
 int itab_keep_cache(struct itab *t, uint64_t ino)
 {
-	struct inode *n;
-	int keep = 0;
+	struct isnap s;
 
-	pthread_mutex_lock(&t->lock);
-	n = find(t, ino);
-	if (n)
-		keep = n->promise && n->cache_valid && n->cache_dv == n->dv;
-	pthread_mutex_unlock(&t->lock);
-	return keep;
+	return !snap(t, ino, &s) && s.info.promise && s.info.cache_valid &&
+	       s.info.cache_dv == s.info.dv;
 }
 
 unsigned itab_xattr_absent(struct itab *t, uint64_t ino, unsigned mask)
 {
-	struct inode *n;
-	unsigned v = 0;
+	struct isnap s;
 
-	pthread_mutex_lock(&t->lock);
-	n = find(t, ino);
-	if (n && n->promise)
-		v = n->xabsent & mask;
-	pthread_mutex_unlock(&t->lock);
-	return v;
+	return !snap(t, ino, &s) && s.info.promise ? s.xabsent & mask : 0;
 }
 
 void itab_set_xattr_absent(struct itab *t, uint64_t ino, unsigned mask, int v)
@@ -679,15 +694,9 @@ int itab_break(struct itab *t, uint64_t ino, itab_visit_fn fn, void *arg)
 
 int itab_promised(struct itab *t, uint64_t ino)
 {
-	struct inode *n;
-	int v = 0;
+	struct isnap s;
 
-	pthread_mutex_lock(&t->lock);
-	n = find(t, ino);
-	if (n)
-		v = n->promise;
-	pthread_mutex_unlock(&t->lock);
-	return v;
+	return !snap(t, ino, &s) && s.info.promise;
 }
 
 void itab_set_promised(struct itab *t, uint64_t ino)
@@ -717,14 +726,9 @@ void itab_break_all(struct itab *t, itab_visit_fn fn, void *arg)
 		}
 	}
 	/* Every dentry is being invalidated: forget them all. */
-	for (size_t i = 0; i < t->inodes.n; i++) {
-		for (struct inode *n = t->inodes.b[i]; n; n = n->hnext) {
-			while (n->kids)
-				iname_drop(t, n->kids);
-			while (n->names)
-				iname_drop(t, n->names);
-		}
-	}
+	for (size_t i = 0; i < t->inodes.n; i++)
+		for (struct inode *n = t->inodes.b[i]; n; n = n->hnext)
+			drop_entries(t, n);
 	pthread_mutex_unlock(&t->lock);
 }
 
@@ -762,15 +766,9 @@ int itab_open_dec(struct itab *t, uint64_t ino, uint64_t *parent, char *name,
 
 unsigned itab_open_count(struct itab *t, uint64_t ino)
 {
-	struct inode *n;
-	unsigned c = 0;
+	struct isnap s;
 
-	pthread_mutex_lock(&t->lock);
-	n = find(t, ino);
-	if (n)
-		c = n->nopen;
-	pthread_mutex_unlock(&t->lock);
-	return c;
+	return snap(t, ino, &s) ? 0 : s.nopen;
 }
 
 int itab_set_silly(struct itab *t, uint64_t ino, uint64_t parent,
@@ -798,35 +796,19 @@ int itab_set_silly(struct itab *t, uint64_t ino, uint64_t parent,
 
 int itab_silly(struct itab *t, uint64_t ino)
 {
-	struct inode *n;
-	int v = 0;
+	struct isnap s;
 
-	pthread_mutex_lock(&t->lock);
-	n = find(t, ino);
-	if (n)
-		v = n->silly != NULL;
-	pthread_mutex_unlock(&t->lock);
-	return v;
+	return !snap(t, ino, &s) && s.silly;
 }
 
 int itab_info(struct itab *t, uint64_t ino, struct itab_info *out)
 {
-	struct inode *n;
+	struct isnap s;
 
-	pthread_mutex_lock(&t->lock);
-	n = find(t, ino);
-	if (n) {
-		out->fid = n->fid;
-		out->nlookup = n->nlookup;
-		out->nnames = n->nnames;
-		out->nnegs = n->nnegs;
-		out->promise = n->promise;
-		out->cache_valid = n->cache_valid;
-		out->dv = n->dv;
-		out->cache_dv = n->cache_dv;
-	}
-	pthread_mutex_unlock(&t->lock);
-	return n ? 0 : -ENOENT;
+	if (snap(t, ino, &s))
+		return -ENOENT;
+	*out = s.info;
+	return 0;
 }
 
 size_t itab_count(struct itab *t)

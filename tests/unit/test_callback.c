@@ -16,36 +16,7 @@
 #include "../../lib/proto.h"
 #include "../../lib/wire.h"
 #include "../../server/callback.h"
-
-static int failed_total;
-static int failed_here;
-
-#define CHECK(cond) do { \
-	if (!(cond)) { \
-		fprintf(stderr, "  %s:%d: CHECK failed: %s\n", \
-			__FILE__, __LINE__, #cond); \
-		failed_here++; \
-	} \
-} while (0)
-
-#define CHECK_EQ(got, want) do { \
-	long long g_ = (long long)(got), w_ = (long long)(want); \
-	if (g_ != w_) { \
-		fprintf(stderr, "  %s:%d: %s: expected %lld, got %lld\n", \
-			__FILE__, __LINE__, #got, w_, g_); \
-		failed_here++; \
-	} \
-} while (0)
-
-static void run(const char *name, void (*fn)(void))
-{
-	failed_here = 0;
-	fn();
-	printf("%s - %s\n", failed_here ? "not ok" : "ok", name);
-	fflush(stdout);
-	if (failed_here)
-		failed_total++;
-}
+#include "check.h"
 
 /* Fake connection owners: count the references the table hands out. */
 struct owner {

@@ -15,37 +15,7 @@
 
 #include "../../lib/proto.h"
 #include "../../lib/wire.h"
-
-static int failed_total;
-static int failed_here; /* failures inside the current test */
-
-#define CHECK(cond) do { \
-	if (!(cond)) { \
-		fprintf(stderr, "  %s:%d: CHECK failed: %s\n", \
-			__FILE__, __LINE__, #cond); \
-		failed_here++; \
-	} \
-} while (0)
-
-/* Compare two integers and show both values when they differ. */
-#define CHECK_EQ(got, want) do { \
-	long long g_ = (long long)(got), w_ = (long long)(want); \
-	if (g_ != w_) { \
-		fprintf(stderr, "  %s:%d: %s: expected %lld, got %lld\n", \
-			__FILE__, __LINE__, #got, w_, g_); \
-		failed_here++; \
-	} \
-} while (0)
-
-static void run(const char *name, void (*fn)(void))
-{
-	failed_here = 0;
-	fn();
-	printf("%s - %s\n", failed_here ? "not ok" : "ok", name);
-	fflush(stdout);
-	if (failed_here)
-		failed_total++;
-}
+#include "check.h"
 
 /* A heap copy of exactly len bytes, so overreads are caught by ASan. */
 static uint8_t *dup_exact(const void *p, size_t len)

@@ -1,0 +1,69 @@
+/*
+ * mnt_util.c - the pid file shared by `cairn mount` and `cairn umount`
+ * (see mnt_util.h).
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "mnt_util.h"
+
+static void rundir(char *buf, size_t bufsz)
+{
+	if (geteuid() == 0)
+		snprintf(buf, bufsz, "/run/cairn");
+	else
+		snprintf(buf, bufsz, "/tmp/cairn-%u", (unsigned)geteuid());
+}
+
+int mnt_rundir_create(void)
+{
+	char dir[64];
+
+	rundir(dir, sizeof(dir));
+	return mkdir(dir, 0700) < 0 && errno != EEXIST ? -errno : 0;
+}
+
+void mnt_pidfile_path(const char *abs_mnt, char *buf, size_t bufsz)
+{
+	char dir[64];
+	size_t o;
+
+	rundir(dir, sizeof(dir));
+	o = (size_t)snprintf(buf, bufsz, "%s/", dir);
+	for (const char *s = abs_mnt; *s && o + 4 < bufsz; s++) {
+		if (*s == '/' || *s == '%')
+			o += (size_t)snprintf(buf + o, bufsz - o, "%%%02X",
+					      (unsigned char)*s);
+		else
+			buf[o++] = *s;
+	}
+	snprintf(buf + o, bufsz - o, ".pid");
+}
+
+int mnt_pidfile_write(const char *path, const char *mnt)
+{
+	FILE *f = fopen(path, "w");
+
+	if (!f)
+		return -errno;
+	fprintf(f, "%d\n%s\n", (int)getpid(), mnt);
+	return fclose(f) ? -errno : 0;
+}
+
+pid_t mnt_pidfile_read(const char *path, const char *mnt)
+{
+	char want[PATH_MAX] = "";
+	FILE *f = fopen(path, "r");
+	int pid = 0;
+
+	if (!f)
+		return 0;
+	if (fscanf(f, "%d\n", &pid) != 1 || !fgets(want, sizeof(want), f))
+		pid = 0;
+	fclose(f);
+	want[strcspn(want, "\n")] = '\0';
+	return pid > 0 && !strcmp(want, mnt) ? (pid_t)pid : 0;
+}

@@ -1,0 +1,34 @@
+/*
+ * mnt_util.h - the pid file through which `cairn umount` finds the client
+ * daemon of a mount point. `cairn mount` writes it, `cairn umount` reads
+ * it; its name and format are defined here only.
+ *
+ * The file lives in a runtime directory (/run/cairn for root, else
+ * /tmp/cairn-UID), is named after the absolute mount point with '/' and
+ * '%' percent-escaped, and holds two lines: the daemon's pid and the mount
+ * point.
+ */
+#ifndef CAIRN_CLI_MNT_UTIL_H
+#define CAIRN_CLI_MNT_UTIL_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+/* Create the runtime directory (mode 0700) if missing. Returns 0 or a
+ * negative errno. */
+int mnt_rundir_create(void);
+
+/* The pid file's path for absolute mount point abs_mnt, into buf (always
+ * NUL-terminated; a mount point too long for bufsz is cut short). */
+void mnt_pidfile_path(const char *abs_mnt, char *buf, size_t bufsz);
+
+/* Write this process's pid file for mount point mnt at path. Returns 0 or
+ * a negative errno. */
+int mnt_pidfile_write(const char *path, const char *mnt);
+
+/* The pid recorded at path if the file names mount point mnt, else 0 (also
+ * when it is missing or malformed). Says nothing about whether that
+ * process still runs. */
+pid_t mnt_pidfile_read(const char *path, const char *mnt);
+
+#endif

@@ -1,0 +1,220 @@
+/*
+ * fs_file.c - FUSE operations on open files: open (close-to-open), read,
+ * write, flush, release, fsync, fallocate (see fs_int.h). Writes go
+ * through to the server, so close() needs nothing.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include "fs_int.h"
+#include "inode.h"
+#include "notify.h"
+
+/* Count an open file (not directories) so unlink can tell it is open. */
+static void reply_open(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
+		       struct fuse_file_info *fi, int isdir)
+{
+	if (!isdir)
+		itab_open_inc(fs->itab, ino);
+	if (fuse_reply_open(req, fi) < 0 && !isdir)
+		fs_release_open(fs, ino); /* interrupted: no release will come */
+}
+
+/*
+ * open/opendir. Close-to-open: unless the promise stands and the page cache
+ * holds the current version, fetch fresh attributes first and let the
+ * kernel drop its cached pages (keep_cache 0).
+ */
+void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
+	     int isdir)
+{
+	struct fs *fs = req_fs(req);
+	uint64_t seq = notify_seq(fs->ntf);
+	struct cairn_fid fid;
+	struct cairn_attr a;
+	int fresh, rc;
+
+	fi->fh = 0;
+	if ((rc = itab_fid(fs->itab, ino, &fid)))
+		goto out;
+	if (!isdir && (fi->flags & O_TRUNC)) {
+		rc = fs_truncate(fs, &fid, &a);
+	} else if (itab_keep_cache(fs->itab, ino)) {
+		fi->keep_cache = 1;
+		reply_open(req, fs, ino, fi, isdir);
+		return;
+	} else {
+		rc = fs_getattr(fs, ino, &a);
+	}
+	if (rc)
+		goto out;
+	fresh = notify_reply_begin(fs->ntf, seq);
+	itab_update(fs->itab, &a, fresh);
+	if (fresh)
+		itab_set_cached(fs->itab, ino, a.dv);
+	fi->keep_cache = 0;
+	reply_open(req, fs, ino, fi, isdir);
+	notify_reply_end(fs->ntf);
+	return;
+out:
+	reply_error(req, rc);
+}
+
+void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	fs_open(req, ino, fi, 0);
+}
+
+/* One READ of up to `want` bytes at off into buf; *n gets the count. */
+static int read_rpc(struct fs *fs, const struct cairn_fid *fid, uint64_t off,
+		    uint32_t want, char *buf, size_t *n, struct cairn_attr *a)
+{
+	struct rpc_reply rep = { 0 };
+	const void *data;
+	struct wbuf w;
+	struct rbuf r;
+	int rc;
+
+	fs_begin_fid(&w, fid);
+	wire_put_u64(&w, off);
+	wire_put_u32(&w, want);
+	if ((rc = fs_call_read(fs, OP_READ, &w, &rep, &r)))
+		return rc;
+	wire_get_attr(&r, a);
+	data = wire_get_blob(&r, n, want);
+	if (data)
+		memcpy(buf, data, *n);
+	return fs_reply_end(OP_READ, &r, &rep);
+}
+
+void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		struct fuse_file_info *fi)
+{
+	struct fs *fs = req_fs(req);
+	uint64_t seq = notify_seq(fs->ntf);
+	struct cairn_fid fid;
+	struct cairn_attr a;
+	char *buf = NULL;
+	size_t got = 0;
+	int rc, have_attr = 0;
+
+	if ((rc = itab_fid(fs->itab, ino, &fid)))
+		goto out;
+	if (size && !(buf = malloc(size))) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	/* max_write/max_pages keep kernel reads within one READ; split
+	 * anything larger anyway. */
+	while (got < size) {
+		uint32_t want = size - got > CAIRN_MAX_IO ? CAIRN_MAX_IO
+							  : (uint32_t)(size - got);
+		size_t n = 0;
+
+		if ((rc = read_rpc(fs, &fid, (uint64_t)off + got, want,
+				   buf + got, &n, &a)))
+			goto out;
+		have_attr = 1;
+		got += n;
+		if (n < want)
+			break; /* end of file */
+	}
+	if (have_attr)
+		fs_note_attrs(fs, seq, &a, NULL);
+	fuse_reply_buf(req, buf, got);
+	free(buf);
+	return;
+out:
+	free(buf);
+	reply_error(req, rc);
+}
+
+void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
+		 size_t size, off_t off, struct fuse_file_info *fi)
+{
+	struct fs *fs = req_fs(req);
+	uint64_t seq = notify_seq(fs->ntf);
+	uint32_t flags = (fi->flags & (O_SYNC | O_DSYNC)) ? WR_SYNC : 0;
+	struct cairn_fid fid;
+	struct cairn_attr a;
+	size_t done = 0;
+	int rc;
+
+	if ((rc = itab_fid(fs->itab, ino, &fid)))
+		goto out;
+	while (done < size) {
+		size_t n = size - done > CAIRN_MAX_IO ? CAIRN_MAX_IO
+						       : size - done;
+		struct wbuf w;
+
+		fs_begin_fid(&w, &fid);
+		wire_put_u64(&w, (uint64_t)off + done);
+		wire_put_u32(&w, flags);
+		wire_put_blob(&w, buf + done, n);
+		if ((rc = fs_call_attrs(fs, OP_WRITE, &w, 1, &a, NULL)))
+			break;
+		done += n;
+	}
+	if (done) {
+		fs_note_attrs(fs, seq, &a, NULL);
+		fuse_reply_write(req, done);
+		return;
+	}
+out:
+	reply_error(req, rc);
+}
+
+void fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	/* Writes went through already. */
+	fuse_reply_err(req, 0);
+}
+
+void fs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs *fs = req_fs(req);
+
+	/* Reply first: close() does not wait for a silly name's removal
+	 * (req is gone after the reply). */
+	fuse_reply_err(req, 0);
+	fs_release_open(fs, ino);
+}
+
+void fs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
+		 struct fuse_file_info *fi)
+{
+	struct fs *fs = req_fs(req);
+	struct wbuf w;
+	int rc;
+
+	if (!(rc = fs_begin(fs, &w, ino))) {
+		wire_put_u32(&w, datasync ? FS_DATASYNC : 0);
+		rc = fs_call(fs, OP_FSYNC, &w, NULL);
+	}
+	reply_error(req, rc);
+}
+
+void fs_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
+		     off_t length, struct fuse_file_info *fi)
+{
+	struct fs *fs = req_fs(req);
+	uint64_t seq = notify_seq(fs->ntf);
+	struct cairn_attr a;
+	struct wbuf w;
+	int rc;
+
+	if (offset < 0 || length <= 0) {
+		rc = -EINVAL;
+		goto out;
+	}
+	if ((rc = fs_begin(fs, &w, ino)))
+		goto out;
+	wire_put_u32(&w, (uint32_t)mode);
+	wire_put_u64(&w, (uint64_t)offset);
+	wire_put_u64(&w, (uint64_t)length);
+	if ((rc = fs_call_attrs(fs, OP_FALLOCATE, &w, 1, &a, NULL)))
+		goto out;
+	fs_note_attrs(fs, seq, &a, NULL);
+out:
+	reply_error(req, rc);
+}

@@ -1,0 +1,178 @@
+/*
+ * fs_int.h - what the files of the FUSE client share. Private to
+ * client/fs*.c; fs.h is the contract for everyone else.
+ *
+ *   fs.c        the session and its operation table; sending requests and
+ *               decoding replies; replies that carry attributes; getattr,
+ *               setattr, statfs
+ *   fs_name.c   names: lookup, forget, create, mknod, mkdir, symlink, link,
+ *               unlink (and silly renames), rmdir, rename, readlink
+ *   fs_file.c   open files: open, read, write, flush, release, fsync,
+ *               fallocate
+ *   fs_dir.c    directories: opendir, readdir, readdirplus
+ *   fs_xattr.c  extended attributes
+ *
+ * Shape of every handler: snapshot the break sequence (notify_seq), build
+ * the request, call the server, decode, then reply to the kernel inside
+ * notify_reply_begin/end. Inside that section `fresh` says whether the
+ * promise carried by the reply still stands; only then does the kernel get
+ * long timeouts (entries, attributes, negative entries) and does the inode
+ * table record the promise. The kernel's lookup count changes only on
+ * replies that carry an entry, so those also record it in the inode table,
+ * and take it back if the reply did not reach the kernel.
+ *
+ * Errors from the server are negative errnos; they become FUSE errors only
+ * in the handlers, through reply_error().
+ */
+#ifndef CAIRN_CLIENT_FS_INT_H
+#define CAIRN_CLIENT_FS_INT_H
+
+#ifndef FUSE_USE_VERSION
+#define FUSE_USE_VERSION 35
+#endif
+#include <errno.h>
+#include <fuse_lowlevel.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <time.h>
+#include "fs.h"
+#include "rpc.h"
+#include "../lib/proto.h"
+#include "../lib/wire.h"
+
+struct fs {
+	struct rpc *rpc;
+	struct itab *itab;
+	struct notify *ntf;
+
+	pthread_mutex_t sf_lock;
+	struct cairn_statfs sf;      /* guarded by sf_lock */
+	struct timespec sf_when;     /* guarded by sf_lock; CLOCK_MONOTONIC */
+	int sf_valid;                /* guarded by sf_lock */
+	int sf_refreshing;           /* guarded by sf_lock */
+};
+
+static inline struct fs *req_fs(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+/* Answer with 0 or the errno of a negative return; anything odd is EIO. */
+static inline void reply_error(fuse_req_t req, int rc)
+{
+	fuse_reply_err(req, rc == 0 ? 0 : (rc < 0 && rc > -4096) ? -rc : EIO);
+}
+
+/* --- requests (fs.c) ---------------------------------------------------- */
+
+/* Start request w with `fid`. */
+void fs_begin_fid(struct wbuf *w, const struct cairn_fid *fid);
+/* Start request w with the FID of ino. Returns 0, or -ESTALE when the
+ * kernel should not know ino (w is then empty). */
+int fs_begin(struct fs *fs, struct wbuf *w, fuse_ino_t ino);
+
+/*
+ * Send w (freed here; NULL for an empty payload) and wait for the reply.
+ * Returns the server's status or a transport error; on 0, rep (may be
+ * NULL) holds the reply payload.
+ */
+int fs_call(struct fs *fs, uint16_t op, struct wbuf *w,
+	    struct rpc_reply *rep);
+/* fs_call, and on 0 point r at the payload in rep: decode it, then hand
+ * both to fs_reply_end. */
+int fs_call_read(struct fs *fs, uint16_t op, struct wbuf *w,
+		 struct rpc_reply *rep, struct rbuf *r);
+/* The reply to op is decoded: free rep. Returns 0, or -EIO (logged) when
+ * the payload was malformed or not consumed to its end. */
+int fs_reply_end(uint16_t op, struct rbuf *r, struct rpc_reply *rep);
+/* Log a malformed reply to op; returns -EIO. */
+int fs_bad_reply(uint16_t op);
+/* A request whose reply is `n` attrs (n = 0..2, into a and b) and nothing
+ * else. */
+int fs_call_attrs(struct fs *fs, uint16_t op, struct wbuf *w, int n,
+		  struct cairn_attr *a, struct cairn_attr *b);
+
+/* GETATTR of ino. */
+int fs_getattr(struct fs *fs, fuse_ino_t ino, struct cairn_attr *a);
+/* SETATTR of size 0. */
+int fs_truncate(struct fs *fs, const struct cairn_fid *fid,
+		struct cairn_attr *a);
+
+/* --- replies (fs.c) ----------------------------------------------------- */
+
+/* An entry for `a`, with long timeouts only when fresh. */
+void fs_fill_entry(struct fuse_entry_param *e, const struct cairn_attr *a,
+		   int fresh);
+/* Record attributes (a and b may be NULL) from a reply that answers the
+ * kernel with no attributes. */
+void fs_note_attrs(struct fs *fs, uint64_t seq, const struct cairn_attr *a,
+		   const struct cairn_attr *b);
+
+/* --- open files --------------------------------------------------------- */
+
+/* Drop one open of ino; the last one removes a pending silly name
+ * (fs_name.c, next to the silly rename). */
+void fs_release_open(struct fs *fs, uint64_t ino);
+/* open and opendir (fs_file.c). */
+void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
+	     int isdir);
+
+/* --- the handlers, by file, for the operation table in fs.c ------------- */
+
+/* fs_name.c */
+void fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name);
+void fs_op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup);
+void fs_op_forget_multi(fuse_req_t req, size_t count,
+			struct fuse_forget_data *forgets);
+void fs_op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
+		 mode_t mode, dev_t rdev);
+void fs_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
+		 mode_t mode);
+void fs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
+		  mode_t mode, struct fuse_file_info *fi);
+void fs_op_symlink(fuse_req_t req, const char *target, fuse_ino_t parent,
+		   const char *name);
+void fs_op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
+		const char *newname);
+void fs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name);
+void fs_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name);
+void fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+		  fuse_ino_t newparent, const char *newname,
+		  unsigned int flags);
+void fs_op_readlink(fuse_req_t req, fuse_ino_t ino);
+
+/* fs_file.c */
+void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		struct fuse_file_info *fi);
+void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
+		 size_t size, off_t off, struct fuse_file_info *fi);
+void fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void fs_op_release(fuse_req_t req, fuse_ino_t ino,
+		   struct fuse_file_info *fi);
+void fs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
+		 struct fuse_file_info *fi);
+void fs_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
+		     off_t length, struct fuse_file_info *fi);
+
+/* fs_dir.c */
+void fs_op_opendir(fuse_req_t req, fuse_ino_t ino,
+		   struct fuse_file_info *fi);
+void fs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		   struct fuse_file_info *fi);
+void fs_op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
+		       off_t off, struct fuse_file_info *fi);
+void fs_op_releasedir(fuse_req_t req, fuse_ino_t ino,
+		      struct fuse_file_info *fi);
+void fs_op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
+		    struct fuse_file_info *fi);
+
+/* fs_xattr.c */
+void fs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+		    const char *value, size_t size, int flags);
+void fs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+		    size_t size);
+void fs_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size);
+void fs_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name);
+
+#endif

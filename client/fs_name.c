@@ -1,0 +1,478 @@
+/*
+ * fs_name.c - FUSE operations on names: lookup and forget, creating,
+ * linking, removing and renaming entries, readlink (see fs_int.h); and
+ * silly renames, which need both ends here: silly_rename at unlink and
+ * fs_release_open at the last release (inode.h keeps the open counts and
+ * the hidden names).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include "fs_int.h"
+#include "inode.h"
+#include "notify.h"
+#include "../lib/log.h"
+
+static int check_name(const char *name, size_t *len)
+{
+	*len = strlen(name);
+	return *len > CAIRN_NAME_MAX ? -ENAMETOOLONG : 0;
+}
+
+/* Append the FID of directory dir and entry name (len bytes, checked).
+ * Returns 0, or -ESTALE when the kernel should not know dir. */
+static int put_entry(struct fs *fs, struct wbuf *w, fuse_ino_t dir,
+		     const char *name, size_t len)
+{
+	struct cairn_fid fid;
+	int rc = itab_fid(fs->itab, dir, &fid);
+
+	if (rc)
+		return rc;
+	wire_put_fid(w, &fid);
+	wire_put_str(w, name, len);
+	return 0;
+}
+
+/* Start request w with entry (dir, name): 0 or -ESTALE (w is then empty). */
+static int begin_entry(struct fs *fs, struct wbuf *w, fuse_ino_t dir,
+		       const char *name, size_t len)
+{
+	wbuf_init(w);
+	return put_entry(fs, w, dir, name, len);
+}
+
+/* --- replies ------------------------------------------------------------ */
+
+/*
+ * Hand the kernel entry `name` of `parent` for object `a` (with the
+ * directory's new attributes `dir` when the request changed it). With fi,
+ * this is a create reply and fi is answered too. Returns after replying.
+ */
+static void reply_entry(fuse_req_t req, struct fs *fs, uint64_t seq,
+			fuse_ino_t parent, const char *name, size_t len,
+			const struct cairn_attr *a, const struct cairn_attr *dir,
+			struct fuse_file_info *fi, int created)
+{
+	struct fuse_entry_param e;
+	int fresh = notify_reply_begin(fs->ntf, seq);
+	int rc;
+
+	if (dir)
+		itab_update(fs->itab, dir, fresh);
+	rc = itab_add_entry(fs->itab, parent, name, len, a, fresh);
+	if (rc < 0) {
+		notify_reply_end(fs->ntf);
+		reply_error(req, rc);
+		return;
+	}
+	fs_fill_entry(&e, a, fresh);
+	/* The name is only as current as the directory's promise. */
+	if (!itab_promised(fs->itab, parent))
+		e.entry_timeout = 0;
+	if (fi) {
+		/* A new file's page cache is empty, so it is valid at this
+		 * version; an existing one opened through create is not. */
+		if (fresh)
+			itab_set_cached(fs->itab, e.ino, a->dv);
+		fi->keep_cache = created && fresh;
+		itab_open_inc(fs->itab, e.ino);
+		rc = fuse_reply_create(req, &e, fi);
+		if (rc < 0)
+			fs_release_open(fs, e.ino);
+	} else {
+		rc = fuse_reply_entry(req, &e);
+	}
+	/* The request was interrupted: the kernel took no reference. */
+	if (rc < 0)
+		itab_forget(fs->itab, e.ino, 1);
+	notify_reply_end(fs->ntf);
+}
+
+/* LOOKUP said ENOENT: a negative entry, cached while the promise on the
+ * directory stands (a create breaks it). */
+static void reply_negative(fuse_req_t req, struct fs *fs, uint64_t seq,
+			   fuse_ino_t parent, const char *name, size_t len)
+{
+	struct fuse_entry_param e;
+	int fresh = notify_reply_begin(fs->ntf, seq);
+
+	/* A negative LOOKUP promises the directory. */
+	if (fresh)
+		itab_set_promised(fs->itab, parent);
+	if (fresh && itab_add_negative(fs->itab, parent, name, len) == 0) {
+		memset(&e, 0, sizeof(e));
+		e.ino = 0;
+		e.entry_timeout = FS_CACHE_TIMEOUT;
+		fuse_reply_entry(req, &e);
+	} else {
+		fuse_reply_err(req, ENOENT);
+	}
+	notify_reply_end(fs->ntf);
+}
+
+/* --- lookup and forget -------------------------------------------------- */
+
+void fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct fs *fs = req_fs(req);
+	uint64_t seq = notify_seq(fs->ntf);
+	struct cairn_attr a;
+	struct wbuf w;
+	size_t len;
+	int rc;
+
+	if ((rc = check_name(name, &len)))
+		goto out;
+	/* The entry is covered by the promise on the directory, which a
+	 * positive LOOKUP does not register: take it first if it is gone, so
+	 * that a change between the two requests is broken to us. */
+	if (!itab_promised(fs->itab, parent)) {
+		struct cairn_attr da;
+
+		if ((rc = fs_getattr(fs, parent, &da)))
+			goto out;
+		fs_note_attrs(fs, seq, &da, NULL);
+	}
+	if ((rc = begin_entry(fs, &w, parent, name, len)))
+		goto out;
+	rc = fs_call_attrs(fs, OP_LOOKUP, &w, 1, &a, NULL);
+	if (rc == -ENOENT) {
+		reply_negative(req, fs, seq, parent, name, len);
+		return;
+	}
+	if (rc)
+		goto out;
+	reply_entry(req, fs, seq, parent, name, len, &a, NULL, NULL, 0);
+	return;
+out:
+	reply_error(req, rc);
+}
+
+void fs_op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	itab_forget(req_fs(req)->itab, ino, nlookup);
+	fuse_reply_none(req);
+}
+
+void fs_op_forget_multi(fuse_req_t req, size_t count,
+			struct fuse_forget_data *forgets)
+{
+	struct fs *fs = req_fs(req);
+
+	for (size_t i = 0; i < count; i++)
+		itab_forget(fs->itab, forgets[i].ino, forgets[i].nlookup);
+	fuse_reply_none(req);
+}
+
+/* --- creating ----------------------------------------------------------- */
+
+/* CREATE of any type; the caller owns the result. */
+static int create_rpc(struct fs *fs, fuse_req_t req, fuse_ino_t parent,
+		      const char *name, size_t len, uint32_t mode,
+		      uint32_t rdev, uint32_t flags, int *created,
+		      struct cairn_attr *child, struct cairn_attr *dir)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	struct rpc_reply rep = { 0 };
+	struct wbuf w;
+	struct rbuf r;
+	int rc;
+
+	if ((rc = begin_entry(fs, &w, parent, name, len)))
+		return rc;
+	wire_put_u32(&w, mode);
+	wire_put_u32(&w, ctx->uid);
+	wire_put_u32(&w, ctx->gid);
+	wire_put_u32(&w, rdev);
+	wire_put_u32(&w, flags);
+	if ((rc = fs_call_read(fs, OP_CREATE, &w, &rep, &r)))
+		return rc;
+	*created = wire_get_u8(&r);
+	wire_get_attr(&r, child);
+	wire_get_attr(&r, dir);
+	return fs_reply_end(OP_CREATE, &r, &rep);
+}
+
+/*
+ * mknod, mkdir and create: CREATE, then hand the kernel the entry. With fi
+ * (create), an existing regular file is opened unless O_EXCL, truncated
+ * for O_TRUNC, and fi is answered too.
+ */
+static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      uint32_t mode, uint32_t rdev, struct fuse_file_info *fi)
+{
+	struct fs *fs = req_fs(req);
+	uint64_t seq = notify_seq(fs->ntf);
+	uint32_t flags = fi && !(fi->flags & O_EXCL) ? 0 : CR_EXCL;
+	struct cairn_attr child, dir;
+	size_t len;
+	int created, rc;
+
+	if ((rc = check_name(name, &len)) ||
+	    (rc = create_rpc(fs, req, parent, name, len, mode, rdev, flags,
+			     &created, &child, &dir)))
+		goto out;
+	if (fi) {
+		if (!S_ISREG(child.mode)) {
+			rc = -EEXIST;
+			goto out;
+		}
+		if (!created && (fi->flags & O_TRUNC) && child.size != 0 &&
+		    (rc = fs_truncate(fs, &child.fid, &child)))
+			goto out;
+		fi->fh = 0;
+	}
+	reply_entry(req, fs, seq, parent, name, len, &child, &dir, fi, created);
+	return;
+out:
+	reply_error(req, rc);
+}
+
+void fs_op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
+		 mode_t mode, dev_t rdev)
+{
+	if (!(mode & S_IFMT))
+		mode |= S_IFREG;
+	make_node(req, parent, name, mode, (uint32_t)rdev, NULL);
+}
+
+void fs_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
+		 mode_t mode)
+{
+	make_node(req, parent, name, S_IFDIR | (mode & 07777), 0, NULL);
+}
+
+void fs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
+		  mode_t mode, struct fuse_file_info *fi)
+{
+	make_node(req, parent, name, S_IFREG | (mode & 07777), 0, fi);
+}
+
+void fs_op_symlink(fuse_req_t req, const char *target, fuse_ino_t parent,
+		   const char *name)
+{
+	struct fs *fs = req_fs(req);
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	uint64_t seq = notify_seq(fs->ntf);
+	struct cairn_attr child, dir;
+	size_t len, tlen = strlen(target);
+	struct wbuf w;
+	int rc;
+
+	if (tlen > CAIRN_SYMLINK_MAX) {
+		rc = -ENAMETOOLONG;
+		goto out;
+	}
+	if ((rc = check_name(name, &len)) ||
+	    (rc = begin_entry(fs, &w, parent, name, len)))
+		goto out;
+	wire_put_str(&w, target, tlen);
+	wire_put_u32(&w, ctx->uid);
+	wire_put_u32(&w, ctx->gid);
+	if ((rc = fs_call_attrs(fs, OP_SYMLINK, &w, 2, &child, &dir)))
+		goto out;
+	reply_entry(req, fs, seq, parent, name, len, &child, &dir, NULL, 1);
+	return;
+out:
+	reply_error(req, rc);
+}
+
+void fs_op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
+		const char *newname)
+{
+	struct fs *fs = req_fs(req);
+	uint64_t seq = notify_seq(fs->ntf);
+	struct cairn_attr target, dir;
+	struct wbuf w;
+	size_t len;
+	int rc;
+
+	if ((rc = check_name(newname, &len)) ||
+	    (rc = fs_begin(fs, &w, ino)))
+		goto out;
+	if ((rc = put_entry(fs, &w, newparent, newname, len))) {
+		wbuf_free(&w);
+		goto out;
+	}
+	if ((rc = fs_call_attrs(fs, OP_LINK, &w, 2, &target, &dir)))
+		goto out;
+	reply_entry(req, fs, seq, newparent, newname, len, &target, &dir, NULL,
+		    0);
+	return;
+out:
+	reply_error(req, rc);
+}
+
+/* --- removing ----------------------------------------------------------- */
+
+/* REMOVE of (parent, name) with flags RM_*; the directory's new
+ * attributes go to dir (NULL: not wanted). */
+static int remove_rpc(struct fs *fs, fuse_ino_t parent, const char *name,
+		      size_t len, uint32_t flags, struct cairn_attr *dir)
+{
+	struct wbuf w;
+	int rc;
+
+	if ((rc = begin_entry(fs, &w, parent, name, len)))
+		return rc;
+	wire_put_u32(&w, flags);
+	if (!dir)
+		return fs_call(fs, OP_REMOVE, &w, NULL);
+	return fs_call_attrs(fs, OP_REMOVE, &w, 1, dir, NULL);
+}
+
+void fs_release_open(struct fs *fs, uint64_t ino)
+{
+	char name[CAIRN_NAME_MAX + 1];
+	uint64_t parent;
+	int rc;
+
+	if (!itab_open_dec(fs->itab, ino, &parent, name, sizeof(name)))
+		return;
+	if ((rc = remove_rpc(fs, parent, name, strlen(name), 0, NULL)))
+		log_warn("cannot remove %s (unlinked while open): %s", name,
+			 strerror(-rc));
+}
+
+static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
+			 uint32_t flags)
+{
+	struct fs *fs = req_fs(req);
+	uint64_t seq = notify_seq(fs->ntf);
+	struct cairn_attr dir;
+	size_t len;
+	int rc;
+
+	if ((rc = check_name(name, &len)) ||
+	    (rc = remove_rpc(fs, parent, name, len, flags, &dir)))
+		goto out;
+	itab_remove_entry(fs->itab, parent, name, len);
+	fs_note_attrs(fs, seq, &dir, NULL);
+out:
+	reply_error(req, rc);
+}
+
+/*
+ * unlink of a file open here: the server would delete it, so rename it to
+ * a hidden name in the same directory and remove that at the last release
+ * (as NFS clients do). Returns 1 if it handled (and answered) the request.
+ */
+static int silly_rename(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	static unsigned long counter;
+	struct fs *fs = req_fs(req);
+	uint64_t seq = notify_seq(fs->ntf);
+	struct cairn_attr sdir, ddir;
+	size_t len = strlen(name), slen;
+	char silly[64];
+	int64_t ino;
+	struct wbuf w;
+
+	ino = itab_entry(fs->itab, parent, name, len);
+	if (ino <= 0 || !itab_open_count(fs->itab, (uint64_t)ino) ||
+	    itab_silly(fs->itab, (uint64_t)ino))
+		return 0;
+	slen = (size_t)snprintf(silly, sizeof(silly), ".cairn-silly.%llx.%lx",
+				(unsigned long long)ino,
+				__atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED));
+	if (begin_entry(fs, &w, parent, name, len) ||
+	    put_entry(fs, &w, parent, silly, slen)) {
+		wbuf_free(&w);
+		return 0;
+	}
+	wire_put_u32(&w, RN_NOREPLACE);
+	if (fs_call_attrs(fs, OP_RENAME, &w, 2, &sdir, &ddir))
+		return 0; /* fall back to a plain unlink */
+	itab_remove_entry(fs->itab, parent, name, len);
+	if (itab_set_silly(fs->itab, (uint64_t)ino, parent, silly, slen))
+		log_warn("lost track of %s (unlinked while open)", silly);
+	fs_note_attrs(fs, seq, &sdir, NULL);
+	fuse_reply_err(req, 0);
+	return 1;
+}
+
+void fs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	if (strlen(name) <= CAIRN_NAME_MAX && silly_rename(req, parent, name))
+		return;
+	remove_entry(req, parent, name, 0);
+}
+
+void fs_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	remove_entry(req, parent, name, RM_DIR);
+}
+
+/* --- renaming ----------------------------------------------------------- */
+
+static const struct {
+	unsigned int linux_flag;
+	uint32_t rn;
+} rename_bits[] = {
+	{ RENAME_NOREPLACE, RN_NOREPLACE },
+	{ RENAME_EXCHANGE, RN_EXCHANGE },
+};
+
+void fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+		  fuse_ino_t newparent, const char *newname,
+		  unsigned int flags)
+{
+	struct fs *fs = req_fs(req);
+	uint64_t seq = notify_seq(fs->ntf);
+	struct cairn_attr sdir, ddir;
+	uint32_t rn = 0;
+	size_t len, newlen;
+	struct wbuf w;
+	int rc;
+
+	for (size_t i = 0; i < sizeof(rename_bits) / sizeof(rename_bits[0]);
+	     i++) {
+		if (flags & rename_bits[i].linux_flag) {
+			rn |= rename_bits[i].rn;
+			flags &= ~rename_bits[i].linux_flag;
+		}
+	}
+	if (flags) {
+		rc = -EINVAL; /* RENAME_WHITEOUT and future flags */
+		goto out;
+	}
+	if ((rc = check_name(name, &len)) ||
+	    (rc = check_name(newname, &newlen)))
+		goto out;
+	if ((rc = begin_entry(fs, &w, parent, name, len)) ||
+	    (rc = put_entry(fs, &w, newparent, newname, newlen))) {
+		wbuf_free(&w);
+		goto out;
+	}
+	wire_put_u32(&w, rn);
+	if ((rc = fs_call_attrs(fs, OP_RENAME, &w, 2, &sdir, &ddir)))
+		goto out;
+	itab_rename(fs->itab, parent, name, len, newparent, newname, newlen,
+		    (rn & RN_EXCHANGE) != 0);
+	fs_note_attrs(fs, seq, &sdir, &ddir);
+out:
+	reply_error(req, rc);
+}
+
+void fs_op_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	struct fs *fs = req_fs(req);
+	struct rpc_reply rep = { 0 };
+	char target[CAIRN_SYMLINK_MAX + 1];
+	struct wbuf w;
+	struct rbuf r;
+	int rc;
+
+	if ((rc = fs_begin(fs, &w, ino)) ||
+	    (rc = fs_call_read(fs, OP_READLINK, &w, &rep, &r)))
+		goto out;
+	wire_get_cstr(&r, target, sizeof(target));
+	if ((rc = fs_reply_end(OP_READLINK, &r, &rep)))
+		goto out;
+	fuse_reply_readlink(req, target);
+	return;
+out:
+	reply_error(req, rc);
+}
