@@ -31,8 +31,10 @@
 #include "../lib/net.h"
 
 #define MOUNT_CONNECT_TIMEOUT_MS 5000 /* fail well within 10 s */
-#define MOUNT_DOWN_TIMEOUT_S     60   /* a call waits this long for a lost
-				       * server before failing with EIO */
+#define MOUNT_DOWN_TIMEOUT_S     60   /* default --timeout: a call waits this
+				       * long for a lost server before
+				       * failing with EIO */
+#define MOUNT_DOWN_TIMEOUT_MAX_S 86400
 #define MOUNT_DEFAULT_CACHE_ROOT "/var/cache/cairn"
 
 struct mount_args {
@@ -42,6 +44,7 @@ struct mount_args {
 	const char *extra_opts;
 	int foreground;
 	int verbose;
+	int timeout_s;
 	char host[256];
 	int port;
 };
@@ -49,7 +52,7 @@ struct mount_args {
 static void usage(FILE *f)
 {
 	fprintf(f,
-"usage: cairn mount [--cache-dir DIR] [-f] [-v] [-o OPTS] HOST[:PORT] MOUNTPOINT\n"
+"usage: cairn mount [--cache-dir DIR] [--timeout SECS] [-f] [-v] [-o OPTS] HOST[:PORT] MOUNTPOINT\n"
 "\n"
 "Mount the volume of the Cairn server at HOST (port %d by default) on\n"
 "MOUNTPOINT. The command returns once the mount exists; the client keeps\n"
@@ -59,14 +62,20 @@ static void usage(FILE *f)
 "                   (default %s/HOST_PORT). This version keeps\n"
 "                   only its log (cairn.log) and pid file there: file data\n"
 "                   is cached in the kernel's page cache, not on disk yet.\n"
-"  -f               stay in the foreground and log to stderr\n"
-"  -v               log debugging detail\n"
+"  --timeout SECS   how long an operation waits for an unreachable or\n"
+"                   unresponsive server before failing with EIO\n"
+"                   (default %d); a server silent for half of it (at\n"
+"                   most 30) is treated as lost and reconnected to. A\n"
+"                   signal to the waiting program ends it at once (EINTR).\n"
+"  -f, --foreground stay in the foreground and log to stderr\n"
+"  -v, --verbose    log debugging detail\n"
 "  -o OPTS          extra FUSE mount options, comma-separated\n"
 "  -h, --help       print this help\n"
 "\n"
 "Run as root, the mount is open to every local user (allow_other) with\n"
 "permissions checked by the kernel (default_permissions).\n",
-		CAIRN_DEFAULT_PORT, MOUNT_DEFAULT_CACHE_ROOT);
+		CAIRN_DEFAULT_PORT, MOUNT_DEFAULT_CACHE_ROOT,
+		MOUNT_DOWN_TIMEOUT_S);
 }
 
 /* Returns 0, or 2 after printing usage (or -1 for --help, printed). */
@@ -74,17 +83,36 @@ static int parse_args(int argc, char **argv, struct mount_args *a)
 {
 	static const struct option longopts[] = {
 		{ "cache-dir", required_argument, NULL, 'c' },
+		{ "timeout", required_argument, NULL, 't' },
+		{ "foreground", no_argument, NULL, 'f' },
+		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
+	char *end;
+	long v;
 	int c;
 
 	memset(a, 0, sizeof(*a));
+	a->timeout_s = MOUNT_DOWN_TIMEOUT_S;
 	optind = 0; /* full reset: main may be reused, e.g. by tests */
 	while ((c = getopt_long(argc, argv, "+fvo:h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'c':
 			a->cache_dir = optarg;
+			break;
+		case 't':
+			errno = 0;
+			v = strtol(optarg, &end, 10);
+			if (errno || end == optarg || *end || v < 1 ||
+			    v > MOUNT_DOWN_TIMEOUT_MAX_S) {
+				fprintf(stderr, "cairn mount: --timeout: expected "
+					"whole seconds from 1 to %d, got '%s'\n",
+					MOUNT_DOWN_TIMEOUT_MAX_S, optarg);
+				usage(stderr);
+				return 2;
+			}
+			a->timeout_s = (int)v;
 			break;
 		case 'f':
 			a->foreground = 1;
@@ -289,7 +317,7 @@ int cmd_mount(int argc, char **argv)
 	o.host = a.host;
 	o.port = a.port;
 	o.connect_timeout_ms = MOUNT_CONNECT_TIMEOUT_MS;
-	o.down_timeout_s = MOUNT_DOWN_TIMEOUT_S;
+	o.down_timeout_s = a.timeout_s;
 	o.on_push = notify_on_push;
 	o.hello_flags = HELLO_CB_ACK; /* the notifier acknowledges breaks */
 	o.on_reconnect = notify_on_reconnect;

@@ -43,22 +43,46 @@ int fs_begin(struct fs *fs, struct wbuf *w, fuse_ino_t ino)
 	return 0;
 }
 
-int fs_call(struct fs *fs, uint16_t op, struct wbuf *w,
+/* Runs on the libfuse thread that read the kernel's INTERRUPT (or on the
+ * handler's own thread, when it registers after the INTERRUPT came), with
+ * libfuse's lock on req held: it takes only the rpc's mutex. */
+static void on_interrupt(fuse_req_t req, void *data)
+{
+	(void)req;
+	rpc_interrupt(data);
+}
+
+int fs_call(fuse_req_t req, struct fs *fs, uint16_t op, struct wbuf *w,
 	    struct rpc_reply *rep)
 {
+	struct rpc_intr intr;
 	int rc = w ? w->err : 0;
 
-	if (!rc)
+	if (rc)
+		goto out;
+	if (!req) {
 		rc = rpc_call(fs->rpc, op, w, rep);
+		goto out;
+	}
+	rpc_intr_init(&intr, fs->rpc);
+	/* Calls on_interrupt at once if req was interrupted already (also
+	 * between two calls of one handler): the call then ends at once. */
+	fuse_req_interrupt_func(req, on_interrupt, &intr);
+	rc = rpc_call_intr(fs->rpc, op, w, rep, &intr);
+	/* Takes the same lock as the interrupt path: once this returns,
+	 * on_interrupt is not running and will not run, so intr may go and
+	 * req may be answered (which frees it). */
+	fuse_req_interrupt_func(req, NULL, NULL);
+out:
 	if (w)
 		wbuf_free(w);
 	return rc;
 }
 
-int fs_call_read(struct fs *fs, uint16_t op, struct wbuf *w,
+int fs_call_read(fuse_req_t req, struct fs *fs, uint16_t op, struct wbuf *w,
 		 struct rpc_reply *rep, struct rbuf *r)
 {
-	int rc = fs_call(fs, op, w, rep);
+	int rc = fs_call(req, fs, op, w, rep);
 
 	if (!rc)
 		rbuf_init(r, rep->buf, rep->len);
@@ -79,12 +103,13 @@ int fs_reply_end(uint16_t op, struct rbuf *r, struct rpc_reply *rep)
 	return rc;
 }
 
-int fs_call_attrs(struct fs *fs, uint16_t op, struct wbuf *w, int n,
-		  struct cairn_attr *a, struct cairn_attr *b)
+int fs_call_attrs(fuse_req_t req, struct fs *fs, uint16_t op,
+		  struct wbuf *w, int n, struct cairn_attr *a,
+		  struct cairn_attr *b)
 {
 	struct rpc_reply rep = { 0 };
 	struct rbuf r;
-	int rc = fs_call_read(fs, op, w, &rep, &r);
+	int rc = fs_call_read(req, fs, op, w, &rep, &r);
 
 	if (rc)
 		return rc;
@@ -204,14 +229,15 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 
 /* --- attributes --------------------------------------------------------- */
 
-int fs_getattr(struct fs *fs, fuse_ino_t ino, struct cairn_attr *a)
+int fs_getattr(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
+	       struct cairn_attr *a)
 {
 	struct wbuf w;
 	int rc = fs_begin(fs, &w, ino);
 
 	if (rc)
 		return rc;
-	return fs_call_attrs(fs, OP_GETATTR, &w, 1, a, NULL);
+	return fs_call_attrs(req, fs, OP_GETATTR, &w, 1, a, NULL);
 }
 
 static void op_getattr(fuse_req_t req, fuse_ino_t ino,
@@ -220,7 +246,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino,
 	struct fs *fs = req_fs(req);
 	uint64_t seq = notify_seq(fs->ntf);
 	struct cairn_attr a;
-	int rc = fs_getattr(fs, ino, &a);
+	int rc = fs_getattr(req, fs, ino, &a);
 
 	if (rc)
 		reply_error(req, rc);
@@ -251,7 +277,8 @@ static void put_timespec(struct wbuf *w, const struct timespec *ts)
 }
 
 /* SETATTR of `valid` fields from st (fields not in valid are ignored). */
-static int setattr_rpc(struct fs *fs, const struct cairn_fid *fid,
+static int setattr_rpc(fuse_req_t req, struct fs *fs,
+		       const struct cairn_fid *fid,
 		       uint32_t valid, const struct stat *st,
 		       struct cairn_attr *a)
 {
@@ -266,16 +293,16 @@ static int setattr_rpc(struct fs *fs, const struct cairn_fid *fid,
 	put_timespec(&w, &st->st_atim);
 	put_timespec(&w, &st->st_mtim);
 	put_timespec(&w, &st->st_ctim);
-	return fs_call_attrs(fs, OP_SETATTR, &w, 1, a, NULL);
+	return fs_call_attrs(req, fs, OP_SETATTR, &w, 1, a, NULL);
 }
 
-int fs_truncate(struct fs *fs, const struct cairn_fid *fid,
+int fs_truncate(fuse_req_t req, struct fs *fs, const struct cairn_fid *fid,
 		struct cairn_attr *a)
 {
 	struct stat st;
 
 	memset(&st, 0, sizeof(st));
-	return setattr_rpc(fs, fid, SA_SIZE, &st, a);
+	return setattr_rpc(req, fs, fid, SA_SIZE, &st, a);
 }
 
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
@@ -298,7 +325,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	if (valid & SA_MTIME_NOW)
 		valid &= ~(uint32_t)SA_MTIME;
 	if ((rc = itab_fid(fs->itab, ino, &fid)) ||
-	    (rc = setattr_rpc(fs, &fid, valid, attr, &a))) {
+	    (rc = setattr_rpc(req, fs, &fid, valid, attr, &a))) {
 		reply_error(req, rc);
 		return;
 	}
@@ -307,11 +334,12 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 
 /* --- statfs ------------------------------------------------------------- */
 
-static int statfs_rpc(struct fs *fs, struct cairn_statfs *sf)
+static int statfs_rpc(fuse_req_t req, struct fs *fs,
+		      struct cairn_statfs *sf)
 {
 	struct rpc_reply rep = { 0 };
 	struct rbuf r;
-	int rc = fs_call_read(fs, OP_STATFS, NULL, &rep, &r);
+	int rc = fs_call_read(req, fs, OP_STATFS, NULL, &rep, &r);
 
 	if (rc)
 		return rc;
@@ -328,10 +356,11 @@ static int64_t ms_since(const struct timespec *t)
 	       (now.tv_nsec - t->tv_nsec) / 1000000;
 }
 
-int fs_refresh_statfs(struct fs *fs)
+/* req: the statfs waiting for the answer, or NULL. */
+static int refresh_statfs(fuse_req_t req, struct fs *fs)
 {
 	struct cairn_statfs sf;
-	int rc = statfs_rpc(fs, &sf);
+	int rc = statfs_rpc(req, fs, &sf);
 
 	pthread_mutex_lock(&fs->sf_lock);
 	if (!rc) {
@@ -342,6 +371,11 @@ int fs_refresh_statfs(struct fs *fs)
 	fs->sf_refreshing = 0;
 	pthread_mutex_unlock(&fs->sf_lock);
 	return rc;
+}
+
+int fs_refresh_statfs(struct fs *fs)
+{
+	return refresh_statfs(NULL, fs);
 }
 
 static void op_statfs(fuse_req_t req, fuse_ino_t ino)
@@ -362,7 +396,7 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 	pthread_mutex_unlock(&fs->sf_lock);
 	if (!valid) {
 		/* Only before the first answer ever. */
-		if ((rc = fs_refresh_statfs(fs))) {
+		if ((rc = refresh_statfs(req, fs))) {
 			reply_error(req, rc);
 			return;
 		}

@@ -12,6 +12,7 @@
 #include "fs_int.h"
 #include "inode.h"
 #include "notify.h"
+#include "../lib/log.h"
 
 void fs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
@@ -39,8 +40,9 @@ struct dirpage {
 	uint8_t eof;
 };
 
-static int readdir_rpc(struct fs *fs, const struct cairn_fid *fid,
-		       uint64_t cookie, uint32_t max, struct dirpage *pg)
+static int readdir_rpc(fuse_req_t req, struct fs *fs,
+		       const struct cairn_fid *fid, uint64_t cookie,
+		       uint32_t max, struct dirpage *pg)
 {
 	struct wbuf w;
 	int rc;
@@ -48,7 +50,7 @@ static int readdir_rpc(struct fs *fs, const struct cairn_fid *fid,
 	fs_begin_fid(&w, fid);
 	wire_put_u64(&w, cookie);
 	wire_put_u32(&w, max);
-	if ((rc = fs_call_read(fs, OP_READDIR, &w, &pg->rep, &pg->r)))
+	if ((rc = fs_call_read(req, fs, OP_READDIR, &w, &pg->rep, &pg->r)))
 		return rc;
 	pg->count = wire_get_u32(&pg->r);
 	pg->eof = wire_get_u8(&pg->r);
@@ -57,6 +59,31 @@ static int readdir_rpc(struct fs *fs, const struct cairn_fid *fid,
 		return fs_bad_reply(OP_READDIR);
 	}
 	return 0;
+}
+
+/*
+ * Why entry (name, vnode) of directory dir must not reach the kernel, or
+ * NULL if it may. A server that sent any of these is broken or hostile:
+ * "." and ".." are synthesised here, a '/' would make a path of a name,
+ * and an entry that is its own directory (or the root) would make a
+ * directory loop the kernel's dcache does not expect.
+ */
+static const char *bad_dirent(const char *name, size_t len, uint64_t vnode,
+			      fuse_ino_t dir)
+{
+	if (len == 0)
+		return "empty name";
+	if (!strcmp(name, ".") || !strcmp(name, ".."))
+		return "dot name";
+	if (memchr(name, '/', len))
+		return "name contains '/'";
+	if (vnode == 0)
+		return "vnode 0";
+	if (vnode == dir)
+		return "the directory itself";
+	if (vnode == ITAB_ROOT_INO)
+		return "the root";
+	return NULL;
 }
 
 /* The reply buffer being filled. */
@@ -129,7 +156,7 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size,
 	if (!add_dots(req, &b, off, ino, parent))
 		goto reply;
 	/* Names average well under 32 bytes; a plus entry is ~150. */
-	rc = readdir_rpc(fs, &fid, off < CAIRN_COOKIE_FIRST ? 0 : (uint64_t)off,
+	rc = readdir_rpc(req, fs, &fid, off < CAIRN_COOKIE_FIRST ? 0 : (uint64_t)off,
 			 (uint32_t)(size / (plus ? 128 : 32) + 1), &pg);
 	if (rc)
 		goto out;
@@ -148,11 +175,19 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size,
 		char name[CAIRN_NAME_MAX + 1];
 		uint64_t next = wire_get_u64(&pg.r);
 		size_t len = wire_get_cstr(&pg.r, name, sizeof(name));
+		const char *why;
 
 		wire_get_attr(&pg.r, &a);
 		if (pg.r.err || next < CAIRN_COOKIE_FIRST) {
 			rc = fs_bad_reply(OP_READDIR);
 			goto out;
+		}
+		/* Skipped, not fatal: the rest of the directory stays
+		 * readable, and `next` still resumes after it. */
+		if ((why = bad_dirent(name, len, a.fid.vnode, ino))) {
+			log_warn("READDIR of vnode %llu: skipped an entry from "
+				 "the server (%s)", (unsigned long long)ino, why);
+			continue;
 		}
 		fs_fill_entry(&e, &a, fresh);
 		if (!add_dirent(req, &b, name, &e, (off_t)next))

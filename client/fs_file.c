@@ -10,14 +10,18 @@
 #include "inode.h"
 #include "notify.h"
 
-/* Count an open file (not directories) so unlink can tell it is open. */
-static void reply_open(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
-		       struct fuse_file_info *fi, int isdir)
+/*
+ * Count an open file (not directories) so unlink can tell it is open, and
+ * answer. Returns 1 when the reply did not reach the kernel (interrupted):
+ * no release will come, so the caller must fs_release_open(), outside any
+ * notify_reply section (it may call the server).
+ */
+static int reply_open(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
+		      struct fuse_file_info *fi, int isdir)
 {
 	if (!isdir)
 		itab_open_inc(fs->itab, ino);
-	if (fuse_reply_open(req, fi) < 0 && !isdir)
-		fs_release_open(fs, ino); /* interrupted: no release will come */
+	return fuse_reply_open(req, fi) < 0 && !isdir;
 }
 
 /*
@@ -32,19 +36,20 @@ void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 	uint64_t seq = notify_seq(fs->ntf);
 	struct cairn_fid fid;
 	struct cairn_attr a;
-	int fresh, rc;
+	int fresh, lost, rc;
 
 	fi->fh = 0;
 	if ((rc = itab_fid(fs->itab, ino, &fid)))
 		goto out;
 	if (!isdir && (fi->flags & O_TRUNC)) {
-		rc = fs_truncate(fs, &fid, &a);
+		rc = fs_truncate(req, fs, &fid, &a);
 	} else if (itab_keep_cache(fs->itab, ino)) {
 		fi->keep_cache = 1;
-		reply_open(req, fs, ino, fi, isdir);
+		if (reply_open(req, fs, ino, fi, isdir))
+			fs_release_open(fs, ino);
 		return;
 	} else {
-		rc = fs_getattr(fs, ino, &a);
+		rc = fs_getattr(req, fs, ino, &a);
 	}
 	if (rc)
 		goto out;
@@ -53,8 +58,11 @@ void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 	if (fresh)
 		itab_set_cached(fs->itab, ino, a.dv);
 	fi->keep_cache = 0;
-	reply_open(req, fs, ino, fi, isdir);
+	lost = reply_open(req, fs, ino, fi, isdir);
 	notify_reply_end(fs->ntf);
+	/* Only now: it may call the server (docs/LOCKING.md). */
+	if (lost)
+		fs_release_open(fs, ino);
 	return;
 out:
 	reply_error(req, rc);
@@ -66,8 +74,9 @@ void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 }
 
 /* One READ of up to `want` bytes at off into buf; *n gets the count. */
-static int read_rpc(struct fs *fs, const struct cairn_fid *fid, uint64_t off,
-		    uint32_t want, char *buf, size_t *n, struct cairn_attr *a)
+static int read_rpc(fuse_req_t req, struct fs *fs,
+		    const struct cairn_fid *fid, uint64_t off, uint32_t want,
+		    char *buf, size_t *n, struct cairn_attr *a)
 {
 	struct rpc_reply rep = { 0 };
 	const void *data;
@@ -78,7 +87,7 @@ static int read_rpc(struct fs *fs, const struct cairn_fid *fid, uint64_t off,
 	fs_begin_fid(&w, fid);
 	wire_put_u64(&w, off);
 	wire_put_u32(&w, want);
-	if ((rc = fs_call_read(fs, OP_READ, &w, &rep, &r)))
+	if ((rc = fs_call_read(req, fs, OP_READ, &w, &rep, &r)))
 		return rc;
 	wire_get_attr(&r, a);
 	data = wire_get_blob(&r, n, want);
@@ -111,7 +120,7 @@ void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 							  : (uint32_t)(size - got);
 		size_t n = 0;
 
-		if ((rc = read_rpc(fs, &fid, (uint64_t)off + got, want,
+		if ((rc = read_rpc(req, fs, &fid, (uint64_t)off + got, want,
 				   buf + got, &n, &a)))
 			goto out;
 		have_attr = 1;
@@ -151,7 +160,8 @@ void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		wire_put_u64(&w, (uint64_t)off + done);
 		wire_put_u32(&w, flags);
 		wire_put_blob(&w, buf + done, n);
-		if ((rc = fs_call_attrs(fs, OP_WRITE, &w, 1, &a, NULL)))
+		if ((rc = fs_call_attrs(req, fs, OP_WRITE, &w, 1, &a,
+					 NULL)))
 			break;
 		done += n;
 	}
@@ -189,7 +199,7 @@ void fs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 
 	if (!(rc = fs_begin(fs, &w, ino))) {
 		wire_put_u32(&w, datasync ? FS_DATASYNC : 0);
-		rc = fs_call(fs, OP_FSYNC, &w, NULL);
+		rc = fs_call(req, fs, OP_FSYNC, &w, NULL);
 	}
 	reply_error(req, rc);
 }
@@ -212,7 +222,7 @@ void fs_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
 	wire_put_u32(&w, (uint32_t)mode);
 	wire_put_u64(&w, (uint64_t)offset);
 	wire_put_u64(&w, (uint64_t)length);
-	if ((rc = fs_call_attrs(fs, OP_FALLOCATE, &w, 1, &a, NULL)))
+	if ((rc = fs_call_attrs(req, fs, OP_FALLOCATE, &w, 1, &a, NULL)))
 		goto out;
 	fs_note_attrs(fs, seq, &a, NULL);
 out:

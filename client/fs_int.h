@@ -21,6 +21,13 @@
  * replies that carry an entry, so those also record it in the inode table,
  * and take it back if the reply did not reach the kernel.
  *
+ * Every server call made for a FUSE request passes that request (`req`;
+ * NULL only for calls made after the reply, when nobody waits): the call
+ * is then interruptible (fs_call). An interrupted call returns -EINTR,
+ * which the handler answers like any error. No call is ever made between
+ * notify_reply_begin and notify_reply_end (docs/LOCKING.md): the rpc
+ * reader needs seq_lock for writing to deliver any reply.
+ *
  * Errors from the server are negative errnos; they become FUSE errors only
  * in the handlers, through reply_error().
  */
@@ -74,13 +81,16 @@ int fs_begin(struct fs *fs, struct wbuf *w, fuse_ino_t ino);
 /*
  * Send w (freed here; NULL for an empty payload) and wait for the reply.
  * Returns the server's status or a transport error; on 0, rep (may be
- * NULL) holds the reply payload.
+ * NULL) holds the reply payload. With req, an INTERRUPT of req (the
+ * application got a signal) ends the wait at once with -EINTR; the
+ * interrupt hook is registered only for the duration of the call, so req
+ * may be answered as soon as this returns.
  */
-int fs_call(struct fs *fs, uint16_t op, struct wbuf *w,
+int fs_call(fuse_req_t req, struct fs *fs, uint16_t op, struct wbuf *w,
 	    struct rpc_reply *rep);
 /* fs_call, and on 0 point r at the payload in rep: decode it, then hand
  * both to fs_reply_end. */
-int fs_call_read(struct fs *fs, uint16_t op, struct wbuf *w,
+int fs_call_read(fuse_req_t req, struct fs *fs, uint16_t op, struct wbuf *w,
 		 struct rpc_reply *rep, struct rbuf *r);
 /* The reply to op is decoded: free rep. Returns 0, or -EIO (logged) when
  * the payload was malformed or not consumed to its end. */
@@ -89,13 +99,15 @@ int fs_reply_end(uint16_t op, struct rbuf *r, struct rpc_reply *rep);
 int fs_bad_reply(uint16_t op);
 /* A request whose reply is `n` attrs (n = 0..2, into a and b) and nothing
  * else. */
-int fs_call_attrs(struct fs *fs, uint16_t op, struct wbuf *w, int n,
-		  struct cairn_attr *a, struct cairn_attr *b);
+int fs_call_attrs(fuse_req_t req, struct fs *fs, uint16_t op,
+		  struct wbuf *w, int n, struct cairn_attr *a,
+		  struct cairn_attr *b);
 
 /* GETATTR of ino. */
-int fs_getattr(struct fs *fs, fuse_ino_t ino, struct cairn_attr *a);
+int fs_getattr(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
+	       struct cairn_attr *a);
 /* SETATTR of size 0. */
-int fs_truncate(struct fs *fs, const struct cairn_fid *fid,
+int fs_truncate(fuse_req_t req, struct fs *fs, const struct cairn_fid *fid,
 		struct cairn_attr *a);
 
 /* --- replies (fs.c) ----------------------------------------------------- */
@@ -111,7 +123,9 @@ void fs_note_attrs(struct fs *fs, uint64_t seq, const struct cairn_attr *a,
 /* --- open files --------------------------------------------------------- */
 
 /* Drop one open of ino; the last one removes a pending silly name
- * (fs_name.c, next to the silly rename). */
+ * (fs_name.c, next to the silly rename). Makes a server call: never
+ * between notify_reply_begin and notify_reply_end, and only once the
+ * request that opened (or released) ino has been answered. */
 void fs_release_open(struct fs *fs, uint64_t ino);
 /* open and opendir (fs_file.c). */
 void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,

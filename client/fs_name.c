@@ -57,7 +57,7 @@ static void reply_entry(fuse_req_t req, struct fs *fs, uint64_t seq,
 {
 	struct fuse_entry_param e;
 	int fresh = notify_reply_begin(fs->ntf, seq);
-	int rc;
+	int lost_open = 0, rc;
 
 	if (dir)
 		itab_update(fs->itab, dir, fresh);
@@ -79,8 +79,7 @@ static void reply_entry(fuse_req_t req, struct fs *fs, uint64_t seq,
 		fi->keep_cache = created && fresh;
 		itab_open_inc(fs->itab, e.ino);
 		rc = fuse_reply_create(req, &e, fi);
-		if (rc < 0)
-			fs_release_open(fs, e.ino);
+		lost_open = rc < 0;
 	} else {
 		rc = fuse_reply_entry(req, &e);
 	}
@@ -88,6 +87,10 @@ static void reply_entry(fuse_req_t req, struct fs *fs, uint64_t seq,
 	if (rc < 0)
 		itab_forget(fs->itab, e.ino, 1);
 	notify_reply_end(fs->ntf);
+	/* No release will come for that open. Only now, outside the section:
+	 * it may call the server (docs/LOCKING.md). */
+	if (lost_open)
+		fs_release_open(fs, e.ino);
 }
 
 /* LOOKUP said ENOENT: a negative entry, cached while the promise on the
@@ -131,13 +134,13 @@ void fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	if (!itab_promised(fs->itab, parent)) {
 		struct cairn_attr da;
 
-		if ((rc = fs_getattr(fs, parent, &da)))
+		if ((rc = fs_getattr(req, fs, parent, &da)))
 			goto out;
 		fs_note_attrs(fs, seq, &da, NULL);
 	}
 	if ((rc = begin_entry(fs, &w, parent, name, len)))
 		goto out;
-	rc = fs_call_attrs(fs, OP_LOOKUP, &w, 1, &a, NULL);
+	rc = fs_call_attrs(req, fs, OP_LOOKUP, &w, 1, &a, NULL);
 	if (rc == -ENOENT) {
 		reply_negative(req, fs, seq, parent, name, len);
 		return;
@@ -187,7 +190,7 @@ static int create_rpc(struct fs *fs, fuse_req_t req, fuse_ino_t parent,
 	wire_put_u32(&w, ctx->gid);
 	wire_put_u32(&w, rdev);
 	wire_put_u32(&w, flags);
-	if ((rc = fs_call_read(fs, OP_CREATE, &w, &rep, &r)))
+	if ((rc = fs_call_read(req, fs, OP_CREATE, &w, &rep, &r)))
 		return rc;
 	*created = wire_get_u8(&r);
 	wire_get_attr(&r, child);
@@ -220,7 +223,7 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name,
 			goto out;
 		}
 		if (!created && (fi->flags & O_TRUNC) && child.size != 0 &&
-		    (rc = fs_truncate(fs, &child.fid, &child)))
+		    (rc = fs_truncate(req, fs, &child.fid, &child)))
 			goto out;
 		fi->fh = 0;
 	}
@@ -271,7 +274,8 @@ void fs_op_symlink(fuse_req_t req, const char *target, fuse_ino_t parent,
 	wire_put_str(&w, target, tlen);
 	wire_put_u32(&w, ctx->uid);
 	wire_put_u32(&w, ctx->gid);
-	if ((rc = fs_call_attrs(fs, OP_SYMLINK, &w, 2, &child, &dir)))
+	if ((rc = fs_call_attrs(req, fs, OP_SYMLINK, &w, 2, &child,
+				 &dir)))
 		goto out;
 	reply_entry(req, fs, seq, parent, name, len, &child, &dir, NULL, 1);
 	return;
@@ -296,7 +300,7 @@ void fs_op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 		wbuf_free(&w);
 		goto out;
 	}
-	if ((rc = fs_call_attrs(fs, OP_LINK, &w, 2, &target, &dir)))
+	if ((rc = fs_call_attrs(req, fs, OP_LINK, &w, 2, &target, &dir)))
 		goto out;
 	reply_entry(req, fs, seq, newparent, newname, len, &target, &dir, NULL,
 		    0);
@@ -307,10 +311,11 @@ out:
 
 /* --- removing ----------------------------------------------------------- */
 
-/* REMOVE of (parent, name) with flags RM_*; the directory's new
- * attributes go to dir (NULL: not wanted). */
-static int remove_rpc(struct fs *fs, fuse_ino_t parent, const char *name,
-		      size_t len, uint32_t flags, struct cairn_attr *dir)
+/* REMOVE of (parent, name) with flags RM_*, for req (NULL: nobody waits);
+ * the directory's new attributes go to dir (NULL: not wanted). */
+static int remove_rpc(fuse_req_t req, struct fs *fs, fuse_ino_t parent,
+		      const char *name, size_t len, uint32_t flags,
+		      struct cairn_attr *dir)
 {
 	struct wbuf w;
 	int rc;
@@ -319,8 +324,8 @@ static int remove_rpc(struct fs *fs, fuse_ino_t parent, const char *name,
 		return rc;
 	wire_put_u32(&w, flags);
 	if (!dir)
-		return fs_call(fs, OP_REMOVE, &w, NULL);
-	return fs_call_attrs(fs, OP_REMOVE, &w, 1, dir, NULL);
+		return fs_call(req, fs, OP_REMOVE, &w, NULL);
+	return fs_call_attrs(req, fs, OP_REMOVE, &w, 1, dir, NULL);
 }
 
 void fs_release_open(struct fs *fs, uint64_t ino)
@@ -331,7 +336,8 @@ void fs_release_open(struct fs *fs, uint64_t ino)
 
 	if (!itab_open_dec(fs->itab, ino, &parent, name, sizeof(name)))
 		return;
-	if ((rc = remove_rpc(fs, parent, name, strlen(name), 0, NULL)))
+	if ((rc = remove_rpc(NULL, fs, parent, name, strlen(name), 0,
+			     NULL)))
 		log_warn("cannot remove %s (unlinked while open): %s", name,
 			 strerror(-rc));
 }
@@ -346,7 +352,7 @@ static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
 	int rc;
 
 	if ((rc = check_name(name, &len)) ||
-	    (rc = remove_rpc(fs, parent, name, len, flags, &dir)))
+	    (rc = remove_rpc(req, fs, parent, name, len, flags, &dir)))
 		goto out;
 	itab_remove_entry(fs->itab, parent, name, len);
 	fs_note_attrs(fs, seq, &dir, NULL);
@@ -369,6 +375,7 @@ static int silly_rename(fuse_req_t req, fuse_ino_t parent, const char *name)
 	char silly[64];
 	int64_t ino;
 	struct wbuf w;
+	int rc;
 
 	ino = itab_entry(fs->itab, parent, name, len);
 	if (ino <= 0 || !itab_open_count(fs->itab, (uint64_t)ino) ||
@@ -383,7 +390,14 @@ static int silly_rename(fuse_req_t req, fuse_ino_t parent, const char *name)
 		return 0;
 	}
 	wire_put_u32(&w, RN_NOREPLACE);
-	if (fs_call_attrs(fs, OP_RENAME, &w, 2, &sdir, &ddir))
+	rc = fs_call_attrs(req, fs, OP_RENAME, &w, 2, &sdir, &ddir);
+	if (rc == -EINTR) {
+		/* Not a plain unlink instead: that would delete the open
+		 * file, which the application may not have wanted. */
+		fuse_reply_err(req, EINTR);
+		return 1;
+	}
+	if (rc)
 		return 0; /* fall back to a plain unlink */
 	itab_remove_entry(fs->itab, parent, name, len);
 	if (itab_set_silly(fs->itab, (uint64_t)ino, parent, silly, slen))
@@ -447,7 +461,7 @@ void fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		goto out;
 	}
 	wire_put_u32(&w, rn);
-	if ((rc = fs_call_attrs(fs, OP_RENAME, &w, 2, &sdir, &ddir)))
+	if ((rc = fs_call_attrs(req, fs, OP_RENAME, &w, 2, &sdir, &ddir)))
 		goto out;
 	itab_rename(fs->itab, parent, name, len, newparent, newname, newlen,
 		    (rn & RN_EXCHANGE) != 0);
@@ -466,7 +480,7 @@ void fs_op_readlink(fuse_req_t req, fuse_ino_t ino)
 	int rc;
 
 	if ((rc = fs_begin(fs, &w, ino)) ||
-	    (rc = fs_call_read(fs, OP_READLINK, &w, &rep, &r)))
+	    (rc = fs_call_read(req, fs, OP_READLINK, &w, &rep, &r)))
 		goto out;
 	wire_get_cstr(&r, target, sizeof(target));
 	if ((rc = fs_reply_end(OP_READLINK, &r, &rep)))

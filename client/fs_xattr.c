@@ -88,7 +88,7 @@ void fs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	itab_set_xattr_absent(fs->itab, ino, xattr_hot_bit(name), 0);
 	wire_put_u32(&w, (uint32_t)flags & (XA_CREATE | XA_REPLACE));
 	wire_put_blob(&w, value, size);
-	rc = fs_call(fs, OP_SETXATTR, &w, NULL);
+	rc = fs_call(req, fs, OP_SETXATTR, &w, NULL);
 out:
 	reply_error(req, rc);
 }
@@ -115,7 +115,7 @@ void fs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	if (size > CAIRN_XATTR_SIZE_MAX)
 		size = CAIRN_XATTR_SIZE_MAX;
 	wire_put_u32(&w, (uint32_t)size);
-	rc = fs_call_read(fs, OP_GETXATTR, &w, &rep, &r);
+	rc = fs_call_read(req, fs, OP_GETXATTR, &w, &rep, &r);
 	if (rc == -ENODATA && bit) {
 		/* Valid while the promise stands: a setxattr anywhere
 		 * changes the object and breaks it. */
@@ -144,7 +144,7 @@ void fs_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	if (size > CAIRN_XATTR_LIST_MAX)
 		size = CAIRN_XATTR_LIST_MAX;
 	wire_put_u32(&w, (uint32_t)size);
-	if ((rc = fs_call_read(fs, OP_LISTXATTR, &w, &rep, &r)))
+	if ((rc = fs_call_read(req, fs, OP_LISTXATTR, &w, &rep, &r)))
 		goto out;
 	reply_xattr_value(req, OP_LISTXATTR, &rep, &r, size);
 	return;
@@ -160,7 +160,7 @@ void fs_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 
 	if ((rc = xattr_begin(fs, &w, ino, name)))
 		goto out;
-	rc = fs_call(fs, OP_REMOVEXATTR, &w, NULL);
+	rc = fs_call(req, fs, OP_REMOVEXATTR, &w, NULL);
 out:
 	reply_error(req, rc);
 }

@@ -1,0 +1,223 @@
+#!/usr/bin/env python3
+# timeout: 180
+"""test_hung.py - a hung server never hangs the applications.
+
+The server is stopped with SIGSTOP: its sockets stay open and accept, but
+nothing is answered, which is what a wedged or overloaded server looks
+like to a client.
+
+- A signal ends a waiting call at once (FUSE INTERRUPT): `timeout -s INT 1`
+  around a lookup, an open and a write on a mount of the stopped server
+  ends within ~3 s, by the signal or with EINTR, instead of waiting for the
+  server. After SIGCONT the mount works, also for the names involved.
+- `cairn mount --timeout 6`: a stat of an uncached name on the stopped
+  server fails with EIO within 6 s (+ slack); after SIGCONT the mount
+  reconnects by itself and later calls succeed.
+
+Every test resumes the server in `finally`, before its children are
+waited for and before cleanup, so nothing is left stuck whatever fails.
+"""
+
+import errno
+import os
+import signal
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness as H  # noqa: E402
+from harness import test, expect, expect_eq, fail  # noqa: E402
+
+SIGNAL_AFTER_S = 1          # the child gets SIGINT this long after start
+
+
+def slack():
+    return 4.0 if H.ASAN else 2.0
+
+
+class Stopped:
+    """SIGSTOP a server for the duration of a with block; always resumes."""
+
+    def __init__(self, srv):
+        self.srv = srv
+
+    def __enter__(self):
+        os.kill(self.srv.proc.pid, signal.SIGSTOP)
+        return self
+
+    def __exit__(self, *exc):
+        try:
+            os.kill(self.srv.proc.pid, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+        return False
+
+
+def spawn(argv, **kw):
+    p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, errors="replace",
+                         start_new_session=True, **kw)
+    H._record_pid(p.pid)
+    return p
+
+
+def wait_child(p, limit):
+    """Wait up to `limit` s; returns (elapsed, returncode or None)."""
+    t0 = time.time()
+    try:
+        p.wait(limit)
+    except subprocess.TimeoutExpired:
+        return time.time() - t0, None
+    return time.time() - t0, p.returncode
+
+
+def reap(p):
+    """After the server was resumed: the child ends by itself (its call is
+    answered); make sure of it."""
+    if p.poll() is None:
+        try:
+            p.wait(20)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(10)
+
+
+def expect_interrupted(ctx, srv, argv, what, **kw):
+    """Start argv (which must block on the stopped server) under
+    `timeout -s INT 1`; it must end within 1 s + slack."""
+    limit = SIGNAL_AFTER_S + slack()
+    # Leaving the with block resumes the server (also on an exception), so
+    # a child stuck in the kernel is released before it is reaped.
+    with Stopped(srv):
+        time.sleep(0.2)   # the server is stopped, not just about to be
+        p = spawn(["timeout", "-s", "INT", str(SIGNAL_AFTER_S)] + argv, **kw)
+        elapsed, rc = wait_child(p, limit)
+    try:
+        if rc is None:
+            fail("%s: still waiting %.1f s after the SIGINT: the call is "
+                 "not interruptible" % (what, elapsed - SIGNAL_AFTER_S))
+        # timeout(1) says 124 when it had to send the signal; the child
+        # ended by it (killed by SIGINT, or EINTR and a failure exit).
+        expect(rc != 0, "%s: exited 0 although the server was stopped" % what)
+        expect(elapsed >= SIGNAL_AFTER_S - 0.2,
+               "%s: ended after %.2f s, before the signal: %s" % (
+                   what, elapsed, p.stderr.read().strip()))
+    finally:
+        reap(p)
+
+
+def fresh_name(tag):
+    return "%s-%d-%d" % (tag, os.getpid(), int(time.time() * 1000))
+
+
+@test(timeout=90)
+def sigint_ends_calls_to_a_stopped_server(ctx):
+    srv = ctx.server()
+    a = ctx.mount(srv)
+    b = ctx.mount(srv)
+    try:
+        # 1. LOOKUP of a name never seen.
+        name = fresh_name("lookup")
+        expect_interrupted(ctx, srv, ["cat", a.p(name)], "cat of an unknown name")
+
+        # 2. Open of a file A knows the name of but has never opened (the
+        # open fetches fresh attributes): written on B.
+        with open(b.p("data"), "wb") as f:
+            f.write(b"hello\n" * 100)
+        os.stat(a.p("data"))
+        expect_interrupted(ctx, srv, ["cat", a.p("data")], "cat of an unopened file")
+
+        # 3. A write on a file already open: a non-fatal SIGINT (python's
+        # KeyboardInterrupt) must get EINTR back, not wait.
+        fd = os.open(a.p("data"), os.O_WRONLY)
+        try:
+            code = ("import os, sys\n"
+                    "try:\n"
+                    "    os.write(int(sys.argv[1]), b'x' * 4096)\n"
+                    "except KeyboardInterrupt:\n"
+                    "    sys.exit(3)\n")
+            expect_interrupted(ctx, srv, [sys.executable, "-c", code, str(fd)],
+                               "write on an open file", pass_fds=(fd,))
+        finally:
+            os.close(fd)
+
+        # The server is running again: the mount works, also for the
+        # names whose calls were interrupted.
+        expect_errno_within(errno.ENOENT, lambda: os.stat(a.p(name)), 20,
+                            "stat of the interrupted name after SIGCONT")
+        with open(a.p("after"), "wb") as f:
+            f.write(b"after\n")
+        with open(b.p("after"), "rb") as f:
+            expect_eq(f.read(), b"after\n", "file written on A after SIGCONT, read on B")
+        # The interrupted write may or may not have reached the server
+        # ("a change the server already received may still happen").
+        with open(a.p("data"), "rb") as f:
+            got = f.read()
+        expect(got in (b"hello\n" * 100, b"x" * 4096 + (b"hello\n" * 100)[4096:]),
+               "data on A after SIGCONT: %r" % H.short(got))
+    finally:
+        os.kill(srv.proc.pid, signal.SIGCONT)
+
+
+def expect_errno_within(want, fn, seconds, what):
+    """fn must give errno `want` (0: succeed) within `seconds` (the mount
+    may be reconnecting: EIO and ENOTCONN-ish errors are retried)."""
+    end = time.time() + seconds
+    got = None
+    while True:
+        got = H.errno_of(fn)
+        if got == want or time.time() > end:
+            break
+        time.sleep(0.2)
+    if got != want:
+        fail("%s: expected %s, got %s (retried %d s)" % (
+            what, H.errname(want), H.errname(got), seconds))
+
+
+STAT_CODE = ("import errno, os, sys\n"
+             "try:\n"
+             "    os.stat(sys.argv[1])\n"
+             "    print('ok')\n"
+             "except OSError as e:\n"
+             "    print(errno.errorcode.get(e.errno, str(e.errno)))\n")
+
+
+@test(timeout=90)
+def timeout_option_turns_a_stopped_server_into_eio(ctx):
+    srv = ctx.server()
+    a = ctx.mount(srv, extra=["--timeout", "6"])
+    with open(a.p("before"), "wb") as f:
+        f.write(b"before\n")
+    limit = 6 + 3 + slack()
+    p = None
+    try:
+        with Stopped(srv):
+            time.sleep(0.2)
+            name = fresh_name("eio")
+            p = spawn([sys.executable, "-c", STAT_CODE, a.p(name)])
+            elapsed, rc = wait_child(p, limit)
+        if rc is None:
+            fail("stat on a stopped server: no answer within %.0f s with "
+                 "--timeout 6" % limit)
+        out = p.stdout.read().strip()
+        expect_eq(out, "EIO", "stat of an uncached name on a stopped server")
+        expect(elapsed >= 3,
+               "stat failed after %.1f s, well before --timeout 6" % elapsed)
+        # Resumed: the mount reconnects by itself and carries on.
+        expect_errno_within(0, lambda: os.stat(a.p("before")), 30,
+                            "stat after SIGCONT")
+        expect_errno_within(errno.ENOENT, lambda: os.stat(a.p(name)), 30,
+                            "stat of the failed name after SIGCONT")
+        with open(a.p("after"), "wb") as f:
+            f.write(b"after\n")
+        with open(a.p("before"), "rb") as f:
+            expect_eq(f.read(), b"before\n", "content after SIGCONT")
+    finally:
+        os.kill(srv.proc.pid, signal.SIGCONT)
+        if p is not None:
+            reap(p)
+
+
+if __name__ == "__main__":
+    H.main()
