@@ -67,3 +67,33 @@ pid_t mnt_pidfile_read(const char *path, const char *mnt)
 	want[strcspn(want, "\n")] = '\0';
 	return pid > 0 && !strcmp(want, mnt) ? (pid_t)pid : 0;
 }
+
+int mnt_set_readahead(const char *abs_mnt, unsigned kb)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	char line[4096], dev[64] = "", path[128];
+	int ret = -ENOENT;
+
+	if (!f)
+		return -errno;
+	/* "ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS ... - FSTYPE SOURCE ...";
+	 * the last match is the newest mount on that point. */
+	while (fgets(line, sizeof(line), f)) {
+		char majmin[64], point[4096];
+		const char *sep = strstr(line, " - fuse.cairn ");
+		if (sep && sscanf(line, "%*s %*s %63s %*s %4095s", majmin,
+				  point) == 2 && !strcmp(point, abs_mnt))
+			snprintf(dev, sizeof(dev), "%s", majmin);
+	}
+	fclose(f);
+	if (!dev[0])
+		return ret;
+	snprintf(path, sizeof(path), "/sys/class/bdi/%s/read_ahead_kb", dev);
+	f = fopen(path, "we");
+	if (!f)
+		return -errno;
+	ret = fprintf(f, "%u\n", kb) < 0 ? -EIO : 0;
+	if (fclose(f) != 0 && !ret)
+		ret = -errno;
+	return ret;
+}

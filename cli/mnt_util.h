@@ -31,4 +31,13 @@ int mnt_pidfile_write(const char *path, const char *mnt);
  * process still runs. */
 pid_t mnt_pidfile_read(const char *path, const char *mnt);
 
+/*
+ * Set the kernel's readahead for the FUSE mount at absolute mount point
+ * abs_mnt to kb KiB (its backing device's read_ahead_kb in sysfs; the FUSE
+ * protocol itself can only lower the 128 KiB default). Finds the device in
+ * /proc/self/mountinfo, so it never touches the mount itself (safe before
+ * the daemon serves). Returns 0 or a negative errno.
+ */
+int mnt_set_readahead(const char *abs_mnt, unsigned kb);
+
 #endif

@@ -11,6 +11,8 @@
  */
 #define FUSE_USE_VERSION 35
 #include <errno.h>
+#include <time.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
 #include <getopt.h>
@@ -251,6 +253,44 @@ static void teardown(struct mount_state *m)
 }
 
 /* After daemonizing: start the threads and serve until unmounted. */
+/*
+ * One READ per MiB instead of per 128 KiB for sequential reads. The
+ * kernel lowers the mount's readahead to what the FUSE INIT reply allows
+ * (at most its 128 KiB default), so raise it in sysfs only after INIT: this
+ * thread retries for a few seconds from the start of the session loop. A
+ * failure (not root, no sysfs) only costs round trips.
+ */
+static void *readahead_main(void *arg)
+{
+	const char *mnt = arg;
+	struct timespec ts = { 0, 100 * 1000 * 1000 };
+	int rc = 0;
+
+	for (int i = 0; i < 30; i++) {
+		nanosleep(&ts, NULL);
+		rc = mnt_set_readahead(mnt, CAIRN_MAX_IO / 1024);
+		if (rc < 0)
+			break;
+	}
+	if (rc < 0)
+		log_debug("cannot raise readahead on %s: %s", mnt,
+			  strerror(-rc));
+	return NULL;
+}
+
+static void readahead_start(const char *mnt)
+{
+	static char path[PATH_MAX];
+	pthread_attr_t attr;
+	pthread_t t;
+
+	snprintf(path, sizeof(path), "%s", mnt);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_create(&t, &attr, readahead_main, path);
+	pthread_attr_destroy(&attr);
+}
+
 static int serve_mount(struct mount_state *m, const struct mount_args *a,
 		       const char *mnt)
 {
@@ -271,6 +311,7 @@ static int serve_mount(struct mount_state *m, const struct mount_args *a,
 	if ((rc = fs_refresh_statfs(m->fs)) < 0)
 		log_warn("statfs: %s", strerror(-rc));
 	log_info("serving %s:%d on %s", a->host, a->port, mnt);
+	readahead_start(mnt);
 	rc = fuse_session_loop_mt(m->se, &cfg);
 	log_info("session ended (%d); unmounting %s", rc, mnt);
 	return rc < 0 ? 1 : 0;
