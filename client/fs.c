@@ -440,7 +440,6 @@ static const struct fuse_lowlevel_ops cairn_ops = {
 	.open = fs_op_open,
 	.read = fs_op_read,
 	.write = fs_op_write,
-	.flush = fs_op_flush,
 	.release = fs_op_release,
 	.fsync = fs_op_fsync,
 	.opendir = fs_op_opendir,
