@@ -106,6 +106,25 @@ def expect_errno(want, fn, *args, what=None, **kw):
 
 # ---------------------------------------------------------------- processes
 
+def write_file(path, data, mode=0o644, fsync=False):
+    """Create/truncate path and write all of data with os.write (no
+    buffering layer), optionally fsync, then close."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        if fsync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def read_file(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
 def _record_pid(pid):
     """Tell the runner about a process so its safety net can kill it."""
     if not PIDFILE:

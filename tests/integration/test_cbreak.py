@@ -26,6 +26,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as H  # noqa: E402
+from harness import write_file, read_file  # noqa: E402,F401
 import proto_client as P  # noqa: E402
 from harness import test, expect, expect_eq, fail  # noqa: E402
 
@@ -59,21 +60,6 @@ class AckConn(P.Conn):
             self.break_ids.append(id)
             if self.auto_ack and id:
                 self.send_raw(P.frame(P.OP_CB_BREAK, b"", flags=P.WF_REPLY, id=id))
-
-
-def write_file(path, data):
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-    finally:
-        os.close(fd)
-
-
-def read_file(path):
-    with open(path, "rb") as f:
-        return f.read()
 
 
 def iters(n):

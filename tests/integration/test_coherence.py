@@ -20,25 +20,11 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as H  # noqa: E402
+from harness import write_file, read_file  # noqa: E402,F401
 from harness import test, expect, expect_eq, fail  # noqa: E402
 
 DATA_GRACE = 0.2       # seconds B may lag for data (should be 0)
 METADATA_GRACE = 2.0   # seconds B may lag for a directory entry or attribute
-
-
-def write_file(path, data, mode=0o644):
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-    finally:
-        os.close(fd)
-
-
-def read_file(path):
-    with open(path, "rb") as f:
-        return f.read()
 
 
 def eventually(fn, grace, what):

@@ -25,6 +25,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as H  # noqa: E402
+from harness import write_file, read_file  # noqa: E402,F401
 import proto_client as P  # noqa: E402
 from harness import test, expect, expect_eq, fail  # noqa: E402
 
@@ -42,19 +43,7 @@ def content_for(name):
 
 
 def write_durable(path, data):
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def read_file(path):
-    with open(path, "rb") as f:
-        return f.read()
+    H.write_file(path, data, fsync=True)
 
 
 def with_deadline(seconds, what, fn, *args):

@@ -19,6 +19,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as H  # noqa: E402
+from harness import write_file, read_file  # noqa: E402,F401
 from harness import test, expect, expect_eq, fail, errname, errno_of  # noqa: E402
 
 libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
@@ -57,22 +58,6 @@ def getxattr_sized(path, name, size):
     buf = ctypes.create_string_buffer(max(size, 1))
     n = _check(libc.getxattr(os.fsencode(path), os.fsencode(name), buf if size else None, size))
     return n, buf.raw[:n] if size else b""
-
-
-def write_file(path, data, mode=0o644):
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    try:
-        view = memoryview(data)
-        while view:
-            n = os.write(fd, view)
-            view = view[n:]
-    finally:
-        os.close(fd)
-
-
-def read_file(path):
-    with open(path, "rb") as f:
-        return f.read()
 
 
 # ---------------------------------------------------------------- fixture
