@@ -200,13 +200,16 @@ static int dial(struct rpc *r, uint64_t *epoch, struct cairn_attr *root,
 			 r->o.port,
 			 ret == -EAGAIN ? "no answer to HELLO (timed out)" :
 			 ret == -EPIPE ? "connection closed during HELLO" :
+			 ret == -EMSGSIZE ? "the peer is not a Cairn server "
+					    "(its answer to HELLO is not a "
+					    "Cairn frame)" :
 					 strerror(-ret));
 		goto fail;
 	}
 	if (h.op != OP_HELLO || !(h.flags & WF_REPLY) || h.id != 0) {
 		ret = -EPROTO;
-		snprintf(err, errsz, "server %s:%d: unexpected answer to HELLO",
-			 r->host, r->o.port);
+		snprintf(err, errsz, "server %s:%d: unexpected answer to HELLO "
+			 "(not a Cairn server?)", r->host, r->o.port);
 		goto fail;
 	}
 	if (h.status) {
