@@ -2,6 +2,7 @@
  * mnt_util.c - the pid file shared by `cairn mount` and `cairn umount`
  * (see mnt_util.h).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -66,6 +67,48 @@ pid_t mnt_pidfile_read(const char *path, const char *mnt)
 	fclose(f);
 	want[strcspn(want, "\n")] = '\0';
 	return pid > 0 && !strcmp(want, mnt) ? (pid_t)pid : 0;
+}
+
+int mnt_pid_is_cairn(pid_t pid)
+{
+	char path[64], comm[64] = "";
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+	if (pid <= 0 || !(f = fopen(path, "re")))
+		return 0;
+	if (!fgets(comm, sizeof(comm), f))
+		comm[0] = '\0';
+	fclose(f);
+	return strncmp(comm, "cairn", 5) == 0;
+}
+
+void mnt_rundir_prune(void)
+{
+	char dir[64], path[PATH_MAX];
+	struct dirent *de;
+	DIR *d;
+
+	rundir(dir, sizeof(dir));
+	if (!(d = opendir(dir)))
+		return;
+	while ((de = readdir(d))) {
+		size_t n = strlen(de->d_name);
+		FILE *f;
+		int pid = 0;
+
+		if (n < 5 || strcmp(de->d_name + n - 4, ".pid"))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		if (!(f = fopen(path, "re")))
+			continue;
+		if (fscanf(f, "%d", &pid) != 1)
+			pid = 0;
+		fclose(f);
+		if (!mnt_pid_is_cairn(pid))
+			unlink(path);
+	}
+	closedir(d);
 }
 
 int mnt_set_readahead(const char *abs_mnt, unsigned kb)

@@ -26,6 +26,13 @@ void mnt_pidfile_path(const char *abs_mnt, char *buf, size_t bufsz);
  * a negative errno. */
 int mnt_pidfile_write(const char *path, const char *mnt);
 
+/* 1 if pid is a running process named cairn (a pid file's daemon), else 0. */
+int mnt_pid_is_cairn(pid_t pid);
+
+/* Remove the pid files of daemons that are gone (killed, crashed): they
+ * would otherwise pile up for mount points used once. Best effort. */
+void mnt_rundir_prune(void);
+
 /* The pid recorded at path if the file names mount point mnt, else 0 (also
  * when it is missing or malformed). Says nothing about whether that
  * process still runs. */

@@ -352,6 +352,7 @@ int cmd_mount(int argc, char **argv)
 	/* Where `cairn umount` will look for us; a directory that cannot be
 	 * created shows when the pid file is written. */
 	mnt_rundir_create();
+	mnt_rundir_prune();
 	mnt_pidfile_path(mnt, m.runfile, sizeof(m.runfile));
 
 	memset(&o, 0, sizeof(o));

@@ -121,21 +121,12 @@ static int find_mount(const char *mnt, char *fstype, size_t fstypesz)
 /* The daemon's pid if its pid file names a live `cairn` process, else 0. */
 static pid_t daemon_pid(const char *mnt)
 {
-	char path[PATH_MAX], comm[64] = "";
-	FILE *f;
+	char path[PATH_MAX];
 	pid_t pid;
 
 	mnt_pidfile_path(mnt, path, sizeof(path));
-	if (!(pid = mnt_pidfile_read(path, mnt)))
-		return 0;
-	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
-	f = fopen(path, "r");
-	if (!f)
-		return 0;
-	if (!fgets(comm, sizeof(comm), f))
-		comm[0] = '\0';
-	fclose(f);
-	return strncmp(comm, "cairn", 5) ? 0 : pid;
+	pid = mnt_pidfile_read(path, mnt);
+	return mnt_pid_is_cairn(pid) ? pid : 0;
 }
 
 /* 1 while pid exists and is not a zombie. */
