@@ -11,8 +11,12 @@
  * Every call is a `struct pending` on r->pending while it waits. The reader
  * thread completes it when the reply arrives. When the connection drops,
  * every pending call is completed with RETRY and goes back to waiting for
- * UP, then is sent again on the new connection: the server may therefore
- * see a request twice across a reconnect (see docs/PROTOCOL.md).
+ * UP, then is sent again on the new connection, with the id it had: ids
+ * are unique for the life of the rpc (a u32 counter, 0 reserved for PING),
+ * which HELLO declares with HELLO_REPLAY, so the server answers a resent
+ * change it already executed from its duplicate request cache instead of
+ * executing it twice (docs/PROTOCOL.md, "Retransmission after a
+ * reconnect").
  *
  * Locks: r->send_mu serialises writes to the socket and is held whenever
  * fd/gen change; r->mu guards everything else. Order: send_mu before mu.
@@ -70,7 +74,7 @@ struct rpc {
 	int fd;                    /* send_mu + mu to change; -1 when down */
 	uint64_t gen;              /* connection generation; as fd */
 	uint64_t epoch;            /* server epoch seen at the last HELLO; mu */
-	uint32_t next_id;          /* mu */
+	uint32_t next_id;          /* mu; next call id, 0 (PING_ID) skipped */
 	struct pending *pending;   /* mu */
 	struct timespec last_rx;   /* reader only: when a frame last came */
 	int ping_out;              /* reader only: a heartbeat is unanswered */
@@ -190,7 +194,9 @@ static int dial(struct rpc *r, uint64_t *epoch, struct cairn_attr *root,
 	wire_put_u32(&req, CAIRN_MAGIC);
 	wire_put_u32(&req, CAIRN_PROTO_VERSION);
 	wire_put_bytes(&req, r->o.client_id, 16);
-	wire_put_u32(&req, r->o.hello_flags);
+	/* Every connection of this rpc gets HELLO_REPLAY: rpc_call_intr
+	 * keeps a call's id across resends and never reuses one. */
+	wire_put_u32(&req, r->o.hello_flags | HELLO_REPLAY);
 	ret = req.err ? req.err : send_frame(fd, OP_HELLO, 0, 0, &req);
 	wbuf_free(&req);
 	if (ret == 0)
@@ -624,9 +630,11 @@ int rpc_call_intr(struct rpc *r, uint16_t op, const struct wbuf *req,
 			pthread_mutex_unlock(&r->send_mu);
 			continue;
 		}
-		p.id = r->next_id++;
-		if (p.id == 0)
+		if (p.id == 0) { /* first send; a resend keeps its id */
 			p.id = r->next_id++;
+			if (p.id == PING_ID)
+				p.id = r->next_id++;
+		}
 		if (ir && ir->fired) {
 			pthread_mutex_unlock(&r->mu);
 			pthread_mutex_unlock(&r->send_mu);

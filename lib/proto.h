@@ -76,6 +76,10 @@ enum {
 	/* The client acknowledges every CB_BREAK; the server then waits for
 	 * the acknowledgement before answering the change that caused it. */
 	HELLO_CB_ACK = 1u << 0,
+	/* The client's request ids are unique across its reconnects and a
+	 * resent request keeps its id; the server then answers a resent
+	 * change from its duplicate request cache (server/drc.h). */
+	HELLO_REPLAY = 1u << 1,
 };
 
 /* SETATTR valid mask. */

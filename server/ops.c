@@ -25,6 +25,12 @@
  * connection closes). See callback.h for why this cannot deadlock and
  * docs/LOCKING.md for the whole picture.
  *
+ * Changes of clients that said HELLO_REPLAY go through the duplicate
+ * request cache (drc.h) first: a resent change is answered from it, and
+ * the reply of an original is recorded in reply_finish, when it is sent,
+ * i.e. after its breaks were acknowledged; duplicates that arrived
+ * meanwhile are answered then too (drc_replay).
+ *
  * A payload that does not decode exactly is a protocol error: the
  * connection is failed. A field that decodes but is not acceptable (a bad
  * name, an oversized write) is answered with an errno, as Linux would.
@@ -42,6 +48,7 @@
 #include "../lib/proto.h"
 #include "../lib/wire.h"
 #include "callback.h"
+#include "drc.h"
 #include "ops.h"
 #include "server.h"
 #include "stats.h"
@@ -222,6 +229,11 @@ static int op_hello(struct op_req *q)
 	ret = store_root(q->ctx->st, &root);
 	if (ret)
 		return ret;
+	/* A client that resends with the same id gets the cache; without
+	 * one (out of memory) it is served as one that does not. */
+	if (flags & HELLO_REPLAY)
+		conn_set_drc(q->c, drc_client_get(server_drc(q->ctx->srv),
+						   id));
 	conn_set_client_id(q->c, id);
 	cb_client_set_acks(q->ctx->cb, conn_cb_client(q->c),
 			   (flags & HELLO_CB_ACK) != 0);
@@ -229,10 +241,11 @@ static int op_hello(struct op_req *q)
 	wire_put_bytes(q->w, q->ctx->server_id, 16);
 	wire_put_u64(q->w, q->ctx->epoch);
 	put_attr(q, &root);
-	log_info("peer %s: hello, client %02x%02x%02x%02x%02x%02x%02x%02x%s",
+	log_info("peer %s: hello, client %02x%02x%02x%02x%02x%02x%02x%02x%s%s",
 		 conn_peer(q->c), id[0], id[1], id[2], id[3], id[4], id[5],
 		 id[6], id[7],
-		 flags & HELLO_CB_ACK ? ", acknowledges breaks" : "");
+		 flags & HELLO_CB_ACK ? ", acknowledges breaks" : "",
+		 conn_drc(q->c) ? ", resends with the same id" : "");
 	return 0;
 }
 
@@ -761,7 +774,7 @@ static int op_status(struct op_req *q)
 	struct timespec now;
 	char *text = NULL;
 	size_t len = 0;
-	long conns = 0, clients = 0;
+	long conns = 0, clients = 0, drc_clients = 0, drc_entries = 0;
 	FILE *f;
 	int ret;
 
@@ -780,6 +793,11 @@ static int op_status(struct op_req *q)
 	fprintf(f, "cb_ack_cycles %llu\n",
 		(unsigned long long)cb_ack_cycles(ctx->cb));
 	fprintf(f, "epoch %016llx\n", (unsigned long long)ctx->epoch);
+	drc_counts(server_drc(ctx->srv), &drc_clients, &drc_entries);
+	fprintf(f, "drc_hits %llu\n",
+		(unsigned long long)drc_hits(server_drc(ctx->srv)));
+	fprintf(f, "drc_clients %ld\n", drc_clients);
+	fprintf(f, "drc_entries %ld\n", drc_entries);
 	stats_print(ctx->stats, f);
 	if (fclose(f)) {
 		free(text);
@@ -824,18 +842,25 @@ static const struct {
  * Deliver CB_BREAK batches; releases the references the table took. With
  * w, w waits for each frame's acknowledgement (cb_wait_add decides); a
  * frame that cannot be sent is settled at once (its client is closing).
+ * A frame to the changer's own client on another connection (c is the
+ * changer's connection; it reconnected while this change ran) is not
+ * waited for: that client may be waiting for this very change through the
+ * duplicate request cache, a cycle the table cannot see, and a client is
+ * never waited for on its own behalf anyway.
  */
-static void send_batches(const struct ops_ctx *ctx, struct cb_batch *list,
-			 struct cb_wait *w)
+static void send_batches(const struct ops_ctx *ctx, struct conn *c,
+			 struct cb_batch *list, struct cb_wait *w)
 {
+	struct drc_client *self = c ? conn_drc(c) : NULL;
 	struct wbuf wb;
 
 	wbuf_init(&wb);
 	for (struct cb_batch *b = list; b; b = b->next) {
 		struct conn *oc = b->owner;
+		struct cb_wait *bw = self && conn_drc(oc) == self ? NULL : w;
 		size_t n;
 
-		b->id = cb_wait_add(ctx->cb, w, b->cl);
+		b->id = cb_wait_add(ctx->cb, bw, b->cl);
 		wbuf_reset(&wb);
 		cb_batch_encode(b, &wb);
 		n = wb.len;
@@ -844,7 +869,7 @@ static void send_batches(const struct ops_ctx *ctx, struct cb_batch *list,
 				  strerror(-wb.err));
 		if (!wb.err && conn_send(oc, &wb) == 0)
 			stats_cb_break(ctx->stats, b->count, n);
-		else if (w)
+		else if (bw)
 			cb_ack(ctx->cb, b->cl, b->id);
 		conn_put(oc);
 	}
@@ -862,12 +887,60 @@ struct parked {
 	size_t in_bytes;
 	struct cb_batch *evicted;
 	struct timespec t0;       /* when the wait began; 0 if none */
+	struct drc_client *dc;    /* the cache entry to complete, if any */
+	struct drc_entry *de;
 	char close_after[64];
 	int np;
 	struct cairn_fid *fid;    /* the reply's promises: fids below when
 				   * parked, else the request's own array */
 	struct cairn_fid fids[];
 };
+
+/*
+ * Answer a duplicate on c from the cache: the original's reply frame (its
+ * id is the duplicate's), its promises registered for c, and re-broken at
+ * once for whatever changed since the original began (cb_recheck from the
+ * original's seq0, as for any reply computed before a concurrent change).
+ */
+static void drc_replay(const struct ops_ctx *ctx, struct conn *c,
+		       const struct drc_reply *r)
+{
+	struct cb_batch *evicted = NULL, *again = NULL;
+	struct cb_client *cl = conn_cb_client(c);
+	struct wbuf w;
+
+	if (r->nfid && cb_register(ctx->cb, cl, r->fid, r->nfid, &evicted) < 0)
+		log_warn("peer %s: callback table out of memory", conn_peer(c));
+	wbuf_init(&w);
+	wire_put_bytes(&w, r->frame, r->len);
+	if (w.err)
+		conn_fail(c, "out of memory for a cached reply");
+	else
+		conn_send(c, &w);
+	wbuf_free(&w);
+	if (r->nfid && cb_recheck(ctx->cb, cl, r->seq0, r->fid, r->nfid,
+				  &again) < 0)
+		conn_fail(c, "cannot record a callback break: out of memory");
+	send_batches(ctx, NULL, again, NULL);
+	send_batches(ctx, NULL, evicted, NULL);
+}
+
+/* Release duplicates parked on a cache entry: answer each with r, or,
+ * with r NULL, fail its connection (it sent the same malformed bytes). */
+static void drc_release(const struct ops_ctx *ctx, struct drc_waiter *wl,
+			const struct drc_reply *r)
+{
+	while (wl) {
+		struct drc_waiter *n = wl->next;
+		if (r)
+			drc_replay(ctx, wl->c, r);
+		else
+			conn_fail(wl->c, "resent a malformed request");
+		conn_unpark(wl->c);
+		free(wl);
+		wl = n;
+	}
+}
 
 /* Send the reply, then re-break and evict. Returns -EPROTO if the
  * connection was closed on purpose after the reply. */
@@ -876,6 +949,16 @@ static int reply_finish(struct parked *p)
 	const struct ops_ctx *ctx = p->ctx;
 	struct cb_batch *again = NULL;
 	size_t out_bytes = p->w.len;
+
+	if (p->de) {
+		/* Done now that every break was acknowledged: a duplicate
+		 * may have its reply from here on. */
+		struct drc_reply r = { .frame = p->w.data, .len = p->w.len,
+				       .fid = p->fid, .nfid = p->np,
+				       .seq0 = p->seq0 };
+		drc_release(ctx, drc_finish(p->dc, p->de, &r), &r);
+		p->de = NULL;
+	}
 
 	if (p->t0.tv_sec || p->t0.tv_nsec) {
 		struct timespec now;
@@ -889,8 +972,8 @@ static int reply_finish(struct parked *p)
 	if (p->np && cb_recheck(ctx->cb, conn_cb_client(p->c), p->seq0,
 				p->fid, p->np, &again) < 0)
 		conn_fail(p->c, "cannot record a callback break: out of memory");
-	send_batches(ctx, again, NULL);
-	send_batches(ctx, p->evicted, NULL);
+	send_batches(ctx, NULL, again, NULL);
+	send_batches(ctx, NULL, p->evicted, NULL);
 	p->evicted = NULL;
 	stats_op(ctx->stats, p->op, p->in_bytes, out_bytes);
 	if (p->close_after[0]) {
@@ -922,11 +1005,36 @@ int ops_handle(const struct ops_ctx *ctx, struct conn *c,
 	uint64_t seq0 = cb_seq(ctx->cb);
 	const char *name = h->op < OP__COUNT && op_table[h->op].fn
 				   ? op_table[h->op].name : NULL;
+	struct drc_client *dc = drc_op_cached(h->op) ? conn_drc(c) : NULL;
+	struct drc_entry *de = NULL;
 	struct wbuf w;
 	size_t hdr;
 	int status, ret = 0;
 
 	wbuf_init(&w);
+	if (dc) {
+		struct drc_reply *rep = NULL;
+		enum drc_verdict v = drc_begin(dc, c, h->id, h->op, &de, &rep);
+
+		if (v == DRC_REPLAY) {
+			log_debug("peer %s: %s id %u answered from the "
+				  "duplicate request cache", conn_peer(c),
+				  name, h->id);
+			drc_replay(ctx, c, rep);
+			drc_reply_free(rep);
+			return 0;
+		}
+		if (v == DRC_WAITING)
+			return 0; /* answered when the original is */
+		if (v == DRC_NOMEM) {
+			hdr = wire_frame_begin(&w, h->op, WF_REPLY, h->id,
+					       -ENOMEM);
+			wire_frame_end(&w, hdr);
+			conn_send(c, &w);
+			wbuf_free(&w);
+			return 0;
+		}
+	}
 	q.w = &w;
 	q.pfid = q.pfix;
 	q.pcap = (int)(sizeof(q.pfix) / sizeof(q.pfix[0]));
@@ -936,6 +1044,8 @@ int ops_handle(const struct ops_ctx *ctx, struct conn *c,
 	if (q.bad) {
 		conn_fail(c, "malformed %s request (%u bytes): %s", name, h->len,
 			  q.bad);
+		if (de)
+			drc_release(ctx, drc_abort(dc, de), NULL);
 		ret = -EPROTO;
 		goto out;
 	}
@@ -967,7 +1077,8 @@ int ops_handle(const struct ops_ctx *ctx, struct conn *c,
 	struct parked local = { .ctx = ctx, .c = c, .w = w, .seq0 = seq0,
 				.op = h->op,
 				.in_bytes = WIRE_HDR_SIZE + (size_t)h->len,
-				.np = q.np, .fid = q.pfid };
+				.np = q.np, .fid = q.pfid,
+				.dc = dc, .de = de };
 	memcpy(local.close_after, q.close_after, sizeof(local.close_after));
 	wbuf_init(&w); /* local owns the reply now */
 	p = &local;
@@ -995,7 +1106,7 @@ int ops_handle(const struct ops_ctx *ctx, struct conn *c,
 		} else {
 			clock_gettime(CLOCK_MONOTONIC, &p->t0);
 		}
-		send_batches(ctx, brk, wait);
+		send_batches(ctx, c, brk, wait);
 	}
 	if (q.np && cb_register(ctx->cb, conn_cb_client(c), q.pfid, q.np,
 				&p->evicted) < 0)

@@ -33,6 +33,8 @@
  *   c->wlock    the conn's output queue, closing flag, in-flight and
  *               parked counts
  *   s->elock    the expiry thread's stop flag
+ *   drc.lock    the duplicate request cache (drc.c); taken before
+ *               c->wlock only (drc_begin parks a duplicate)
  * Order: s->lock before c->wlock, and s->lock before the callback table's
  * lock (cb_client_init in conn_start); qlock and elock are never held with
  * another. The full order is in docs/LOCKING.md.
@@ -60,6 +62,7 @@
 #include "../lib/proto.h"
 #include "../lib/wire.h"
 #include "callback.h"
+#include "drc.h"
 #include "ops.h"
 #include "server.h"
 #include "stats.h"
@@ -110,6 +113,7 @@ struct conn {
 
 	int hello_done;           /* set by the reader thread only (HELLO inline) */
 	uint8_t client_id[16];    /* written once before hello_done */
+	struct drc_client *drc;   /* as client_id; NULL: no HELLO_REPLAY */
 	struct cb_client cb;      /* guarded by the callback table */
 };
 
@@ -144,6 +148,8 @@ struct server {
 	pthread_mutex_t elock;
 	pthread_cond_t econd;
 	int estop;                 /* guarded by elock */
+
+	struct drc *drc;           /* duplicate request cache (own lock) */
 };
 
 /* --- connections ----------------------------------------------------------- */
@@ -170,6 +176,7 @@ void conn_put(struct conn *c)
 	if (__atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL))
 		return;
 	outq_free(c);
+	drc_client_put(c->drc);
 	close(c->fd);
 	pthread_mutex_destroy(&c->wlock);
 	pthread_cond_destroy(&c->wcond);
@@ -198,6 +205,21 @@ void conn_set_client_id(struct conn *c, const uint8_t id[16])
 	memcpy(c->client_id, id, 16);
 	c->hello_done = 1;
 	pthread_mutex_unlock(&c->srv->lock);
+}
+
+struct drc_client *conn_drc(struct conn *c)
+{
+	return c->drc;
+}
+
+void conn_set_drc(struct conn *c, struct drc_client *dc)
+{
+	c->drc = dc; /* before hello_done: no request reads it yet */
+}
+
+struct drc *server_drc(struct server *s)
+{
+	return s->drc;
 }
 
 void conn_park(struct conn *c)
@@ -679,6 +701,7 @@ static void *expiry_main(void *arg)
 			break;
 		pthread_mutex_unlock(&s->elock);
 		cb_expire(s->ctx.cb, lost_client, s);
+		drc_expire(s->drc); /* does work once a second at most */
 		pthread_mutex_lock(&s->elock);
 	}
 	pthread_mutex_unlock(&s->elock);
@@ -841,6 +864,7 @@ static void server_free(struct server *s)
 	if (s->ctx.st)
 		store_close(s->ctx.st);
 	cb_table_destroy(s->ctx.cb);
+	drc_destroy(s->drc);
 	stats_destroy(s->ctx.stats);
 	free(s->workers);
 	pthread_mutex_destroy(&s->lock);
@@ -885,8 +909,9 @@ int server_start(const struct server_opts *o, struct server **out, char *err,
 	s->ctx.srv = s;
 	s->ctx.stats = stats_create();
 	s->ctx.cb = cb_table_create(CB_MAX_PROMISES, hold_conn);
+	s->drc = drc_create();
 	s->workers = calloc((size_t)n, sizeof(*s->workers));
-	if (!s->ctx.stats || !s->ctx.cb || !s->workers) {
+	if (!s->ctx.stats || !s->ctx.cb || !s->drc || !s->workers) {
 		snprintf(err, errsz, "out of memory");
 		ret = -ENOMEM;
 		goto fail;

@@ -31,6 +31,8 @@
 struct server;
 struct conn;
 struct cb_client;
+struct drc;
+struct drc_client;
 
 struct server_opts {
 	const char *data_dir; /* copied */
@@ -92,6 +94,13 @@ const char *conn_peer(const struct conn *c);
 struct cb_client *conn_cb_client(struct conn *c);
 /* 1 once HELLO succeeded. */
 int conn_hello_done(const struct conn *c);
+
+/* The server's duplicate request cache (server/drc.h). */
+struct drc *server_drc(struct server *s);
+/* The connection's cache handle (NULL: the client did not say
+ * HELLO_REPLAY). Set once, during HELLO; the conn owns the reference. */
+struct drc_client *conn_drc(struct conn *c);
+void conn_set_drc(struct conn *c, struct drc_client *dc);
 /* Record the client id from HELLO and mark the handshake done. */
 void conn_set_client_id(struct conn *c, const uint8_t id[16]);
 

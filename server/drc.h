@@ -1,0 +1,112 @@
+/*
+ * drc.h - the server's duplicate request cache (docs/PROTOCOL.md,
+ * "Retransmission after a reconnect").
+ *
+ * A client that said HELLO_REPLAY keeps a request's id when it resends it
+ * on a new connection, and never reuses an id otherwise. For such clients
+ * the server remembers, per 16-byte client id (stable across reconnects),
+ * the outcome of its recent changes: request id -> in progress, or done
+ * with the encoded reply frame and the FIDs that reply promised. A resent
+ * change is then answered from the cache instead of being executed twice
+ * (a repeated REMOVE would otherwise say -ENOENT although it happened).
+ *
+ * A duplicate of a request still in progress (its original runs, or waits
+ * for callback acknowledgements, on behalf of the dead connection) is
+ * parked on the entry, holding its connection with conn_park, and gets the
+ * reply from whichever thread finishes the original (drc_finish returns
+ * the parked duplicates to the caller). Nothing ever blocks in here.
+ *
+ * Bounds: at most DRC_MAX_DONE finished entries per client (the oldest are
+ * dropped first; entries in progress are never dropped), and a client with
+ * no connection left is forgotten after DRC_IDLE_S seconds. The cache
+ * lives in memory only: a restarted server has forgotten everything, so
+ * after a restart a resent change is executed again.
+ *
+ * Locking: one mutex per table, a leaf except that drc_begin calls
+ * conn_park (conn.wlock) under it. See docs/LOCKING.md.
+ */
+#ifndef CAIRN_DRC_H
+#define CAIRN_DRC_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "../lib/proto.h"
+
+#define DRC_MAX_DONE 256
+#define DRC_IDLE_S   600
+
+struct drc;
+struct drc_client;
+struct drc_entry;
+struct conn;
+struct server;
+
+/* A finished request's outcome. */
+struct drc_reply {
+	const uint8_t *frame;        /* the whole reply frame, header included */
+	size_t len;
+	const struct cairn_fid *fid; /* promises the reply carries */
+	int nfid;
+	uint64_t seq0;               /* cb_seq() before the original ran */
+};
+
+/* A duplicate parked on an entry in progress; its conn is parked. */
+struct drc_waiter {
+	struct drc_waiter *next;
+	struct conn *c;
+};
+
+enum drc_verdict {
+	DRC_RUN,      /* new request: execute it, then drc_finish/drc_abort */
+	DRC_REPLAY,   /* done before: send *rep (a copy; drc_reply_free) */
+	DRC_WAITING,  /* in progress: parked, the finisher answers it */
+	DRC_UNCACHED, /* not cacheable (id reused for another op): execute */
+	DRC_NOMEM,    /* cannot park it: answer -ENOMEM */
+};
+
+/* Returns NULL on allocation failure. */
+struct drc *drc_create(void);
+/* Every client handle must have been released. */
+void drc_destroy(struct drc *d);
+
+/* Is op a change whose outcome is cached (CREATE, SYMLINK, LINK, REMOVE,
+ * RENAME, SETATTR, WRITE, FALLOCATE, SETXATTR, REMOVEXATTR)? */
+int drc_op_cached(unsigned op);
+
+/*
+ * The cache of client `id`, created on first use, with a reference for
+ * the caller (a connection holds one for its life). Also forgets idle
+ * clients. Returns NULL on allocation failure (the connection is then
+ * served without a cache).
+ */
+struct drc_client *drc_client_get(struct drc *d, const uint8_t id[16]);
+void drc_client_put(struct drc_client *dc);
+
+/*
+ * Request `id` of opcode `op` arrives on c. DRC_RUN: *e is the new entry
+ * in progress. DRC_REPLAY: *rep is a copy of the cached outcome. DRC_WAITING:
+ * c was parked (conn_park) on the entry in progress.
+ */
+enum drc_verdict drc_begin(struct drc_client *dc, struct conn *c, uint32_t id,
+			   uint16_t op, struct drc_entry **e,
+			   struct drc_reply **rep);
+/*
+ * The request of entry e was answered with r (copied). Returns the parked
+ * duplicates: the caller sends r to each, then conn_unpark()s and frees
+ * it. e must not be used afterwards.
+ */
+struct drc_waiter *drc_finish(struct drc_client *dc, struct drc_entry *e,
+			      const struct drc_reply *r);
+/* The request of entry e was not answered (malformed): forget e. Returns
+ * its parked duplicates, as drc_finish. */
+struct drc_waiter *drc_abort(struct drc_client *dc, struct drc_entry *e);
+void drc_reply_free(struct drc_reply *r);
+
+/* Forget clients idle for DRC_IDLE_S (cheap; call it now and then). */
+void drc_expire(struct drc *d);
+/* Requests answered from the cache, for STATUS. */
+uint64_t drc_hits(struct drc *d);
+/* Clients and finished entries held, for STATUS. */
+void drc_counts(struct drc *d, long *clients, long *entries);
+
+#endif
