@@ -258,16 +258,24 @@ static int conn_mark_closing(struct conn *c, int drop_queue)
 	return first;
 }
 
-void conn_fail(struct conn *c, const char *fmt, ...)
+/* Close c for `fmt` (logged once, by whoever closes it first); drop:
+ * also discard replies still queued for it. */
+static void conn_vclose(struct conn *c, int drop, const char *fmt, va_list ap)
 {
 	char reason[256];
+
+	vsnprintf(reason, sizeof(reason), fmt, ap);
+	if (conn_mark_closing(c, drop))
+		log_warn("peer %s: %s, closing connection", c->peer, reason);
+}
+
+void conn_fail(struct conn *c, const char *fmt, ...)
+{
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(reason, sizeof(reason), fmt, ap);
+	conn_vclose(c, 0, fmt, ap);
 	va_end(ap);
-	if (conn_mark_closing(c, 0))
-		log_warn("peer %s: %s, closing connection", c->peer, reason);
 }
 
 /* A send error: the peer is gone or stuck; nothing more can reach it. */
@@ -275,14 +283,11 @@ static void conn_abort(struct conn *c, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 static void conn_abort(struct conn *c, const char *fmt, ...)
 {
-	char reason[256];
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(reason, sizeof(reason), fmt, ap);
+	conn_vclose(c, 1, fmt, ap);
 	va_end(ap);
-	if (conn_mark_closing(c, 1))
-		log_warn("peer %s: %s, closing connection", c->peer, reason);
 }
 
 int conn_send(struct conn *c, struct wbuf *w)
