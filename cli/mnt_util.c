@@ -46,12 +46,21 @@ void mnt_pidfile_path(const char *abs_mnt, char *buf, size_t bufsz)
 
 int mnt_pidfile_write(const char *path, const char *mnt)
 {
-	FILE *f = fopen(path, "w");
+	char tmp[PATH_MAX + 16];
+	FILE *f;
 
-	if (!f)
+	/* Written aside and renamed into place, so a concurrent
+	 * mnt_rundir_prune never sees it half written. */
+	snprintf(tmp, sizeof(tmp), "%s.%d.tmp", path, (int)getpid());
+	if (!(f = fopen(tmp, "w")))
 		return -errno;
 	fprintf(f, "%d\n%s\n", (int)getpid(), mnt);
-	return fclose(f) ? -errno : 0;
+	if (fclose(f) || rename(tmp, path)) {
+		int ret = -errno;
+		unlink(tmp);
+		return ret;
+	}
+	return 0;
 }
 
 pid_t mnt_pidfile_read(const char *path, const char *mnt)

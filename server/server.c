@@ -112,6 +112,7 @@ struct conn {
 	int parked;               /* guarded by wlock */
 
 	int hello_done;           /* set by the reader thread only (HELLO inline) */
+	struct timespec hs_deadline; /* reader only: HELLO due by (monotonic) */
 	uint8_t client_id[16];    /* written once before hello_done */
 	struct drc_client *drc;   /* as client_id; NULL: no HELLO_REPLAY */
 	struct cb_client cb;      /* guarded by the callback table */
@@ -460,23 +461,50 @@ static void inflight_leave(struct conn *c)
 	pthread_mutex_unlock(&c->wlock);
 }
 
-/* Read a frame header. Like net_read_full, but tells a close between
- * frames (*partial = 0) from one inside a header. */
-static int read_header(int fd, uint8_t hb[WIRE_HDR_SIZE], int *partial)
+/*
+ * Read exactly n bytes (*got counts them). Before HELLO every read is
+ * bounded by what is left of the peer's handshake deadline, so a stranger
+ * trickling one byte at a time cannot hold the connection past it.
+ * Returns 0, -EPIPE on EOF, -EAGAIN when the deadline passed, or -errno.
+ */
+static int conn_read_full(struct conn *c, void *buf, size_t n, size_t *got)
 {
-	size_t got = 0;
-
-	while (got < WIRE_HDR_SIZE) {
-		ssize_t r = read(fd, hb + got, WIRE_HDR_SIZE - got);
+	while (*got < n) {
+		if (!c->hello_done) {
+			struct timespec now;
+			clock_gettime(CLOCK_MONOTONIC, &now);
+			long left = (c->hs_deadline.tv_sec - now.tv_sec) * 1000L +
+				    (c->hs_deadline.tv_nsec - now.tv_nsec) /
+					    1000000L;
+			if (left <= 0)
+				return -EAGAIN;
+			struct timeval tv = { .tv_sec = left / 1000,
+					      .tv_usec = (left % 1000) * 1000 };
+			setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv,
+				   sizeof(tv));
+		}
+		ssize_t r = read(c->fd, (uint8_t *)buf + *got, n - *got);
 		if (r < 0 && errno == EINTR)
 			continue;
-		if (r <= 0) {
-			*partial = got > 0;
-			return r < 0 ? -errno : -EPIPE;
-		}
-		got += (size_t)r;
+		if (r < 0)
+			return -errno;
+		if (r == 0)
+			return -EPIPE;
+		*got += (size_t)r;
 	}
 	return 0;
+}
+
+/* Read a frame header. Like net_read_full, but tells a close between
+ * frames (*partial = 0) from one inside a header. */
+static int read_header(struct conn *c, uint8_t hb[WIRE_HDR_SIZE],
+		       int *partial)
+{
+	size_t got = 0;
+	int rc = conn_read_full(c, hb, WIRE_HDR_SIZE, &got);
+
+	*partial = got > 0;
+	return rc;
 }
 
 /* Read and check one frame. Returns 0 with *payload (malloc'ed, NULL when
@@ -488,7 +516,7 @@ static int read_frame(struct conn *c, struct wire_hdr *h, uint8_t **payload)
 	int rc, partial = 0;
 
 	*payload = NULL;
-	rc = read_header(c->fd, hb, &partial);
+	rc = read_header(c, hb, &partial);
 	if (rc) {
 		reader_ended(c, rc, partial);
 		return rc;
@@ -528,7 +556,8 @@ static int read_frame(struct conn *c, struct wire_hdr *h, uint8_t **payload)
 				  h->len);
 			return -ENOMEM;
 		}
-		rc = net_read_full(c->fd, p, h->len);
+		size_t got = 0;
+		rc = conn_read_full(c, p, h->len, &got);
 		if (rc) {
 			free(p);
 			reader_ended(c, rc, 1);
@@ -575,11 +604,13 @@ static void *conn_reader(void *arg)
 			free(payload);
 			if (rc)
 				break;
-			/* Known peer now: reads may block as long as it likes
-			 * (keepalive notices a vanished one). */
-			struct timeval tv = { 0 };
-			setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv,
-				   sizeof(tv));
+			if (c->hello_done) {
+				/* Known peer now: reads may block as long as
+				 * it likes (keepalive notices a vanished one). */
+				struct timeval tv = { 0 };
+				setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv,
+					   sizeof(tv));
+			}
 			continue;
 		}
 		if (h.flags & WF_REPLY) {
@@ -732,9 +763,7 @@ static void sock_setup(int fd)
 	struct timeval tv = { .tv_sec = CONN_SEND_TIMEOUT_S };
 	int one = 1, idle = 60, intvl = 10, cnt = 6;
 
-	struct timeval hs = { .tv_sec = HANDSHAKE_TIMEOUT_S };
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &hs, sizeof(hs));
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	/* A client that vanished without a FIN is noticed in ~2 minutes. */
 	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
@@ -759,6 +788,8 @@ static int conn_start(struct server *s, int fd)
 	c->srv = s;
 	c->fd = fd;
 	c->refs = 1; /* the reader's */
+	clock_gettime(CLOCK_MONOTONIC, &c->hs_deadline);
+	c->hs_deadline.tv_sec += HANDSHAKE_TIMEOUT_S;
 	net_peer_name(fd, c->peer, sizeof(c->peer));
 	pthread_mutex_init(&c->wlock, NULL);
 	pthread_cond_init(&c->wcond, NULL);

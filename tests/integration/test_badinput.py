@@ -349,5 +349,36 @@ def silent_peer_dropped_after_handshake_timeout(ctx):
            "log does not say the peer sent no HELLO")
 
 
+@test
+def trickling_stranger_dropped_at_deadline(ctx):
+    # The 10 s handshake limit is a deadline, not a per-read timeout: a peer
+    # sending one byte of a HELLO every 2 s is still dropped after ~10 s.
+    mark = log_mark(ctx)
+    c = connect(ctx)
+    peer = peer_of(c)
+    hello = frame(OP_HELLO, hello_payload())
+    t0 = time.time()
+    closed = False
+    try:
+        for b in hello:
+            try:
+                c.send_raw(bytes([b]))
+            except (BrokenPipeError, ConnectionResetError):
+                closed = True
+                break
+            if c.closed_by_server(2.0):
+                closed = True
+                break
+            if time.time() - t0 > 16:
+                break
+    finally:
+        c.close()
+    took = time.time() - t0
+    expect(closed and took < 14, "trickling peer still connected after %.1f s" % took)
+    expect(any("no HELLO within" in l for l in ctx.srv.log_lines()[mark:] if peer in l),
+           "log does not say the trickling peer sent no HELLO in time")
+    still_serving(ctx, "trickling stranger")
+
+
 if __name__ == "__main__":
     H.main(setup=setup)
