@@ -522,16 +522,13 @@ static int op_readdir(struct op_req *q)
 		return q->w->err;
 	/* The listing is cached with the directory's promise. */
 	promise_add(q, &dir);
-	struct wbuf patch;
-	wbuf_init(&patch);
-	wire_put_u32(&patch, rs.count);
-	wire_put_u8(&patch, eof ? 1 : 0);
-	if (patch.err) {
-		wbuf_free(&patch);
-		return patch.err;
-	}
-	memcpy(q->w->data + at, patch.data, 5);
-	wbuf_free(&patch);
+	/* Patch count and eof in place: the bytes are reserved, so the puts
+	 * cannot reallocate. */
+	size_t end = q->w->len;
+	q->w->len = at;
+	wire_put_u32(q->w, rs.count);
+	wire_put_u8(q->w, eof ? 1 : 0);
+	q->w->len = end;
 	return 0;
 }
 
@@ -539,7 +536,6 @@ static int op_read(struct op_req *q)
 {
 	struct cairn_fid fid;
 	struct cairn_attr a;
-	struct wbuf ab;
 	uint64_t off;
 	uint32_t len, n = 0;
 	uint8_t *p;
@@ -564,15 +560,10 @@ static int op_read(struct op_req *q)
 		return ret;
 	if (n > len)
 		n = len; /* never trust a callee past its buffer */
-	wbuf_init(&ab);
-	wire_put_attr(&ab, &a);
-	wire_put_u32(&ab, n);
-	if (ab.err) {
-		wbuf_free(&ab);
-		return ab.err;
-	}
-	memcpy(q->w->data + at, ab.data, WIRE_ATTR_SIZE + 4);
-	wbuf_free(&ab);
+	/* Fill the reserved header in place, then trim to the bytes read. */
+	q->w->len = at;
+	wire_put_attr(q->w, &a);
+	wire_put_u32(q->w, n);
 	q->w->len = at + WIRE_ATTR_SIZE + 4 + n;
 	promise_add(q, &a.fid);
 	return 0;
@@ -669,7 +660,6 @@ static int put_sized(struct op_req *q, uint32_t size, int is_list,
 						   : size;
 	size_t at = q->w->len, len = 0;
 	uint8_t *p = wbuf_reserve(q->w, 8 + (size_t)cap);
-	struct wbuf hb;
 	int ret;
 
 	if (!p)
@@ -685,15 +675,10 @@ static int put_sized(struct op_req *q, uint32_t size, int is_list,
 		return -ERANGE;
 	if (len > UINT32_MAX)
 		return -E2BIG;
-	wbuf_init(&hb);
-	wire_put_u32(&hb, (uint32_t)len);
-	wire_put_u32(&hb, cap ? (uint32_t)len : 0);
-	if (hb.err) {
-		wbuf_free(&hb);
-		return hb.err;
-	}
-	memcpy(q->w->data + at, hb.data, 8);
-	wbuf_free(&hb);
+	/* Fill the reserved sizes in place, then trim to the value. */
+	q->w->len = at;
+	wire_put_u32(q->w, (uint32_t)len);
+	wire_put_u32(q->w, cap ? (uint32_t)len : 0);
 	q->w->len = at + 8 + (cap ? len : 0);
 	return 0;
 }

@@ -19,7 +19,6 @@ struct stats {
 	uint64_t cb_ack_waits, cb_ack_wait_us, cb_ack_wait_max_us;
 	uint64_t cb_ack_timeouts;
 	uint64_t conns_total;
-	long conns;
 };
 
 #define ADD(field, v) __atomic_add_fetch(&(field), (v), __ATOMIC_RELAXED)
@@ -75,14 +74,8 @@ void stats_cb_ack_timeout(struct stats *s)
 
 void stats_conn(struct stats *s, int delta)
 {
-	ADD(s->conns, delta);
 	if (delta > 0)
 		ADD(s->conns_total, (uint64_t)delta);
-}
-
-long stats_connections(struct stats *s)
-{
-	return GET(s->conns);
 }
 
 void stats_print(struct stats *s, FILE *f)

@@ -30,10 +30,9 @@ void stats_cb_break(struct stats *s, unsigned records, size_t bytes);
 void stats_cb_ack_wait(struct stats *s, uint64_t us);
 /* A client did not acknowledge a break in time and was dropped. */
 void stats_cb_ack_timeout(struct stats *s);
-/* A connection was accepted (+1) or closed (-1). */
+/* A connection was accepted (+1) or closed (-1); counts accepted ones for
+ * connections_total (the open count is the server's own nconns). */
 void stats_conn(struct stats *s, int delta);
-/* Currently open connections. */
-long stats_connections(struct stats *s);
 
 /*
  * Print the counters as `key value` lines (docs/PROTOCOL.md, STATUS):
