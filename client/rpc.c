@@ -19,7 +19,7 @@
  * reconnect").
  *
  * Locks: r->send_mu serialises writes to the socket and is held whenever
- * fd/gen change; r->mu guards everything else. Order: send_mu before mu.
+ * fd changes; r->mu guards everything else. Order: send_mu before mu.
  * Neither is held across a blocking read; only send_mu is held across a
  * write.
  */
@@ -72,7 +72,6 @@ struct rpc {
 	pthread_cond_t state_cv;   /* broadcast on every state change */
 	enum rpc_state state;      /* mu */
 	int fd;                    /* send_mu + mu to change; -1 when down */
-	uint64_t gen;              /* connection generation; as fd */
 	uint64_t epoch;            /* server epoch seen at the last HELLO; mu */
 	uint32_t next_id;          /* mu; next call id, 0 (PING_ID) skipped */
 	struct pending *pending;   /* mu */
@@ -287,7 +286,6 @@ int rpc_connect(const struct rpc_opts *o, struct rpc **out,
 		return fd;
 	}
 	r->fd = fd;
-	r->gen = 1;
 	r->state = RPC_UP;
 	*out = r;
 	return 0;
@@ -320,7 +318,6 @@ static void conn_lost(struct rpc *r, const char *why)
 	if (r->fd >= 0) {
 		close(r->fd);
 		r->fd = -1;
-		r->gen++;
 	}
 	fail_pending(r, r->state == RPC_SHUTDOWN ? -ESHUTDOWN : RETRY);
 	pthread_cond_broadcast(&r->state_cv);
@@ -472,7 +469,6 @@ static void reconnect_loop(struct rpc *r)
 				close(fd);
 			} else {
 				r->fd = fd;
-				r->gen++;
 				r->epoch = epoch;
 				r->state = RPC_UP;
 			}
