@@ -14,6 +14,7 @@
 #include "inode.h"
 #include "notify.h"
 #include "../lib/log.h"
+#include "../lib/msg.h"
 
 /* st_blksize reported to applications: stdio and cp size their buffers by
  * it, and every write is a round trip in v0. */
@@ -91,7 +92,7 @@ int fs_call_read(fuse_req_t req, struct fs *fs, uint16_t op, struct wbuf *w,
 
 int fs_bad_reply(uint16_t op)
 {
-	log_warn("%s: malformed reply from server", proto_op_name(op));
+	log_warn("%s: malformed reply from server", msg_name(op));
 	return -EIO;
 }
 

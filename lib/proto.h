@@ -2,7 +2,8 @@
  * proto.h - the Cairn wire protocol: constants, opcodes and value types.
  *
  * docs/PROTOCOL.md is the normative description of every message; this
- * header gives the names the code uses for it. Everything on the wire is
+ * header gives the names the code uses for it, and lib/msg.h the codec and
+ * the facts about each opcode (name, flags). Everything on the wire is
  * little-endian. Error statuses are negative Linux errno values (the
  * protocol is Linux-only by design: client and server both run Linux).
  */
@@ -67,9 +68,6 @@ enum cairn_op {
 	OP__COUNT,          /* number of request opcodes + 1 */
 	OP_CB_BREAK = 64,
 };
-
-/* Returns a static lower-case name ("getattr") or "unknown". */
-const char *proto_op_name(unsigned op);
 
 /* HELLO flags. */
 enum {

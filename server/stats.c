@@ -5,7 +5,8 @@
  * are statistics, never used to make decisions, so no ordering is needed.
  */
 #include <stdlib.h>
-#include "../lib/proto.h"
+#include <ctype.h>
+#include "../lib/msg.h"
 #include "stats.h"
 
 struct op_counters {
@@ -81,7 +82,13 @@ void stats_conn(struct stats *s, int delta)
 void stats_print(struct stats *s, FILE *f)
 {
 	for (unsigned op = 1; op < OP__COUNT; op++) {
-		const char *name = proto_op_name(op);
+		char name[32];
+		size_t i;
+
+		/* STATUS keys are lower case: "op.getattr.calls". */
+		for (i = 0; msg_name(op)[i] && i < sizeof(name) - 1; i++)
+			name[i] = (char)tolower((unsigned char)msg_name(op)[i]);
+		name[i] = '\0';
 		fprintf(f, "op.%s.calls %llu\n", name,
 			(unsigned long long)GET(s->op[op].calls));
 		fprintf(f, "op.%s.bytes_in %llu\n", name,

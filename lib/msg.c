@@ -1,0 +1,947 @@
+/*
+ * msg.c - the codec of every Cairn message and the opcode descriptors.
+ * See msg.h; docs/PROTOCOL.md is the normative layout, and
+ * tests/unit/test_msg.c checks that the two agree.
+ *
+ * Each codec function takes the op's struct as void * so the descriptor
+ * table can hold them all; the first line of each names the real type.
+ * Decoders read every field and let the rbuf's sticky error speak once,
+ * at the end (wire.h).
+ */
+#include <errno.h>
+#include <string.h>
+#include "msg.h"
+
+/* Largest str/blob the structural decoder accepts; receivers apply the
+ * protocol's tighter limits as policy (msg_name_check, CAIRN_MAX_IO). */
+#define STR_ANY  65535u
+#define BLOB_ANY WIRE_MAX_PAYLOAD
+
+static int dec_end(struct rbuf *r)
+{
+	return r->err ? -EPROTO : 0;
+}
+
+static void put_str(struct wbuf *w, const struct msg_str *s)
+{
+	wire_put_str(w, s->len ? s->p : "", s->len);
+}
+
+static void get_str(struct rbuf *r, struct msg_str *s)
+{
+	s->p = wire_get_str(r, &s->len, STR_ANY);
+	if (!s->p)
+		s->len = 0;
+}
+
+static void put_bytes(struct wbuf *w, const struct msg_bytes *b)
+{
+	wire_put_blob(w, b->len ? b->p : "", b->len);
+}
+
+static void get_bytes(struct rbuf *r, struct msg_bytes *b)
+{
+	b->p = wire_get_blob(r, &b->len, BLOB_ANY);
+	if (!b->p)
+		b->len = 0;
+}
+
+/* --- shared shapes ---------------------------------------------------------- */
+
+static void enc_empty(struct wbuf *w, const void *m)
+{
+	(void)w;
+	(void)m;
+}
+
+static int dec_empty(struct rbuf *r, void *m)
+{
+	(void)m;
+	return dec_end(r);
+}
+
+static void enc_fid(struct wbuf *w, const void *m)
+{
+	wire_put_fid(w, &((const struct msg_fid *)m)->fid);
+}
+
+static int dec_fid(struct rbuf *r, void *m)
+{
+	wire_get_fid(r, &((struct msg_fid *)m)->fid);
+	return dec_end(r);
+}
+
+static void enc_attr(struct wbuf *w, const void *m)
+{
+	wire_put_attr(w, &((const struct msg_attr *)m)->attr);
+}
+
+static int dec_attr(struct rbuf *r, void *m)
+{
+	wire_get_attr(r, &((struct msg_attr *)m)->attr);
+	return dec_end(r);
+}
+
+static void enc_attr2(struct wbuf *w, const void *m)
+{
+	const struct msg_attr2 *a = m;
+
+	wire_put_attr(w, &a->a);
+	wire_put_attr(w, &a->b);
+}
+
+static int dec_attr2(struct rbuf *r, void *m)
+{
+	struct msg_attr2 *a = m;
+
+	wire_get_attr(r, &a->a);
+	wire_get_attr(r, &a->b);
+	return dec_end(r);
+}
+
+/* --- HELLO ------------------------------------------------------------------- */
+
+static void enc_hello_req(struct wbuf *w, const void *m)
+{
+	const struct msg_hello_req *h = m;
+
+	wire_put_u32(w, h->magic);
+	wire_put_u32(w, h->version);
+	wire_put_bytes(w, h->client_id, sizeof(h->client_id));
+	wire_put_u32(w, h->flags);
+}
+
+static int dec_hello_req(struct rbuf *r, void *m)
+{
+	struct msg_hello_req *h = m;
+	const void *id;
+
+	h->magic = wire_get_u32(r);
+	h->version = wire_get_u32(r);
+	id = wire_get_bytes(r, sizeof(h->client_id));
+	if (id)
+		memcpy(h->client_id, id, sizeof(h->client_id));
+	h->flags = wire_get_u32(r);
+	return dec_end(r);
+}
+
+static void enc_hello_rep(struct wbuf *w, const void *m)
+{
+	const struct msg_hello_rep *h = m;
+
+	wire_put_u32(w, h->version);
+	wire_put_bytes(w, h->server_id, sizeof(h->server_id));
+	wire_put_u64(w, h->epoch);
+	wire_put_attr(w, &h->root);
+}
+
+static int dec_hello_rep(struct rbuf *r, void *m)
+{
+	struct msg_hello_rep *h = m;
+	const void *id;
+
+	h->version = wire_get_u32(r);
+	id = wire_get_bytes(r, sizeof(h->server_id));
+	if (id)
+		memcpy(h->server_id, id, sizeof(h->server_id));
+	h->epoch = wire_get_u64(r);
+	wire_get_attr(r, &h->root);
+	return dec_end(r);
+}
+
+/* --- names ------------------------------------------------------------------- */
+
+static void enc_lookup_req(struct wbuf *w, const void *m)
+{
+	const struct msg_lookup_req *q = m;
+
+	wire_put_fid(w, &q->dir);
+	put_str(w, &q->name);
+}
+
+static int dec_lookup_req(struct rbuf *r, void *m)
+{
+	struct msg_lookup_req *q = m;
+
+	wire_get_fid(r, &q->dir);
+	get_str(r, &q->name);
+	return dec_end(r);
+}
+
+static void enc_setattr_req(struct wbuf *w, const void *m)
+{
+	const struct msg_setattr_req *q = m;
+
+	wire_put_fid(w, &q->fid);
+	wire_put_u32(w, q->valid);
+	wire_put_u32(w, q->mode);
+	wire_put_u32(w, q->uid);
+	wire_put_u32(w, q->gid);
+	wire_put_u64(w, q->size);
+	wire_put_time(w, &q->atime);
+	wire_put_time(w, &q->mtime);
+	wire_put_time(w, &q->ctime);
+}
+
+static int dec_setattr_req(struct rbuf *r, void *m)
+{
+	struct msg_setattr_req *q = m;
+
+	wire_get_fid(r, &q->fid);
+	q->valid = wire_get_u32(r);
+	q->mode = wire_get_u32(r);
+	q->uid = wire_get_u32(r);
+	q->gid = wire_get_u32(r);
+	q->size = wire_get_u64(r);
+	wire_get_time(r, &q->atime);
+	wire_get_time(r, &q->mtime);
+	wire_get_time(r, &q->ctime);
+	return dec_end(r);
+}
+
+static void enc_create_req(struct wbuf *w, const void *m)
+{
+	const struct msg_create_req *q = m;
+
+	wire_put_fid(w, &q->dir);
+	put_str(w, &q->name);
+	wire_put_u32(w, q->mode);
+	wire_put_u32(w, q->uid);
+	wire_put_u32(w, q->gid);
+	wire_put_u32(w, q->rdev);
+	wire_put_u32(w, q->flags);
+}
+
+static int dec_create_req(struct rbuf *r, void *m)
+{
+	struct msg_create_req *q = m;
+
+	wire_get_fid(r, &q->dir);
+	get_str(r, &q->name);
+	q->mode = wire_get_u32(r);
+	q->uid = wire_get_u32(r);
+	q->gid = wire_get_u32(r);
+	q->rdev = wire_get_u32(r);
+	q->flags = wire_get_u32(r);
+	return dec_end(r);
+}
+
+static void enc_create_rep(struct wbuf *w, const void *m)
+{
+	const struct msg_create_rep *p = m;
+
+	wire_put_u8(w, p->created);
+	wire_put_attr(w, &p->child);
+	wire_put_attr(w, &p->dir);
+}
+
+static int dec_create_rep(struct rbuf *r, void *m)
+{
+	struct msg_create_rep *p = m;
+
+	p->created = wire_get_u8(r);
+	wire_get_attr(r, &p->child);
+	wire_get_attr(r, &p->dir);
+	return dec_end(r);
+}
+
+static void enc_symlink_req(struct wbuf *w, const void *m)
+{
+	const struct msg_symlink_req *q = m;
+
+	wire_put_fid(w, &q->dir);
+	put_str(w, &q->name);
+	put_str(w, &q->target);
+	wire_put_u32(w, q->uid);
+	wire_put_u32(w, q->gid);
+}
+
+static int dec_symlink_req(struct rbuf *r, void *m)
+{
+	struct msg_symlink_req *q = m;
+
+	wire_get_fid(r, &q->dir);
+	get_str(r, &q->name);
+	get_str(r, &q->target);
+	q->uid = wire_get_u32(r);
+	q->gid = wire_get_u32(r);
+	return dec_end(r);
+}
+
+static void enc_readlink_rep(struct wbuf *w, const void *m)
+{
+	put_str(w, &((const struct msg_readlink_rep *)m)->target);
+}
+
+static int dec_readlink_rep(struct rbuf *r, void *m)
+{
+	get_str(r, &((struct msg_readlink_rep *)m)->target);
+	return dec_end(r);
+}
+
+static void enc_link_req(struct wbuf *w, const void *m)
+{
+	const struct msg_link_req *q = m;
+
+	wire_put_fid(w, &q->fid);
+	wire_put_fid(w, &q->dir);
+	put_str(w, &q->name);
+}
+
+static int dec_link_req(struct rbuf *r, void *m)
+{
+	struct msg_link_req *q = m;
+
+	wire_get_fid(r, &q->fid);
+	wire_get_fid(r, &q->dir);
+	get_str(r, &q->name);
+	return dec_end(r);
+}
+
+static void enc_remove_req(struct wbuf *w, const void *m)
+{
+	const struct msg_remove_req *q = m;
+
+	wire_put_fid(w, &q->dir);
+	put_str(w, &q->name);
+	wire_put_u32(w, q->flags);
+}
+
+static int dec_remove_req(struct rbuf *r, void *m)
+{
+	struct msg_remove_req *q = m;
+
+	wire_get_fid(r, &q->dir);
+	get_str(r, &q->name);
+	q->flags = wire_get_u32(r);
+	return dec_end(r);
+}
+
+static void enc_rename_req(struct wbuf *w, const void *m)
+{
+	const struct msg_rename_req *q = m;
+
+	wire_put_fid(w, &q->sdir);
+	put_str(w, &q->sname);
+	wire_put_fid(w, &q->ddir);
+	put_str(w, &q->dname);
+	wire_put_u32(w, q->flags);
+}
+
+static int dec_rename_req(struct rbuf *r, void *m)
+{
+	struct msg_rename_req *q = m;
+
+	wire_get_fid(r, &q->sdir);
+	get_str(r, &q->sname);
+	wire_get_fid(r, &q->ddir);
+	get_str(r, &q->dname);
+	q->flags = wire_get_u32(r);
+	return dec_end(r);
+}
+
+/* --- READDIR ----------------------------------------------------------------- */
+
+static void enc_readdir_req(struct wbuf *w, const void *m)
+{
+	const struct msg_readdir_req *q = m;
+
+	wire_put_fid(w, &q->dir);
+	wire_put_u64(w, q->cookie);
+	wire_put_u32(w, q->max);
+}
+
+static int dec_readdir_req(struct rbuf *r, void *m)
+{
+	struct msg_readdir_req *q = m;
+
+	wire_get_fid(r, &q->dir);
+	q->cookie = wire_get_u64(r);
+	q->max = wire_get_u32(r);
+	return dec_end(r);
+}
+
+static void get_dirent(struct rbuf *r, struct msg_dirent *e)
+{
+	e->next_cookie = wire_get_u64(r);
+	get_str(r, &e->name);
+	wire_get_attr(r, &e->attr);
+}
+
+void msg_dirent_put(struct wbuf *w, const struct msg_dirent *e)
+{
+	wire_put_u64(w, e->next_cookie);
+	put_str(w, &e->name);
+	wire_put_attr(w, &e->attr);
+}
+
+/* Smallest encoded entry: cookie, empty name, attr. */
+#define DIRENT_MIN (8u + 2u + WIRE_ATTR_SIZE)
+/* Smallest CB_BREAK record: fid and an empty name. */
+#define CBREC_MIN  (WIRE_FID_SIZE + 2u)
+
+/*
+ * count records of at least min bytes each, walked with next: check them
+ * all now (so consumers never see a half-valid list) and remember where
+ * they are.
+ */
+static void get_records(struct rbuf *r, uint32_t count, size_t min,
+			void (*next)(struct rbuf *, void *), void *scratch,
+			struct msg_bytes *out)
+{
+	size_t start = r->off;
+
+	out->p = NULL;
+	out->len = 0;
+	if (r->err || count > rbuf_left(r) / min) {
+		r->err = -EPROTO;
+		return;
+	}
+	for (uint32_t i = 0; i < count && !r->err; i++)
+		next(r, scratch);
+	if (!r->err) {
+		out->p = r->p + start;
+		out->len = r->off - start;
+	}
+}
+
+static void next_dirent(struct rbuf *r, void *scratch)
+{
+	get_dirent(r, scratch);
+}
+
+static void enc_readdir_rep(struct wbuf *w, const void *m)
+{
+	const struct msg_readdir_rep *p = m;
+
+	wire_put_u32(w, p->count);
+	wire_put_u8(w, p->eof);
+	wire_put_bytes(w, p->ents.len ? p->ents.p : "", p->ents.len);
+}
+
+static int dec_readdir_rep(struct rbuf *r, void *m)
+{
+	struct msg_readdir_rep *p = m;
+	struct msg_dirent e;
+
+	p->count = wire_get_u32(r);
+	p->eof = wire_get_u8(r);
+	get_records(r, p->count, DIRENT_MIN, next_dirent, &e, &p->ents);
+	return dec_end(r);
+}
+
+size_t msg_readdir_rep_begin(struct wbuf *w)
+{
+	size_t at = w->len;
+
+	wire_put_u32(w, 0);
+	wire_put_u8(w, 0);
+	return at;
+}
+
+/* Patch bytes reserved at `at` in place: the room is there, so the puts
+ * cannot reallocate. */
+#define PATCH(w, at, puts) do {			\
+		size_t end_ = (w)->len;		\
+		if ((w)->err)			\
+			break;			\
+		(w)->len = (at);		\
+		puts;				\
+		(w)->len = end_;		\
+	} while (0)
+
+void msg_readdir_rep_end(struct wbuf *w, size_t at, uint32_t count, int eof)
+{
+	PATCH(w, at, (wire_put_u32(w, count), wire_put_u8(w, eof ? 1 : 0)));
+}
+
+int msg_dirent_next(struct rbuf *it, struct msg_dirent *e)
+{
+	if (rbuf_left(it) == 0 || it->err)
+		return 0;
+	get_dirent(it, e);
+	return it->err ? 0 : 1;
+}
+
+/* --- data -------------------------------------------------------------------- */
+
+static void enc_read_req(struct wbuf *w, const void *m)
+{
+	const struct msg_read_req *q = m;
+
+	wire_put_fid(w, &q->fid);
+	wire_put_u64(w, q->off);
+	wire_put_u32(w, q->len);
+}
+
+static int dec_read_req(struct rbuf *r, void *m)
+{
+	struct msg_read_req *q = m;
+
+	wire_get_fid(r, &q->fid);
+	q->off = wire_get_u64(r);
+	q->len = wire_get_u32(r);
+	return dec_end(r);
+}
+
+static void enc_read_rep(struct wbuf *w, const void *m)
+{
+	const struct msg_read_rep *p = m;
+
+	wire_put_attr(w, &p->attr);
+	put_bytes(w, &p->data);
+}
+
+static int dec_read_rep(struct rbuf *r, void *m)
+{
+	struct msg_read_rep *p = m;
+
+	wire_get_attr(r, &p->attr);
+	get_bytes(r, &p->data);
+	return dec_end(r);
+}
+
+uint8_t *msg_read_rep_reserve(struct wbuf *w, uint32_t len, size_t *at)
+{
+	uint8_t *p;
+
+	*at = w->len;
+	p = wbuf_reserve(w, WIRE_ATTR_SIZE + 4 + (size_t)len);
+	return p ? p + WIRE_ATTR_SIZE + 4 : NULL;
+}
+
+void msg_read_rep_finish(struct wbuf *w, size_t at,
+			 const struct cairn_attr *a, uint32_t n)
+{
+	if (w->err)
+		return;
+	w->len = at;
+	wire_put_attr(w, a);
+	wire_put_u32(w, n);
+	w->len = at + WIRE_ATTR_SIZE + 4 + n;
+}
+
+static void enc_write_req(struct wbuf *w, const void *m)
+{
+	const struct msg_write_req *q = m;
+
+	wire_put_fid(w, &q->fid);
+	wire_put_u64(w, q->off);
+	wire_put_u32(w, q->flags);
+	put_bytes(w, &q->data);
+}
+
+static int dec_write_req(struct rbuf *r, void *m)
+{
+	struct msg_write_req *q = m;
+
+	wire_get_fid(r, &q->fid);
+	q->off = wire_get_u64(r);
+	q->flags = wire_get_u32(r);
+	get_bytes(r, &q->data);
+	return dec_end(r);
+}
+
+static void enc_fsync_req(struct wbuf *w, const void *m)
+{
+	const struct msg_fsync_req *q = m;
+
+	wire_put_fid(w, &q->fid);
+	wire_put_u32(w, q->flags);
+}
+
+static int dec_fsync_req(struct rbuf *r, void *m)
+{
+	struct msg_fsync_req *q = m;
+
+	wire_get_fid(r, &q->fid);
+	q->flags = wire_get_u32(r);
+	return dec_end(r);
+}
+
+static void enc_statfs_rep(struct wbuf *w, const void *m)
+{
+	wire_put_statfs(w, &((const struct msg_statfs_rep *)m)->sf);
+}
+
+static int dec_statfs_rep(struct rbuf *r, void *m)
+{
+	wire_get_statfs(r, &((struct msg_statfs_rep *)m)->sf);
+	return dec_end(r);
+}
+
+static void enc_fallocate_req(struct wbuf *w, const void *m)
+{
+	const struct msg_fallocate_req *q = m;
+
+	wire_put_fid(w, &q->fid);
+	wire_put_u32(w, q->mode);
+	wire_put_u64(w, q->off);
+	wire_put_u64(w, q->len);
+}
+
+static int dec_fallocate_req(struct rbuf *r, void *m)
+{
+	struct msg_fallocate_req *q = m;
+
+	wire_get_fid(r, &q->fid);
+	q->mode = wire_get_u32(r);
+	q->off = wire_get_u64(r);
+	q->len = wire_get_u64(r);
+	return dec_end(r);
+}
+
+/* --- extended attributes ---------------------------------------------------- */
+
+static void enc_setxattr_req(struct wbuf *w, const void *m)
+{
+	const struct msg_setxattr_req *q = m;
+
+	wire_put_fid(w, &q->fid);
+	put_str(w, &q->name);
+	wire_put_u32(w, q->flags);
+	put_bytes(w, &q->value);
+}
+
+static int dec_setxattr_req(struct rbuf *r, void *m)
+{
+	struct msg_setxattr_req *q = m;
+
+	wire_get_fid(r, &q->fid);
+	get_str(r, &q->name);
+	q->flags = wire_get_u32(r);
+	get_bytes(r, &q->value);
+	return dec_end(r);
+}
+
+static void enc_getxattr_req(struct wbuf *w, const void *m)
+{
+	const struct msg_getxattr_req *q = m;
+
+	wire_put_fid(w, &q->fid);
+	put_str(w, &q->name);
+	wire_put_u32(w, q->size);
+}
+
+static int dec_getxattr_req(struct rbuf *r, void *m)
+{
+	struct msg_getxattr_req *q = m;
+
+	wire_get_fid(r, &q->fid);
+	get_str(r, &q->name);
+	q->size = wire_get_u32(r);
+	return dec_end(r);
+}
+
+static void enc_listxattr_req(struct wbuf *w, const void *m)
+{
+	const struct msg_listxattr_req *q = m;
+
+	wire_put_fid(w, &q->fid);
+	wire_put_u32(w, q->size);
+}
+
+static int dec_listxattr_req(struct rbuf *r, void *m)
+{
+	struct msg_listxattr_req *q = m;
+
+	wire_get_fid(r, &q->fid);
+	q->size = wire_get_u32(r);
+	return dec_end(r);
+}
+
+static void enc_sized_rep(struct wbuf *w, const void *m)
+{
+	const struct msg_sized_rep *p = m;
+
+	wire_put_u32(w, p->size);
+	put_bytes(w, &p->value);
+}
+
+static int dec_sized_rep(struct rbuf *r, void *m)
+{
+	struct msg_sized_rep *p = m;
+
+	p->size = wire_get_u32(r);
+	get_bytes(r, &p->value);
+	return dec_end(r);
+}
+
+uint8_t *msg_sized_rep_reserve(struct wbuf *w, uint32_t cap, size_t *at)
+{
+	uint8_t *p;
+
+	*at = w->len;
+	p = wbuf_reserve(w, 8 + (size_t)cap);
+	return p ? p + 8 : NULL;
+}
+
+void msg_sized_rep_finish(struct wbuf *w, size_t at, uint32_t size,
+			  uint32_t n)
+{
+	if (w->err)
+		return;
+	w->len = at;
+	wire_put_u32(w, size);
+	wire_put_u32(w, n);
+	w->len = at + 8 + n;
+}
+
+static void enc_removexattr_req(struct wbuf *w, const void *m)
+{
+	const struct msg_removexattr_req *q = m;
+
+	wire_put_fid(w, &q->fid);
+	put_str(w, &q->name);
+}
+
+static int dec_removexattr_req(struct rbuf *r, void *m)
+{
+	struct msg_removexattr_req *q = m;
+
+	wire_get_fid(r, &q->fid);
+	get_str(r, &q->name);
+	return dec_end(r);
+}
+
+static void enc_status_rep(struct wbuf *w, const void *m)
+{
+	put_bytes(w, &((const struct msg_status_rep *)m)->text);
+}
+
+static int dec_status_rep(struct rbuf *r, void *m)
+{
+	get_bytes(r, &((struct msg_status_rep *)m)->text);
+	return dec_end(r);
+}
+
+/* --- CB_BREAK ---------------------------------------------------------------- */
+
+static void get_cbrec(struct rbuf *r, struct msg_cbrec *rec)
+{
+	wire_get_fid(r, &rec->fid);
+	get_str(r, &rec->name);
+}
+
+static void next_cbrec(struct rbuf *r, void *scratch)
+{
+	get_cbrec(r, scratch);
+}
+
+void msg_cbrec_put(struct wbuf *w, const struct msg_cbrec *rec)
+{
+	wire_put_fid(w, &rec->fid);
+	put_str(w, &rec->name);
+}
+
+static void enc_cb_break(struct wbuf *w, const void *m)
+{
+	const struct msg_cb_break *b = m;
+
+	wire_put_u32(w, b->count);
+	wire_put_bytes(w, b->recs.len ? b->recs.p : "", b->recs.len);
+}
+
+static int dec_cb_break(struct rbuf *r, void *m)
+{
+	struct msg_cb_break *b = m;
+	struct msg_cbrec rec;
+
+	b->count = wire_get_u32(r);
+	get_records(r, b->count, CBREC_MIN, next_cbrec, &rec, &b->recs);
+	return dec_end(r);
+}
+
+size_t msg_cb_break_begin(struct wbuf *w)
+{
+	size_t at = w->len;
+
+	wire_put_u32(w, 0);
+	return at;
+}
+
+void msg_cb_break_end(struct wbuf *w, size_t at, uint32_t count)
+{
+	PATCH(w, at, wire_put_u32(w, count));
+}
+
+int msg_cbrec_next(struct rbuf *it, struct msg_cbrec *rec)
+{
+	if (rbuf_left(it) == 0 || it->err)
+		return 0;
+	get_cbrec(it, rec);
+	return it->err ? 0 : 1;
+}
+
+/* --- descriptors ------------------------------------------------------------- */
+
+#define CODEC(rq, rp) \
+	.req_enc = enc_##rq, .req_dec = dec_##rq, \
+	.rep_enc = enc_##rp, .rep_dec = dec_##rp
+
+static const struct msg_desc descs[] = {
+	{ OP_HELLO, "HELLO", 0,
+	  "u32 magic (`0x4e524143`), u32 version, 16 bytes client id, u32 flags",
+	  "u32 version, 16 bytes server id, u64 server epoch, attr root",
+	  CODEC(hello_req, hello_rep) },
+	{ OP_PING, "PING", MSG_INLINE, "–", "–", CODEC(empty, empty) },
+	{ OP_GETATTR, "GETATTR", MSG_INLINE, "fid", "attr",
+	  CODEC(fid, attr) },
+	{ OP_LOOKUP, "LOOKUP", MSG_INLINE, "fid dir, str name", "attr child",
+	  CODEC(lookup_req, attr) },
+	{ OP_SETATTR, "SETATTR", MSG_CHANGES | MSG_DRC,
+	  "fid, u32 valid, u32 mode, u32 uid, u32 gid, u64 size, time atime, "
+	  "time mtime, time ctime", "attr", CODEC(setattr_req, attr) },
+	{ OP_CREATE, "CREATE", MSG_CHANGES | MSG_DRC,
+	  "fid dir, str name, u32 mode, u32 uid, u32 gid, u32 rdev, u32 flags",
+	  "u8 created, attr child, attr dir", CODEC(create_req, create_rep) },
+	{ OP_SYMLINK, "SYMLINK", MSG_CHANGES | MSG_DRC,
+	  "fid dir, str name, str target, u32 uid, u32 gid",
+	  "attr child, attr dir", CODEC(symlink_req, attr2) },
+	{ OP_READLINK, "READLINK", MSG_INLINE, "fid", "str target",
+	  CODEC(fid, readlink_rep) },
+	{ OP_LINK, "LINK", MSG_CHANGES | MSG_DRC,
+	  "fid target, fid dir, str name", "attr target, attr dir",
+	  CODEC(link_req, attr2) },
+	{ OP_REMOVE, "REMOVE", MSG_CHANGES | MSG_DRC,
+	  "fid dir, str name, u32 flags", "attr dir",
+	  CODEC(remove_req, attr) },
+	{ OP_RENAME, "RENAME", MSG_CHANGES | MSG_DRC,
+	  "fid src dir, str src name, fid dst dir, str dst name, u32 flags",
+	  "attr src dir, attr dst dir", CODEC(rename_req, attr2) },
+	{ OP_READDIR, "READDIR", 0, "fid dir, u64 cookie, u32 max entries",
+	  "u32 count, u8 eof, then count × (u64 next cookie, str name, attr)",
+	  CODEC(readdir_req, readdir_rep) },
+	{ OP_READ, "READ", 0, "fid, u64 offset, u32 length", "attr, blob data",
+	  CODEC(read_req, read_rep) },
+	{ OP_WRITE, "WRITE", MSG_CHANGES | MSG_DRC,
+	  "fid, u64 offset, u32 flags, blob data", "attr",
+	  CODEC(write_req, attr) },
+	{ OP_FSYNC, "FSYNC", 0, "fid, u32 flags", "–",
+	  CODEC(fsync_req, empty) },
+	{ OP_STATFS, "STATFS", 0, "–", "statfs", CODEC(empty, statfs_rep) },
+	{ OP_SETXATTR, "SETXATTR", MSG_CHANGES | MSG_DRC,
+	  "fid, str name, u32 flags, blob value", "–",
+	  CODEC(setxattr_req, empty) },
+	{ OP_GETXATTR, "GETXATTR", MSG_INLINE, "fid, str name, u32 size",
+	  "u32 value size, blob value", CODEC(getxattr_req, sized_rep) },
+	{ OP_LISTXATTR, "LISTXATTR", MSG_INLINE, "fid, u32 size",
+	  "u32 list size, blob names (each NUL-terminated)",
+	  CODEC(listxattr_req, sized_rep) },
+	{ OP_REMOVEXATTR, "REMOVEXATTR", MSG_CHANGES | MSG_DRC,
+	  "fid, str name", "–", CODEC(removexattr_req, empty) },
+	{ OP_FALLOCATE, "FALLOCATE", MSG_CHANGES | MSG_DRC,
+	  "fid, u32 mode, u64 offset, u64 length", "attr",
+	  CODEC(fallocate_req, attr) },
+	{ OP_STATUS, "STATUS", 0, "–", "blob text",
+	  CODEC(empty, status_rep) },
+	{ OP_CB_BREAK, "CB_BREAK", MSG_PUSH, "u32 count, count × (fid, str name)",
+	  "acknowledged: an empty `WF_REPLY` frame with the push's id "
+	  "(see Callbacks)", CODEC(cb_break, empty) },
+};
+
+#define NDESC (sizeof(descs) / sizeof(descs[0]))
+
+const struct msg_desc *msg_desc(unsigned op)
+{
+	/* Request opcodes are dense from 1: descs[op - 1]. */
+	if (op >= 1 && op < OP__COUNT && descs[op - 1].op == op)
+		return &descs[op - 1];
+	for (size_t i = OP__COUNT - 1; i < NDESC; i++)
+		if (descs[i].op == op)
+			return &descs[i];
+	return NULL;
+}
+
+const struct msg_desc *msg_descs(size_t *n)
+{
+	*n = NDESC;
+	return descs;
+}
+
+const char *msg_name(unsigned op)
+{
+	const struct msg_desc *d = msg_desc(op);
+
+	return d ? d->name : "unknown";
+}
+
+int msg_has(unsigned op, unsigned flag)
+{
+	const struct msg_desc *d = msg_desc(op);
+
+	return d && (d->flags & flag) == flag;
+}
+
+int msg_decode(unsigned op, int reply, const void *p, size_t len, void *m,
+	       const char **why)
+{
+	const struct msg_desc *d = msg_desc(op);
+	struct rbuf r;
+	int ret;
+
+	if (!d) {
+		if (why)
+			*why = "unknown opcode";
+		return -EPROTO;
+	}
+	rbuf_init(&r, p, len);
+	ret = (reply ? d->rep_dec : d->req_dec)(&r, m);
+	if (ret) {
+		if (why)
+			*why = "payload too short or a bad field";
+		return -EPROTO;
+	}
+	if (wire_get_end(&r)) {
+		if (why)
+			*why = "trailing bytes";
+		return -EPROTO;
+	}
+	return 0;
+}
+
+void msg_encode(unsigned op, int reply, struct wbuf *w, const void *m)
+{
+	const struct msg_desc *d = msg_desc(op);
+
+	if (!d) {
+		if (!w->err)
+			w->err = -EINVAL;
+		return;
+	}
+	(reply ? d->rep_enc : d->req_enc)(w, m);
+}
+
+/* --- acceptability ------------------------------------------------------------ */
+
+int msg_name_check(const struct msg_str *s)
+{
+	if (s->len > CAIRN_NAME_MAX)
+		return -ENAMETOOLONG;
+	if (s->len == 0 || memchr(s->p, '/', s->len) ||
+	    memchr(s->p, '\0', s->len))
+		return -EINVAL;
+	if ((s->len == 1 && s->p[0] == '.') ||
+	    (s->len == 2 && s->p[0] == '.' && s->p[1] == '.'))
+		return -EINVAL;
+	return 0;
+}
+
+int msg_xattr_name_check(const struct msg_str *s)
+{
+	if (s->len == 0 || s->len > CAIRN_XATTR_NAME_MAX)
+		return -ERANGE;
+	if (memchr(s->p, '\0', s->len))
+		return -EINVAL;
+	if (s->len >= 7 && !memcmp(s->p, "system.", 7))
+		return -EOPNOTSUPP;
+	return 0;
+}
+
+char *msg_str_copy(char *dst, const struct msg_str *s)
+{
+	if (s->len)
+		memcpy(dst, s->p, s->len);
+	dst[s->len] = '\0';
+	return dst;
+}

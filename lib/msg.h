@@ -1,0 +1,361 @@
+/*
+ * msg.h - one codec per Cairn message, and one descriptor per opcode.
+ *
+ * Every request, reply and push has a plain struct below and exactly one
+ * encode/decode pair, used by the client, the server and the fuzzers alike;
+ * nothing else in Cairn spells a message's layout. docs/PROTOCOL.md's
+ * message table is checked against the descriptors' layout strings, and
+ * those against the encoders' output, by tests/unit/test_msg.c.
+ *
+ * Decoding is structural only: a decoder checks that the payload has exactly
+ * the fields the layout gives, each within its wire bounds, and returns
+ * -EPROTO otherwise (the peer is broken: the caller drops the connection or
+ * fails the call). Whether a well-formed value is acceptable (a name with a
+ * '/', an unknown flag bit, an oversized write) is the receiver's policy and
+ * is answered with an errno, as Linux would (see msg_name_check).
+ *
+ * Ownership: decoded strings and byte ranges (struct msg_str, msg_bytes)
+ * point into the payload that was decoded; they are valid as long as that
+ * buffer is, and strings are NOT NUL-terminated. Encoders copy everything
+ * into the wbuf; errors are sticky in w->err (wire.h).
+ *
+ * Adding a message: a struct pair here, an encode/decode pair and a
+ * descriptor in msg.c, a row in docs/PROTOCOL.md, a handler in
+ * server/handlers.c. The descriptor's flags tell the server how to run it;
+ * nothing else keeps lists of opcodes.
+ */
+#ifndef CAIRN_MSG_H
+#define CAIRN_MSG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include "proto.h"
+#include "wire.h"
+
+/* --- field types ----------------------------------------------------------- */
+
+/* A str on the wire: u16 length + bytes. Not NUL-terminated. */
+struct msg_str {
+	const char *p;
+	size_t len;
+};
+
+/* A blob on the wire: u32 length + bytes. */
+struct msg_bytes {
+	const void *p;
+	size_t len;
+};
+
+#define MSG_STR(s) ((struct msg_str){ (s), strlen(s) })
+
+/* --- requests and replies ---------------------------------------------------- */
+
+/* Shared shapes. */
+struct msg_fid   { struct cairn_fid fid; };        /* GETATTR, READLINK req */
+struct msg_attr  { struct cairn_attr attr; };      /* one attr reply */
+struct msg_attr2 { struct cairn_attr a, b; };      /* two attrs reply */
+struct msg_empty { char unused; };                 /* no payload */
+
+struct msg_hello_req {
+	uint32_t magic;          /* CAIRN_MAGIC */
+	uint32_t version;        /* CAIRN_PROTO_VERSION */
+	uint8_t client_id[16];
+	uint32_t flags;          /* HELLO_*; undefined bits are ignored */
+};
+struct msg_hello_rep {
+	uint32_t version;
+	uint8_t server_id[16];
+	uint64_t epoch;
+	struct cairn_attr root;
+};
+
+struct msg_lookup_req {
+	struct cairn_fid dir;
+	struct msg_str name;
+};
+
+struct msg_setattr_req {
+	struct cairn_fid fid;
+	uint32_t valid;          /* SA_* */
+	uint32_t mode, uid, gid;
+	uint64_t size;
+	struct cairn_time atime, mtime, ctime;
+};
+
+struct msg_create_req {
+	struct cairn_fid dir;
+	struct msg_str name;
+	uint32_t mode, uid, gid, rdev;
+	uint32_t flags;          /* CR_* */
+};
+struct msg_create_rep {
+	uint8_t created;         /* 0: the name existed (no CR_EXCL) */
+	struct cairn_attr child, dir;
+};
+
+struct msg_symlink_req {
+	struct cairn_fid dir;
+	struct msg_str name;
+	struct msg_str target;
+	uint32_t uid, gid;
+};
+
+struct msg_readlink_rep {
+	struct msg_str target;
+};
+
+struct msg_link_req {
+	struct cairn_fid fid;    /* the object to link */
+	struct cairn_fid dir;
+	struct msg_str name;
+};
+
+struct msg_remove_req {
+	struct cairn_fid dir;
+	struct msg_str name;
+	uint32_t flags;          /* RM_* */
+};
+
+struct msg_rename_req {
+	struct cairn_fid sdir;
+	struct msg_str sname;
+	struct cairn_fid ddir;
+	struct msg_str dname;
+	uint32_t flags;          /* RN_* */
+};
+
+struct msg_readdir_req {
+	struct cairn_fid dir;
+	uint64_t cookie;
+	uint32_t max;            /* entries wanted */
+};
+/* One READDIR entry. */
+struct msg_dirent {
+	uint64_t next_cookie;
+	struct msg_str name;
+	struct cairn_attr attr;
+};
+/*
+ * READDIR reply: count entries follow. The decoder checks all of them;
+ * walk them with msg_dirent_next(). ents is the encoded entries.
+ */
+struct msg_readdir_rep {
+	uint32_t count;
+	uint8_t eof;
+	struct msg_bytes ents;
+};
+
+struct msg_read_req {
+	struct cairn_fid fid;
+	uint64_t off;
+	uint32_t len;
+};
+struct msg_read_rep {
+	struct cairn_attr attr;
+	struct msg_bytes data;
+};
+
+struct msg_write_req {
+	struct cairn_fid fid;
+	uint64_t off;
+	uint32_t flags;          /* WR_* */
+	struct msg_bytes data;
+};
+
+struct msg_fsync_req {
+	struct cairn_fid fid;
+	uint32_t flags;          /* FS_* */
+};
+
+struct msg_statfs_rep {
+	struct cairn_statfs sf;
+};
+
+struct msg_setxattr_req {
+	struct cairn_fid fid;
+	struct msg_str name;
+	uint32_t flags;          /* XA_* */
+	struct msg_bytes value;
+};
+
+struct msg_getxattr_req {
+	struct cairn_fid fid;
+	struct msg_str name;
+	uint32_t size;           /* buffer size; 0 asks for the size only */
+};
+struct msg_listxattr_req {
+	struct cairn_fid fid;
+	uint32_t size;
+};
+/* GETXATTR and LISTXATTR reply: the full size, and the value (empty when
+ * the request's size was 0). */
+struct msg_sized_rep {
+	uint32_t size;
+	struct msg_bytes value;
+};
+
+struct msg_removexattr_req {
+	struct cairn_fid fid;
+	struct msg_str name;
+};
+
+struct msg_fallocate_req {
+	struct cairn_fid fid;
+	uint32_t mode;
+	uint64_t off, len;
+};
+
+struct msg_status_rep {
+	struct msg_bytes text;
+};
+
+/* One CB_BREAK record: fid, and the entry name in it (len 0: the object
+ * itself). */
+struct msg_cbrec {
+	struct cairn_fid fid;
+	struct msg_str name;
+};
+/* CB_BREAK push: count records; walk them with msg_cbrec_next(). */
+struct msg_cb_break {
+	uint32_t count;
+	struct msg_bytes recs;
+};
+
+/* Storage big enough for any request or reply struct of this header. */
+union msg_any {
+	struct msg_fid fid;
+	struct msg_attr attr;
+	struct msg_attr2 attr2;
+	struct msg_hello_req hello_req;
+	struct msg_hello_rep hello_rep;
+	struct msg_lookup_req lookup_req;
+	struct msg_setattr_req setattr_req;
+	struct msg_create_req create_req;
+	struct msg_create_rep create_rep;
+	struct msg_symlink_req symlink_req;
+	struct msg_readlink_rep readlink_rep;
+	struct msg_link_req link_req;
+	struct msg_remove_req remove_req;
+	struct msg_rename_req rename_req;
+	struct msg_readdir_req readdir_req;
+	struct msg_readdir_rep readdir_rep;
+	struct msg_read_req read_req;
+	struct msg_read_rep read_rep;
+	struct msg_write_req write_req;
+	struct msg_fsync_req fsync_req;
+	struct msg_statfs_rep statfs_rep;
+	struct msg_setxattr_req setxattr_req;
+	struct msg_getxattr_req getxattr_req;
+	struct msg_listxattr_req listxattr_req;
+	struct msg_sized_rep sized_rep;
+	struct msg_removexattr_req removexattr_req;
+	struct msg_fallocate_req fallocate_req;
+	struct msg_status_rep status_rep;
+	struct msg_cb_break cb_break;
+};
+
+/* --- descriptors ------------------------------------------------------------- */
+
+enum {
+	MSG_CHANGES = 1u << 0, /* changes server state */
+	MSG_INLINE  = 1u << 1, /* pure read: the server runs it on the
+				* connection's reader thread */
+	MSG_DRC     = 1u << 2, /* outcome kept in the duplicate request
+				* cache (repeating it is not harmless) */
+	MSG_PUSH    = 1u << 3, /* server -> client; "reply" is the ack */
+};
+
+typedef void (*msg_enc_fn)(struct wbuf *w, const void *m);
+typedef int (*msg_dec_fn)(struct rbuf *r, void *m);
+
+struct msg_desc {
+	uint16_t op;
+	const char *name;       /* as in PROTOCOL.md: "LOOKUP" */
+	unsigned flags;         /* MSG_* */
+	/* The request and reply columns of PROTOCOL.md's message table,
+	 * verbatim ("–" for an empty payload). */
+	const char *req_layout;
+	const char *rep_layout;
+	/* Codec of the request (push: the push) and of the reply (push: the
+	 * acknowledgement). A decoder reads all of r and returns 0 or
+	 * -EPROTO; it does not require r to be at its end (msg_decode does). */
+	msg_enc_fn req_enc;
+	msg_dec_fn req_dec;
+	msg_enc_fn rep_enc;
+	msg_dec_fn rep_dec;
+};
+
+/* The descriptor of op, or NULL for an opcode that does not exist. */
+const struct msg_desc *msg_desc(unsigned op);
+/* Descriptors in opcode order: *n gets the count. */
+const struct msg_desc *msg_descs(size_t *n);
+/* The descriptor's name ("LOOKUP"), or "unknown". */
+const char *msg_name(unsigned op);
+/* Is flag (MSG_*) set for op? 0 for unknown opcodes. */
+int msg_has(unsigned op, unsigned flag);
+
+/*
+ * Decode the request (reply = 0) or reply (reply = 1) payload of op into m
+ * (the op's struct; union msg_any fits all). Returns 0, or -EPROTO with
+ * *why (if why is non-NULL) set to a static reason: "unknown opcode",
+ * "payload too short or a bad field", "trailing bytes".
+ */
+int msg_decode(unsigned op, int reply, const void *p, size_t len, void *m,
+	       const char **why);
+/* Append the request or reply payload of op, from m, to w. An unknown op
+ * sets w->err = -EINVAL. */
+void msg_encode(unsigned op, int reply, struct wbuf *w, const void *m);
+
+/* --- streamed parts -------------------------------------------------------- */
+
+/*
+ * READDIR replies are built in place: begin reserves count and eof, each
+ * entry is appended, end patches count and eof. Returns/takes the offset
+ * of the reserved part.
+ */
+size_t msg_readdir_rep_begin(struct wbuf *w);
+void msg_dirent_put(struct wbuf *w, const struct msg_dirent *e);
+void msg_readdir_rep_end(struct wbuf *w, size_t at, uint32_t count, int eof);
+/* Iterate a decoded READDIR reply: it starts as rbuf over rep->ents.
+ * Returns 1 with *e filled, 0 at the end. Never fails on a reply that
+ * msg_decode accepted. */
+int msg_dirent_next(struct rbuf *it, struct msg_dirent *e);
+
+/*
+ * READ replies are built in place so the server reads straight into the
+ * frame: reserve room for up to len bytes (returns where to put them, or
+ * NULL and w->err), then finish with the attr and the byte count n <= len.
+ */
+uint8_t *msg_read_rep_reserve(struct wbuf *w, uint32_t len, size_t *at);
+void msg_read_rep_finish(struct wbuf *w, size_t at,
+			 const struct cairn_attr *a, uint32_t n);
+/* GETXATTR/LISTXATTR replies in place, likewise: reserve cap bytes, then
+ * finish with the full size and the bytes stored (n <= cap). */
+uint8_t *msg_sized_rep_reserve(struct wbuf *w, uint32_t cap, size_t *at);
+void msg_sized_rep_finish(struct wbuf *w, size_t at, uint32_t size,
+			  uint32_t n);
+
+/* CB_BREAK pushes, likewise: begin, a record each, end with the count. */
+size_t msg_cb_break_begin(struct wbuf *w);
+void msg_cbrec_put(struct wbuf *w, const struct msg_cbrec *rec);
+void msg_cb_break_end(struct wbuf *w, size_t at, uint32_t count);
+/* Iterate a decoded CB_BREAK (rbuf over recs), as msg_dirent_next. */
+int msg_cbrec_next(struct rbuf *it, struct msg_cbrec *rec);
+
+/* --- acceptability, shared by every receiver -------------------------------- */
+
+/*
+ * A path component as a local Linux file system takes it: 0, -ENAMETOOLONG
+ * past CAIRN_NAME_MAX, -EINVAL when empty, "." or "..", or holding '/' or
+ * NUL.
+ */
+int msg_name_check(const struct msg_str *s);
+/* An extended attribute name: 0, -ERANGE when empty or past
+ * CAIRN_XATTR_NAME_MAX, -EINVAL when holding NUL, -EOPNOTSUPP for
+ * "system.*". */
+int msg_xattr_name_check(const struct msg_str *s);
+/* Copy s into dst (size >= s->len + 1) and NUL-terminate it; returns dst. */
+char *msg_str_copy(char *dst, const struct msg_str *s);
+
+#endif
