@@ -706,13 +706,41 @@ fail:
 struct init_args {
 	char *err;
 	size_t errsz;
+	const uint8_t *adopt; /* server id from DATA/server-id, or NULL */
 };
 
-/* First start: format record, counters, server id and the root dir. */
+/*
+ * The server id in meta: the adopted one if given, else kept if there is
+ * one, else a new random one. A malformed stored id fails the open rather
+ * than silently giving the server a new identity.
+ */
+static int init_server_id(struct store *st, MDB_txn *txn,
+			  struct init_args *a)
+{
+	uint8_t sid[16];
+	MDB_val v;
+	int rc;
+
+	if (a->adopt)
+		return meta_put(st, txn, "server_id", a->adopt, 16);
+	rc = meta_get(st, txn, "server_id", &v);
+	if (rc == 0 && v.mv_size != 16) {
+		snprintf(a->err, a->errsz, "%s/meta: malformed server id "
+			 "(%zu bytes)", st->dir, v.mv_size);
+		return -EUCLEAN;
+	}
+	if (rc != -ENOENT)
+		return rc;
+	if (getrandom(sid, sizeof(sid), 0) != sizeof(sid))
+		return -EIO;
+	return meta_put(st, txn, "server_id", sid, sizeof(sid));
+}
+
+/* First start: format record, counters, server id and the root dir. On
+ * later starts: checks the format, adopts or checks the server id. */
 static int init_tx(struct store *st, MDB_txn *txn, void *arg)
 {
 	struct init_args *a = arg;
-	uint8_t sid[16];
 	struct sinode root;
 	MDB_val v;
 	const uint8_t *p;
@@ -726,12 +754,12 @@ static int init_tx(struct store *st, MDB_txn *txn, void *arg)
 				 "format version", st->dir);
 			return -EPROTO;
 		}
+		if ((rc = init_server_id(st, txn, a)))
+			return rc;
 		return store_inode_get(st, txn, STORE_ROOT, &root);
 	}
 	if (rc != -ENOENT)
 		return rc;
-	if (getrandom(sid, sizeof(sid), 0) != sizeof(sid))
-		return -EIO;
 	memset(&root, 0, sizeof(root));
 	root.mode = S_IFDIR | 0755;
 	root.nlink = 2;
@@ -743,7 +771,7 @@ static int init_tx(struct store *st, MDB_txn *txn, void *arg)
 	if ((rc = meta_put_u64(st, txn, "format", STORE_FORMAT, 4)) ||
 	    (rc = meta_put_u64(st, txn, "next_vnode", STORE_ROOT + 1, 8)) ||
 	    (rc = meta_put_u64(st, txn, "volume", STORE_VOL, 4)) ||
-	    (rc = meta_put(st, txn, "server_id", sid, sizeof(sid))))
+	    (rc = init_server_id(st, txn, a)))
 		return rc;
 	return store_inode_put(st, txn, STORE_ROOT, &root);
 }
@@ -798,6 +826,80 @@ static void orphans_remove(struct store *st)
 	if (st->orphans_removed)
 		log_info("%s: removed %lu data file(s) of deleted objects "
 			 "(left by a crash)", st->dir, st->orphans_removed);
+}
+
+/*
+ * DATA/server-id: where servers before the id moved into LMDB kept it
+ * (16 bytes, written with write + rename, so never short). store_open
+ * adopts it into meta, so clients go on seeing the same server, and then
+ * removes it. The removal needs no sync: if the file comes back after a
+ * crash, the next start adopts the same id again. *found = 1 if the file
+ * was there.
+ */
+static int sid_file_read(struct store *st, uint8_t id[16], int *found,
+			 char *err, size_t errsz)
+{
+	uint8_t buf[17];
+	ssize_t n;
+	int fd, rc = 0;
+
+	*found = 0;
+	fd = store_os.openat(st->dirfd, "server-id", O_RDONLY, 0);
+	if (fd < 0) {
+		if (errno == ENOENT)
+			return 0;
+		rc = -errno;
+		snprintf(err, errsz, "cannot open %s/server-id: %s", st->dir,
+			 strerror(-rc));
+		return rc;
+	}
+	do
+		n = store_os.pread(fd, buf, sizeof(buf), 0);
+	while (n < 0 && errno == EINTR);
+	if (n < 0) {
+		rc = -errno;
+		snprintf(err, errsz, "cannot read %s/server-id: %s", st->dir,
+			 strerror(-rc));
+	} else if (n != 16) {
+		rc = -EUCLEAN;
+		snprintf(err, errsz, "%s/server-id: %zd bytes, a server id "
+			 "has 16", st->dir, n);
+	} else {
+		memcpy(id, buf, 16);
+		*found = 1;
+	}
+	store_os.close(fd);
+	return rc;
+}
+
+/* After the adopted id is committed. Best effort: a file left behind is
+ * adopted again (the same id) on the next start. */
+static void sid_file_remove(struct store *st)
+{
+	static const char *const names[] = { "server-id", "server-id.tmp" };
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (store_os.unlinkat(st->dirfd, names[i], 0) < 0 &&
+		    errno != ENOENT)
+			log_warn("cannot remove %s/%s: %s", st->dir, names[i],
+				 strerror(errno));
+}
+
+int store_server_id(struct store *st, uint8_t id[16])
+{
+	MDB_txn *txn;
+	MDB_val v;
+	int rc;
+
+	if ((rc = store_rtxn(st, &txn)))
+		return rc;
+	rc = meta_get(st, txn, "server_id", &v);
+	if (rc == -ENOENT || (rc == 0 && v.mv_size != 16))
+		rc = -EUCLEAN; /* store_open made sure there is one */
+	if (rc == 0)
+		memcpy(id, v.mv_data, 16);
+	store_rtxn_end(st, txn);
+	return rc;
 }
 
 /* fsync directory path (relative to DATA). */
@@ -871,8 +973,9 @@ int store_open(const char *dir, struct store **out, char *err, size_t errsz)
 	struct store *st;
 	MDB_dbi dbi[6];
 	char path[4096];
-	struct init_args ia = { err, errsz };
-	int rc;
+	struct init_args ia = { err, errsz, NULL };
+	uint8_t adopt[16];
+	int rc, sid_file;
 
 	st = calloc(1, sizeof(*st));
 	if (!st || !(st->dir = strdup(dir))) {
@@ -930,12 +1033,21 @@ int store_open(const char *dir, struct store **out, char *err, size_t errsz)
 	st->db_meta = dbi[5];
 	if (store_fresh(st) && (rc = dirs_sync(st, err, errsz)))
 		goto fail;
+	if ((rc = sid_file_read(st, adopt, &sid_file, err, errsz)))
+		goto fail;
+	if (sid_file)
+		ia.adopt = adopt;
 	err[0] = 0;
 	if ((rc = store_tx(st, init_tx, &ia))) {
 		if (!err[0])
 			snprintf(err, errsz, "cannot initialise %s/meta: %s",
 				 dir, strerror(-rc));
 		goto fail;
+	}
+	if (sid_file) {
+		sid_file_remove(st);
+		log_info("%s: server id moved from %s/server-id into meta",
+			 dir, dir);
 	}
 	orphans_remove(st);
 	*out = st;

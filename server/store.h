@@ -5,6 +5,8 @@
  *   DATA/LOCK           flock()ed by the one `cairn serve` using DATA
  *   DATA/meta/          LMDB environment: inodes, directory entries, xattrs
  *   DATA/objects/XX/N   file data of vnode N (hex), XX = low byte of N
+ * (DATA/server-id, where earlier versions kept the server id, is moved
+ * into meta by store_open.)
  *
  * LMDB holds every object's attributes (size included: LMDB is the authority
  * on size, the data file may be shorter, and the bytes past its end read as
@@ -52,6 +54,14 @@ struct store_changed {
  */
 int store_open(const char *dir, struct store **out, char *err, size_t errsz);
 void store_close(struct store *st);
+
+/*
+ * The server's identity, 16 bytes that stay the same for the life of the
+ * data directory (kept in meta, made at the first start; a DATA/server-id
+ * left by an earlier version is adopted, so clients see the same id as
+ * before). -EUCLEAN if the stored id is malformed.
+ */
+int store_server_id(struct store *st, uint8_t id[16]);
 
 /* The root directory. */
 int store_root(struct store *st, struct cairn_attr *out);

@@ -9,6 +9,7 @@
  *   xattrs   BE8 vnode + name         -> value
  *   symlinks BE8 vnode                -> target
  *   meta     "format" u32, "next_vnode" u64, "volume" u32, "server_id" 16 B
+ *            (the one server id: store_server_id)
  * Values are little-endian. dirents answers LOOKUP; dirseq gives READDIR an
  * order in which an entry's cookie never changes while others come and go
  * (cookies come from the directory's next_cookie and are never reused).

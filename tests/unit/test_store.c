@@ -11,6 +11,7 @@
  * (store_int.h is included for its counters). Since the third round:
  * errors in a removed directory checked against the local file system,
  * directory sizes, and which directories are fsynced for durable names.
+ * Since issue 6: the server id (store_server_id, DATA/server-id adopted).
  *
  * Output: one "ok - NAME" or "not ok - NAME" line per test; exit status 1
  * if any failed.
@@ -1448,6 +1449,88 @@ static void t_first_start_syncs(void)
 	store_close(s2);
 }
 
+/* ---- server id -------------------------------------------------------- */
+
+static int sid_opened, sid_unlinked;
+
+static int sid_openat(int dirfd, const char *path, int flags, mode_t mode)
+{
+	sid_opened += !strcmp(path, "server-id");
+	return openat(dirfd, path, flags | O_CLOEXEC, mode);
+}
+
+static int sid_unlinkat(int dirfd, const char *path, int flags)
+{
+	sid_unlinked += !strcmp(path, "server-id");
+	return unlinkat(dirfd, path, flags);
+}
+
+static int sid_file_write(const char *dir, const void *id, size_t n)
+{
+	char path[200];
+	int fd, ok;
+
+	snprintf(path, sizeof(path), "%s/server-id", dir);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	ok = fd >= 0 && write(fd, id, n) == (ssize_t)n;
+	if (fd >= 0)
+		close(fd);
+	return ok ? 0 : -1;
+}
+
+/* One id, stable across restarts; a DATA/server-id of an earlier version
+ * is adopted through the OS seam and removed; a short one stops the
+ * start instead of giving the server a new identity. */
+static void t_server_id(void)
+{
+	static const uint8_t zero[16], old[16] = {
+		1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16 };
+	struct store *s2 = NULL;
+	char dir[160], path[200], err[256];
+	uint8_t a[16], b[16];
+
+	snprintf(dir, sizeof(dir), "%s/sid/data", tmpdir);
+	snprintf(path, sizeof(path), "%s/server-id", dir);
+	CHECK_EQ(store_open(dir, &s2, err, sizeof(err)), 0);
+	CHECK_EQ(store_server_id(s2, a), 0);
+	CHECK(memcmp(a, zero, 16) != 0);
+	store_close(s2);
+	s2 = NULL;
+	CHECK_EQ(store_open(dir, &s2, err, sizeof(err)), 0);
+	CHECK_EQ(store_server_id(s2, b), 0);
+	CHECK(!memcmp(a, b, 16));
+	store_close(s2);
+	s2 = NULL;
+
+	/* adopted, read and removed through the seam */
+	CHECK_EQ(sid_file_write(dir, old, 16), 0);
+	sid_opened = sid_unlinked = 0;
+	store_os.openat = sid_openat;
+	store_os.unlinkat = sid_unlinkat;
+	CHECK_EQ(store_open(dir, &s2, err, sizeof(err)), 0);
+	store_os_reset();
+	CHECK_EQ(sid_opened, 1);
+	CHECK_EQ(sid_unlinked, 1);
+	CHECK(access(path, F_OK) < 0 && errno == ENOENT);
+	CHECK_EQ(store_server_id(s2, b), 0);
+	CHECK(!memcmp(b, old, 16));
+	store_close(s2);
+	s2 = NULL;
+	CHECK_EQ(store_open(dir, &s2, err, sizeof(err)), 0);
+	CHECK_EQ(store_server_id(s2, b), 0);
+	CHECK(!memcmp(b, old, 16));
+	store_close(s2);
+	s2 = NULL;
+
+	/* a short file: the open fails, names the file, keeps it */
+	CHECK_EQ(sid_file_write(dir, old, 5), 0);
+	CHECK_EQ(store_open(dir, &s2, err, sizeof(err)), -EUCLEAN);
+	CHECK(s2 == NULL);
+	CHECK(strstr(err, "server-id") != NULL);
+	CHECK_EQ(access(path, F_OK), 0);
+	unlink(path);
+}
+
 int main(void)
 {
 	char err[256], cmd[256];
@@ -1489,6 +1572,7 @@ int main(void)
 	run("dir_size", t_dir_size);
 	run("wr_sync_makes_data_file_name_durable", t_name_durable);
 	run("first_start_syncs_new_dirs", t_first_start_syncs);
+	run("server_id_stable_and_adopted", t_server_id);
 	run("fsck_clean_and_detects", t_fsck);
 	store_close(st);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
