@@ -36,13 +36,10 @@
  * name, an oversized write) is answered with an errno, as Linux would.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "../lib/log.h"
 #include "../lib/proto.h"
@@ -1112,51 +1109,5 @@ out:
 	if (q.pfid != q.pfix)
 		free(q.pfid);
 	wbuf_free(&w);
-	return ret;
-}
-
-/* --- server id --------------------------------------------------------- */
-
-int ops_load_server_id(const char *data_dir, uint8_t id[16], char *err,
-		       size_t errsz)
-{
-	char path[4096], tmp[4200];
-	int fd, ret = 0;
-
-	snprintf(path, sizeof(path), "%s/server-id", data_dir);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd >= 0) {
-		ssize_t n = read(fd, id, 16);
-		close(fd);
-		if (n == 16)
-			return 0;
-		snprintf(err, errsz, "%s: truncated server id", path);
-		return -EIO;
-	}
-	if (errno != ENOENT) {
-		ret = -errno;
-		snprintf(err, errsz, "%s: %s", path, strerror(errno));
-		return ret;
-	}
-	if (getrandom(id, 16, 0) != 16) {
-		ret = -errno;
-		snprintf(err, errsz, "getrandom: %s", strerror(errno));
-		return ret;
-	}
-	/* Write then rename, so a crash never leaves a short id behind. */
-	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0 || write(fd, id, 16) != 16 || fsync(fd) < 0) {
-		ret = errno ? -errno : -EIO;
-		snprintf(err, errsz, "%s: %s", tmp, strerror(-ret));
-		if (fd >= 0)
-			close(fd);
-		return ret;
-	}
-	close(fd);
-	if (rename(tmp, path) < 0) {
-		ret = -errno;
-		snprintf(err, errsz, "%s: %s", path, strerror(errno));
-	}
 	return ret;
 }

@@ -42,11 +42,4 @@ struct ops_ctx {
 int ops_handle(const struct ops_ctx *ctx, struct conn *c,
 	       const struct wire_hdr *h, const uint8_t *payload);
 
-/*
- * Load DATA/server-id (16 random bytes), creating it on first use.
- * Returns 0 or a negative errno with err filled.
- */
-int ops_load_server_id(const char *data_dir, uint8_t id[16], char *err,
-		       size_t errsz);
-
 #endif

@@ -949,9 +949,12 @@ int server_start(const struct server_opts *o, struct server **out, char *err,
 	ret = store_open(o->data_dir, &s->ctx.st, err, errsz);
 	if (ret)
 		goto fail;
-	ret = ops_load_server_id(o->data_dir, s->ctx.server_id, err, errsz);
-	if (ret)
+	ret = store_server_id(s->ctx.st, s->ctx.server_id);
+	if (ret) {
+		snprintf(err, errsz, "%s: cannot read the server id: %s",
+			 o->data_dir, strerror(-ret));
 		goto fail;
+	}
 	if (getrandom(&s->ctx.epoch, sizeof(s->ctx.epoch), 0) !=
 	    sizeof(s->ctx.epoch))
 		s->ctx.epoch = (uint64_t)time(NULL) ^ (uint64_t)getpid() << 32;
