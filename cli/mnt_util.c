@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -120,26 +121,92 @@ void mnt_rundir_prune(void)
 	closedir(d);
 }
 
-int mnt_set_readahead(const char *abs_mnt, unsigned kb)
+/* Undo mountinfo's octal escapes (\040 for space etc.) in place. */
+static void unescape(char *s)
+{
+	char *d = s;
+
+	while (*s) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' &&
+		    s[2] >= '0' && s[2] <= '7' && s[3] >= '0' && s[3] <= '7') {
+			*d++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 +
+				      (s[3] - '0'));
+			s += 4;
+		} else {
+			*d++ = *s++;
+		}
+	}
+	*d = '\0';
+}
+
+/*
+ * One mountinfo line: "ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS [OPTIONAL...]
+ * - FSTYPE SOURCE SUPEROPTS". Fills the unescaped mount point, MAJ:MIN
+ * and FSTYPE (pointers into line). Returns 0, or -EINVAL if malformed.
+ */
+static int mountinfo_parse(char *line, char **mp, char **majmin,
+			   char **fstype)
+{
+	char *save = NULL, *tok;
+	int field = 0, after_sep = 0;
+
+	*mp = *majmin = *fstype = NULL;
+	for (tok = strtok_r(line, " \n", &save); tok;
+	     tok = strtok_r(NULL, " \n", &save), field++) {
+		if (after_sep) {
+			*fstype = tok;
+			break;
+		}
+		if (field == 2)
+			*majmin = tok;
+		else if (field == 4)
+			*mp = tok;
+		else if (field > 5 && !strcmp(tok, "-"))
+			after_sep = 1;
+	}
+	if (!*mp || !*majmin || !*fstype)
+		return -EINVAL;
+	unescape(*mp);
+	return 0;
+}
+
+int mnt_find(const char *abs_mnt, char *fstype, size_t fstypesz,
+	     char *majmin, size_t majminsz)
 {
 	FILE *f = fopen("/proc/self/mountinfo", "re");
-	char line[4096], dev[64] = "", path[128];
-	int ret = -ENOENT;
+	char *line = NULL;
+	size_t cap = 0;
+	int found = 0;
 
 	if (!f)
 		return -errno;
-	/* "ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS ... - FSTYPE SOURCE ...";
-	 * the last match is the newest mount on that point. */
-	while (fgets(line, sizeof(line), f)) {
-		char majmin[64], point[4096];
-		const char *sep = strstr(line, " - fuse.cairn ");
-		if (sep && sscanf(line, "%*s %*s %63s %*s %4095s", majmin,
-				  point) == 2 && !strcmp(point, abs_mnt))
-			snprintf(dev, sizeof(dev), "%s", majmin);
+	/* The last match is the newest mount on that point. */
+	while (getline(&line, &cap, f) > 0) {
+		char *mp, *mm, *fs;
+
+		if (mountinfo_parse(line, &mp, &mm, &fs) || strcmp(mp, abs_mnt))
+			continue;
+		found = 1;
+		if (fstype)
+			snprintf(fstype, fstypesz, "%s", fs);
+		if (majmin)
+			snprintf(majmin, majminsz, "%s", mm);
 	}
+	free(line);
 	fclose(f);
-	if (!dev[0])
-		return ret;
+	return found;
+}
+
+int mnt_set_readahead(const char *abs_mnt, unsigned kb)
+{
+	char fstype[64], dev[64], path[128];
+	FILE *f;
+	int ret = mnt_find(abs_mnt, fstype, sizeof(fstype), dev, sizeof(dev));
+
+	if (ret <= 0)
+		return ret ? ret : -ENOENT;
+	if (strcmp(fstype, "fuse.cairn"))
+		return -ENOENT;
 	snprintf(path, sizeof(path), "/sys/class/bdi/%s/read_ahead_kb", dev);
 	f = fopen(path, "we");
 	if (!f)

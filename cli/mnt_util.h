@@ -39,6 +39,16 @@ void mnt_rundir_prune(void);
 pid_t mnt_pidfile_read(const char *path, const char *mnt);
 
 /*
+ * Find the newest mount on absolute mount point abs_mnt in
+ * /proc/self/mountinfo (escaped characters such as spaces undone). Copies
+ * its file system type ("fuse.cairn") into fstype and its device
+ * ("0:52") into majmin; either may be NULL. Returns 1 if mounted, 0 if
+ * not, or a negative errno when mountinfo is unreadable.
+ */
+int mnt_find(const char *abs_mnt, char *fstype, size_t fstypesz,
+	     char *majmin, size_t majminsz);
+
+/*
  * Set the kernel's readahead for the FUSE mount at absolute mount point
  * abs_mnt to kb KiB (its backing device's read_ahead_kb in sysfs; the FUSE
  * protocol itself can only lower the 128 KiB default). Finds the device in

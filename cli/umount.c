@@ -59,64 +59,6 @@ static int resolve(const char *path, char *out, size_t outsz)
 	return n < (int)outsz ? 0 : -ENAMETOOLONG;
 }
 
-/* Undo mountinfo's octal escapes (\040 for space etc.) in place. */
-static void unescape(char *s)
-{
-	char *d = s;
-
-	while (*s) {
-		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' &&
-		    s[2] >= '0' && s[2] <= '7' && s[3] >= '0' && s[3] <= '7') {
-			*d++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 +
-				      (s[3] - '0'));
-			s += 4;
-		} else {
-			*d++ = *s++;
-		}
-	}
-	*d = '\0';
-}
-
-/*
- * Find the last mount on `mnt`; copy its file system type into fstype.
- * Returns 1 if mounted, 0 if not, -errno when mountinfo is unreadable.
- */
-static int find_mount(const char *mnt, char *fstype, size_t fstypesz)
-{
-	FILE *f = fopen("/proc/self/mountinfo", "r");
-	char *line = NULL;
-	size_t cap = 0;
-	int found = 0;
-
-	if (!f)
-		return -errno;
-	while (getline(&line, &cap, f) > 0) {
-		char *save = NULL, *tok, *mp = NULL;
-		int field = 0, after_sep = 0;
-
-		for (tok = strtok_r(line, " \n", &save); tok;
-		     tok = strtok_r(NULL, " \n", &save), field++) {
-			if (field == 4)
-				mp = tok;
-			if (after_sep) {
-				if (mp) {
-					unescape(mp);
-					if (!strcmp(mp, mnt)) {
-						found = 1;
-						snprintf(fstype, fstypesz,
-							 "%s", tok);
-					}
-				}
-				break;
-			}
-			if (field > 4 && !strcmp(tok, "-"))
-				after_sep = 1;
-		}
-	}
-	free(line);
-	fclose(f);
-	return found;
-}
 
 /* The daemon's pid if its pid file names a live `cairn` process, else 0. */
 static pid_t daemon_pid(const char *mnt)
@@ -191,7 +133,7 @@ int cmd_umount(int argc, char **argv)
 			strerror(-rc));
 		return 1;
 	}
-	rc = find_mount(mnt, fstype, sizeof(fstype));
+	rc = mnt_find(mnt, fstype, sizeof(fstype), NULL, 0);
 	if (rc < 0) {
 		fprintf(stderr, "cairn umount: cannot read mount table: %s\n",
 			strerror(-rc));
@@ -224,8 +166,8 @@ int cmd_umount(int argc, char **argv)
 	/* The daemon sees the session end and exits; wait for it so the next
 	 * command can remount or remove its cache. */
 	for (int waited = 0; waited < UMOUNT_WAIT_MS; waited += 50) {
-		if (pid ? !alive(pid) : find_mount(mnt, fstype,
-						   sizeof(fstype)) == 0)
+		if (pid ? !alive(pid) : mnt_find(mnt, fstype,
+						   sizeof(fstype), NULL, 0) == 0)
 			return 0;
 		sleep_ms(50);
 	}

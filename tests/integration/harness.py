@@ -177,7 +177,8 @@ def is_mounted(path):
     try:
         with open("/proc/self/mountinfo") as f:
             for line in f:
-                mp = line.split()[4].replace("\\040", " ")
+                mp = re.sub(r"\\([0-3][0-7][0-7])",
+                            lambda m: chr(int(m.group(1), 8)), line.split()[4])
                 if mp == path:
                     return True
     except OSError:
