@@ -14,7 +14,6 @@
 #include <time.h>
 
 #include "drc.h"
-#include "server.h"
 
 #define DRC_BUCKETS 128  /* per client; ~2-3 entries per chain when full */
 
@@ -45,6 +44,7 @@ struct drc {
 	long nclients, nentries;
 	time_t last_expire;
 	uint64_t hits;                 /* atomic */
+	void (*park)(void *owner);     /* set once by drc_create */
 };
 
 static time_t now_s(void)
@@ -66,12 +66,13 @@ int drc_op_cached(unsigned op)
 	return op < OP__COUNT && cached_ops[op];
 }
 
-struct drc *drc_create(void)
+struct drc *drc_create(void (*park)(void *owner))
 {
 	struct drc *d = calloc(1, sizeof(*d));
 
 	if (!d)
 		return NULL;
+	d->park = park;
 	pthread_mutex_init(&d->lock, NULL);
 	d->last_expire = now_s();
 	return d;
@@ -226,7 +227,7 @@ void drc_reply_free(struct drc_reply *r)
 	free(r); /* one allocation (reply_copy) */
 }
 
-enum drc_verdict drc_begin(struct drc_client *dc, struct conn *c, uint32_t id,
+enum drc_verdict drc_begin(struct drc_client *dc, void *owner, uint32_t id,
 			   uint16_t op, struct drc_entry **out,
 			   struct drc_reply **rep)
 {
@@ -249,8 +250,10 @@ enum drc_verdict drc_begin(struct drc_client *dc, struct conn *c, uint32_t id,
 		struct drc_waiter *w = malloc(sizeof(*w));
 		v = DRC_NOMEM;
 		if (w) {
-			conn_park(c); /* kept alive until the original ends */
-			w->c = c;
+			/* Kept alive until the original ends. */
+			if (d->park)
+				d->park(owner);
+			w->owner = owner;
 			w->next = e->waiters;
 			e->waiters = w;
 			v = DRC_WAITING;

@@ -12,9 +12,12 @@
  *
  * A duplicate of a request still in progress (its original runs, or waits
  * for callback acknowledgements, on behalf of the dead connection) is
- * parked on the entry, holding its connection with conn_park, and gets the
- * reply from whichever thread finishes the original (drc_finish returns
- * the parked duplicates to the caller). Nothing ever blocks in here.
+ * parked on the entry, and gets the reply from whichever thread finishes
+ * the original (drc_finish returns the parked duplicates to the caller).
+ * The cache never touches a connection: it stores the duplicate's owner
+ * as an opaque pointer and calls the park hook given to drc_create, which
+ * keeps that owner alive until the caller has answered it. Nothing ever
+ * blocks in here.
  *
  * Bounds: at most DRC_MAX_DONE finished entries per client (the oldest are
  * dropped first; entries in progress are never dropped), and a client with
@@ -22,8 +25,9 @@
  * lives in memory only: a restarted server has forgotten everything, so
  * after a restart a resent change is executed again.
  *
- * Locking: one mutex per table, a leaf except that drc_begin calls
- * conn_park (conn.wlock) under it. See docs/LOCKING.md.
+ * Locking: one mutex per table, a leaf: the park hook runs under it and
+ * must take no lock (the server's is conn_park, two atomic increments).
+ * See docs/LOCKING.md.
  */
 #ifndef CAIRN_DRC_H
 #define CAIRN_DRC_H
@@ -38,8 +42,6 @@
 struct drc;
 struct drc_client;
 struct drc_entry;
-struct conn;
-struct server;
 
 /* A finished request's outcome. */
 struct drc_reply {
@@ -50,10 +52,11 @@ struct drc_reply {
 	uint64_t seq0;               /* cb_seq() before the original ran */
 };
 
-/* A duplicate parked on an entry in progress; its conn is parked. */
+/* A duplicate parked on an entry in progress; the park hook was called
+ * with its owner. */
 struct drc_waiter {
 	struct drc_waiter *next;
-	struct conn *c;
+	void *owner;
 };
 
 enum drc_verdict {
@@ -64,8 +67,14 @@ enum drc_verdict {
 	DRC_NOMEM,    /* cannot park it: answer -ENOMEM */
 };
 
-/* Returns NULL on allocation failure. */
-struct drc *drc_create(void);
+/*
+ * Create a cache. park, if not NULL, is called under the cache's lock
+ * with the owner of every duplicate parked on an entry in progress
+ * (drc_begin), so the caller can keep that owner alive until it answers
+ * it (drc_finish, drc_abort); it must not take any lock. Returns NULL on
+ * allocation failure.
+ */
+struct drc *drc_create(void (*park)(void *owner));
 /* Every client handle must have been released. */
 void drc_destroy(struct drc *d);
 
@@ -83,17 +92,18 @@ struct drc_client *drc_client_get(struct drc *d, const uint8_t id[16]);
 void drc_client_put(struct drc_client *dc);
 
 /*
- * Request `id` of opcode `op` arrives on c. DRC_RUN: *e is the new entry
- * in progress. DRC_REPLAY: *rep is a copy of the cached outcome. DRC_WAITING:
- * c was parked (conn_park) on the entry in progress.
+ * Request `id` of opcode `op` arrives from `owner` (the server's conn).
+ * DRC_RUN: *e is the new entry in progress. DRC_REPLAY: *rep is a copy of
+ * the cached outcome. DRC_WAITING: owner was parked on the entry in
+ * progress (the park hook was called with it).
  */
-enum drc_verdict drc_begin(struct drc_client *dc, struct conn *c, uint32_t id,
+enum drc_verdict drc_begin(struct drc_client *dc, void *owner, uint32_t id,
 			   uint16_t op, struct drc_entry **e,
 			   struct drc_reply **rep);
 /*
  * The request of entry e was answered with r (copied). Returns the parked
- * duplicates: the caller sends r to each, then conn_unpark()s and frees
- * it. e must not be used afterwards.
+ * duplicates: the caller sends r to each, then releases what the park
+ * hook took (conn_unpark) and frees it. e must not be used afterwards.
  */
 struct drc_waiter *drc_finish(struct drc_client *dc, struct drc_entry *e,
 			      const struct drc_reply *r);

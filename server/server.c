@@ -4,10 +4,12 @@
  * Threads:
  *   accept   one; accepts, creates a conn, starts its reader
  *   reader   one per conn (detached); reads frames, enforces the framing
- *            rules, runs HELLO inline, queues other requests to the pool
+ *            rules, runs HELLO and pure reads inline, queues other
+ *            requests to the pool
  *   writer   one per conn (joined by its reader); sends what a worker's
  *            non-blocking send left over, in order, with a send timeout
- *   worker   N; run ops_handle() on queued requests
+ *   worker   N; run queued requests (serve_request: delivery admits,
+ *            the handler runs, delivery sends; handlers.h, deliver.h)
  *   expiry   one; times out callback break acknowledgements (cb_expire)
  *            and drops the clients that stayed silent
  *
@@ -17,7 +19,8 @@
  * writer, dropped the callback promises, left the server's list) -> freed
  * by the last conn_put (close(fd)). References: the reader's own, one per
  * queued or running request, one per callback batch being delivered,
- * one per parked request (a reply waiting for acknowledgements, ops.c).
+ * one per parked request (a reply waiting for acknowledgements, or a
+ * resend waiting for its original in the duplicate request cache).
  * The reader also waits for parked requests before it releases the
  * connection, so a parked reply's promises are dropped with the rest.
  *
@@ -30,11 +33,12 @@
  * Locks (never held while blocking on a socket):
  *   s->lock     server's conn list, counts, stopping flag
  *   s->qlock    the request queue
- *   c->wlock    the conn's output queue, closing flag, in-flight and
- *               parked counts
+ *   c->wlock    the conn's output queue, closing flag, in-flight count;
+ *               the reader waits on icond under it for in-flight and
+ *               parked requests (parked is an atomic, so conn_park takes
+ *               no lock and can be the duplicate request cache's hook)
  *   s->elock    the expiry thread's stop flag
- *   drc.lock    the duplicate request cache (drc.c); taken before
- *               c->wlock only (drc_begin parks a duplicate)
+ *   drc.lock    the duplicate request cache (drc.c); a leaf
  * Order: s->lock before c->wlock, and s->lock before the callback table's
  * lock (cb_client_init in conn_start); qlock and elock are never held with
  * another. The full order is in docs/LOCKING.md.
@@ -62,8 +66,9 @@
 #include "../lib/proto.h"
 #include "../lib/wire.h"
 #include "callback.h"
+#include "deliver.h"
 #include "drc.h"
-#include "ops.h"
+#include "handlers.h"
 #include "server.h"
 #include "stats.h"
 #include "store.h"
@@ -109,7 +114,7 @@ struct conn {
 	int writing;              /* writer is sending qhead; guarded by wlock */
 	int closing;              /* guarded by wlock */
 	int inflight;             /* guarded by wlock */
-	int parked;               /* guarded by wlock */
+	int parked;               /* atomic; changes broadcast icond */
 
 	int hello_done;           /* set by the reader thread only (HELLO inline) */
 	struct timespec hs_deadline; /* reader only: HELLO due by (monotonic) */
@@ -126,7 +131,7 @@ struct job {
 };
 
 struct server {
-	struct ops_ctx ctx;
+	struct srv_ctx ctx;
 	int lfd;
 	int port;
 	pthread_t acceptor;
@@ -223,21 +228,32 @@ struct drc *server_drc(struct server *s)
 	return s->drc;
 }
 
+/*
+ * Lock-free, so the duplicate request cache can call it under its lock.
+ * It is only ever called by a request of c that is in flight, so the
+ * reader, which waits for in-flight requests before it looks at parked
+ * ones, cannot miss the increment.
+ */
 void conn_park(struct conn *c)
 {
 	conn_get(c);
-	pthread_mutex_lock(&c->wlock);
-	c->parked++;
-	pthread_mutex_unlock(&c->wlock);
+	__atomic_add_fetch(&c->parked, 1, __ATOMIC_ACQ_REL);
 }
 
 void conn_unpark(struct conn *c)
 {
+	__atomic_sub_fetch(&c->parked, 1, __ATOMIC_ACQ_REL);
+	/* Under wlock, so a reader between its check and its wait cannot
+	 * miss the wake-up. */
 	pthread_mutex_lock(&c->wlock);
-	c->parked--;
 	pthread_cond_broadcast(&c->icond);
 	pthread_mutex_unlock(&c->wlock);
 	conn_put(c);
+}
+
+static int conn_parked(struct conn *c)
+{
+	return __atomic_load_n(&c->parked, __ATOMIC_ACQUIRE);
 }
 
 /* Mark closing; returns 1 for the call that did it. */
@@ -442,7 +458,7 @@ static int inflight_enter(struct conn *c)
 
 	pthread_mutex_lock(&c->wlock);
 	while ((c->inflight >= CONN_MAX_INFLIGHT ||
-		c->parked >= CONN_MAX_PARKED) && !c->closing)
+		conn_parked(c) >= CONN_MAX_PARKED) && !c->closing)
 		pthread_cond_wait(&c->icond, &c->wlock);
 	if (c->closing)
 		ret = -EPIPE;
@@ -580,6 +596,26 @@ static int op_runs_inline(uint16_t op)
 	       op == OP_PING || op == OP_GETXATTR || op == OP_LISTXATTR;
 }
 
+/*
+ * One request, one way: delivery admits it (the duplicate request cache
+ * may answer it instead), its handler runs, delivery sends the outcome.
+ * Returns 0, or -EPROTO once c has been failed (stop reading from it).
+ */
+static int serve_request(struct server *s, struct conn *c,
+			 const struct wire_hdr *h, const uint8_t *payload)
+{
+	struct handler_out out;
+	struct delivery d;
+
+	if (deliver_begin(&s->ctx, c, h, &d))
+		return 0;
+	if (handler_run(&s->ctx, c, h, payload, &out)) {
+		deliver_abort(&s->ctx, &d);
+		return -EPROTO;
+	}
+	return deliver_reply(&s->ctx, c, h, &d, &out);
+}
+
 static void *conn_reader(void *arg)
 {
 	struct conn *c = arg;
@@ -594,7 +630,7 @@ static void *conn_reader(void *arg)
 		if (!c->hello_done) {
 			/* Handshake inline: nothing else runs before it
 			 * (read_frame let through only a HELLO). */
-			int rc = ops_handle(&s->ctx, c, &h, payload);
+			int rc = serve_request(s, c, &h, payload);
 			free(payload);
 			if (rc)
 				break;
@@ -618,7 +654,7 @@ static void *conn_reader(void *arg)
 				free(payload);
 				break;
 			}
-			ops_handle(&s->ctx, c, &h, payload);
+			serve_request(s, c, &h, payload);
 			free(payload);
 			inflight_leave(c);
 			continue;
@@ -642,7 +678,7 @@ static void *conn_reader(void *arg)
 	/* Drain: no request of c still runs or waits, so none can register
 	 * a promise after the drop below. */
 	pthread_mutex_lock(&c->wlock);
-	while (c->inflight || c->parked)
+	while (c->inflight || conn_parked(c))
 		pthread_cond_wait(&c->icond, &c->wlock);
 	pthread_mutex_unlock(&c->wlock);
 	pthread_join(c->writer, NULL);
@@ -683,7 +719,7 @@ static void *worker_main(void *arg)
 		pthread_mutex_unlock(&s->qlock);
 		if (!j)
 			break;
-		ops_handle(&s->ctx, j->c, &j->h, j->payload);
+		serve_request(s, j->c, &j->h, j->payload);
 		free(j->payload);
 		inflight_leave(j->c);
 		conn_put(j->c);
@@ -858,9 +894,17 @@ static void *accept_main(void *arg)
 
 /* --- server ------------------------------------------------------------------ */
 
+/* The callback table's hold hook: keeps a batch's connection alive. */
 static void hold_conn(void *owner)
 {
 	conn_get(owner);
+}
+
+/* The duplicate request cache's park hook: a resend waits for its
+ * original. */
+static void park_conn(void *owner)
+{
+	conn_park(owner);
 }
 
 int server_port(const struct server *s)
@@ -923,6 +967,7 @@ int server_start(const struct server_opts *o, struct server **out, char *err,
 	struct server *s = calloc(1, sizeof(*s));
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof(ss);
+	const char *missing = NULL;
 	int ret, n = o->workers > 0 ? o->workers : SERVER_WORKERS;
 
 	if (!s) {
@@ -939,11 +984,16 @@ int server_start(const struct server_opts *o, struct server **out, char *err,
 	s->ctx.srv = s;
 	s->ctx.stats = stats_create();
 	s->ctx.cb = cb_table_create(CB_MAX_PROMISES, hold_conn);
-	s->drc = drc_create();
+	s->drc = drc_create(park_conn);
 	s->workers = calloc((size_t)n, sizeof(*s->workers));
 	if (!s->ctx.stats || !s->ctx.cb || !s->drc || !s->workers) {
 		snprintf(err, errsz, "out of memory");
 		ret = -ENOMEM;
+		goto fail;
+	}
+	ret = handlers_check(&missing);
+	if (ret) {
+		snprintf(err, errsz, "opcode %s has no handler", missing);
 		goto fail;
 	}
 	ret = store_open(o->data_dir, &s->ctx.st, err, errsz);

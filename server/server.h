@@ -5,8 +5,10 @@
  * a pool of worker threads. Each accepted connection gets a reader thread
  * (frames in, docs/PROTOCOL.md "Frames" rules enforced, requests queued to
  * the pool) and a writer thread (drains what could not be sent at once).
- * Workers run ops_handle() (ops.h), so requests of one client run
- * concurrently and their replies leave in any order.
+ * Workers run requests one way: delivery admits them (deliver.h), their
+ * handler executes them (handlers.h), delivery sends the outcome; so
+ * requests of one client run concurrently and their replies leave in any
+ * order.
  *
  * A client's frames are requests, except CB_BREAK acknowledgements
  * (docs/PROTOCOL.md), which the reader hands to the callback table
@@ -81,9 +83,12 @@ void conn_fail(struct conn *c, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
 /*
- * A request's reply is parked until its callback breaks are acknowledged
- * (ops.c): conn_park keeps c alive and its promises in place (the reader
- * does not release the connection) until the matching conn_unpark.
+ * A request's reply is parked until its callback breaks are acknowledged,
+ * and a resend until its original is answered (deliver.c): conn_park
+ * keeps c alive and its promises in place (the reader does not release
+ * the connection) until the matching conn_unpark. conn_park takes no
+ * lock (it may run under the duplicate request cache's) and is called
+ * only by a request of c in flight.
  */
 void conn_park(struct conn *c);
 void conn_unpark(struct conn *c);

@@ -1,0 +1,323 @@
+/*
+ * deliver.c - reply delivery. See deliver.h.
+ *
+ * A reply whose breaks are to be acknowledged moves, with everything that
+ * follows it, into a struct parked on the heap; the connection is parked
+ * (conn_park) so it stays alive and keeps its promises until the reply has
+ * gone. parked_done, run by whichever thread settles the last
+ * acknowledgement, finishes it exactly as deliver_reply would have.
+ *
+ * Changes of clients that said HELLO_REPLAY go through the duplicate
+ * request cache first (deliver_begin): a resent change is answered from
+ * it, and the reply of an original is recorded in reply_finish, when it
+ * is sent, i.e. after its breaks were acknowledged; duplicates that
+ * arrived meanwhile are answered then too (drc_replay).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../lib/log.h"
+#include "../lib/proto.h"
+#include "../lib/wire.h"
+#include "callback.h"
+#include "deliver.h"
+#include "drc.h"
+#include "handlers.h"
+#include "server.h"
+#include "stats.h"
+
+/* Everything that follows the breaks' acknowledgement. */
+struct parked {
+	const struct srv_ctx *ctx;
+	struct conn *c;
+	struct wbuf w;            /* the reply frame */
+	uint64_t seq0;
+	uint16_t op;
+	size_t in_bytes;
+	struct cb_batch *evicted;
+	struct timespec t0;       /* when the wait began; 0 if none */
+	struct drc_client *dc;    /* the cache entry to complete, if any */
+	struct drc_entry *de;
+	char close_after[64];
+	int np;
+	struct cairn_fid *fid;    /* the reply's promises: fids below when
+				   * parked, else the handler's own array */
+	struct cairn_fid fids[];
+};
+
+/*
+ * Deliver CB_BREAK batches; releases the references the table took. With
+ * w, w waits for each frame's acknowledgement (cb_wait_add decides); a
+ * frame that cannot be sent is settled at once (its client is closing).
+ * A frame to the changer's own client on another connection (c is the
+ * changer's connection; it reconnected while this change ran) is not
+ * waited for: that client may be waiting for this very change through the
+ * duplicate request cache, a cycle the table cannot see, and a client is
+ * never waited for on its own behalf anyway.
+ */
+static void send_batches(const struct srv_ctx *ctx, struct conn *c,
+			 struct cb_batch *list, struct cb_wait *w)
+{
+	struct drc_client *self = c ? conn_drc(c) : NULL;
+	struct wbuf wb;
+
+	wbuf_init(&wb);
+	for (struct cb_batch *b = list; b; b = b->next) {
+		struct conn *oc = b->owner;
+		struct cb_wait *bw = self && conn_drc(oc) == self ? NULL : w;
+		size_t n;
+
+		b->id = cb_wait_add(ctx->cb, bw, b->cl);
+		wbuf_reset(&wb);
+		cb_batch_encode(b, &wb);
+		n = wb.len;
+		if (wb.err)
+			conn_fail(oc, "cannot encode callback break: %s",
+				  strerror(-wb.err));
+		if (!wb.err && conn_send(oc, &wb) == 0)
+			stats_cb_break(ctx->stats, b->count, n);
+		else if (bw)
+			cb_ack(ctx->cb, b->cl, b->id);
+		conn_put(oc);
+	}
+	wbuf_free(&wb);
+	cb_batch_free(list);
+}
+
+/* --- the duplicate request cache ------------------------------------------ */
+
+/*
+ * Answer a duplicate on c from the cache: the original's reply frame (its
+ * id is the duplicate's), its promises registered for c, and re-broken at
+ * once for whatever changed since the original began (cb_recheck from the
+ * original's seq0, as for any reply computed before a concurrent change).
+ */
+static void drc_replay(const struct srv_ctx *ctx, struct conn *c,
+		       const struct drc_reply *r)
+{
+	struct cb_batch *evicted = NULL, *again = NULL;
+	struct cb_client *cl = conn_cb_client(c);
+	struct wbuf w;
+
+	if (r->nfid && cb_register(ctx->cb, cl, r->fid, r->nfid, &evicted) < 0)
+		log_warn("peer %s: callback table out of memory", conn_peer(c));
+	wbuf_init(&w);
+	wire_put_bytes(&w, r->frame, r->len);
+	if (w.err)
+		conn_fail(c, "out of memory for a cached reply");
+	else
+		conn_send(c, &w);
+	wbuf_free(&w);
+	if (r->nfid && cb_recheck(ctx->cb, cl, r->seq0, r->fid, r->nfid,
+				  &again) < 0)
+		conn_fail(c, "cannot record a callback break: out of memory");
+	send_batches(ctx, NULL, again, NULL);
+	send_batches(ctx, NULL, evicted, NULL);
+}
+
+/* Release duplicates parked on a cache entry (drc_begin parked their
+ * connections through the hook): answer each with r, or, with r NULL,
+ * fail its connection (it sent the same malformed bytes). */
+static void drc_release(const struct srv_ctx *ctx, struct drc_waiter *wl,
+			const struct drc_reply *r)
+{
+	while (wl) {
+		struct drc_waiter *n = wl->next;
+		struct conn *c = wl->owner;
+
+		if (r)
+			drc_replay(ctx, c, r);
+		else
+			conn_fail(c, "resent a malformed request");
+		conn_unpark(c);
+		free(wl);
+		wl = n;
+	}
+}
+
+/* Answer request h on c with an error frame and nothing else. */
+static void reply_status(struct conn *c, const struct wire_hdr *h,
+			 int status)
+{
+	struct wbuf w;
+	size_t hdr;
+
+	wbuf_init(&w);
+	hdr = wire_frame_begin(&w, h->op, WF_REPLY, h->id, status);
+	wire_frame_end(&w, hdr);
+	conn_send(c, &w);
+	wbuf_free(&w);
+}
+
+int deliver_begin(const struct srv_ctx *ctx, struct conn *c,
+		  const struct wire_hdr *h, struct delivery *d)
+{
+	struct drc_reply *rep = NULL;
+	enum drc_verdict v;
+
+	d->seq0 = cb_seq(ctx->cb);
+	d->dc = drc_op_cached(h->op) ? conn_drc(c) : NULL;
+	d->de = NULL;
+	if (!d->dc)
+		return 0;
+	v = drc_begin(d->dc, c, h->id, h->op, &d->de, &rep);
+	switch (v) {
+	case DRC_REPLAY:
+		log_debug("peer %s: %s id %u answered from the duplicate "
+			  "request cache", conn_peer(c), handler_name(h->op),
+			  h->id);
+		drc_replay(ctx, c, rep);
+		drc_reply_free(rep);
+		return 1;
+	case DRC_WAITING:
+		return 1; /* answered when the original is */
+	case DRC_NOMEM:
+		reply_status(c, h, -ENOMEM);
+		return 1;
+	case DRC_RUN:
+	case DRC_UNCACHED:
+		break;
+	}
+	return 0;
+}
+
+void deliver_abort(const struct srv_ctx *ctx, struct delivery *d)
+{
+	if (d->de)
+		drc_release(ctx, drc_abort(d->dc, d->de), NULL);
+	d->de = NULL;
+}
+
+/* --- the reply ---------------------------------------------------------------- */
+
+static uint64_t us_since(const struct timespec *t0)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (uint64_t)(now.tv_sec - t0->tv_sec) * 1000000u +
+	       (uint64_t)((now.tv_nsec - t0->tv_nsec) / 1000);
+}
+
+/* Send the reply, then re-break and evict. Returns -EPROTO if the
+ * connection was closed on purpose after the reply. */
+static int reply_finish(struct parked *p)
+{
+	const struct srv_ctx *ctx = p->ctx;
+	struct cb_batch *again = NULL;
+	size_t out_bytes = p->w.len;
+
+	if (p->de) {
+		/* Done now that every break was acknowledged: a duplicate
+		 * may have its reply from here on. */
+		struct drc_reply r = { .frame = p->w.data, .len = p->w.len,
+				       .fid = p->fid, .nfid = p->np,
+				       .seq0 = p->seq0 };
+		drc_release(ctx, drc_finish(p->dc, p->de, &r), &r);
+		p->de = NULL;
+	}
+	if (p->t0.tv_sec || p->t0.tv_nsec)
+		stats_cb_ack_wait(ctx->stats, us_since(&p->t0));
+	conn_send(p->c, &p->w);
+	if (p->np && cb_recheck(ctx->cb, conn_cb_client(p->c), p->seq0,
+				p->fid, p->np, &again) < 0)
+		conn_fail(p->c, "cannot record a callback break: out of memory");
+	send_batches(ctx, NULL, again, NULL);
+	send_batches(ctx, NULL, p->evicted, NULL);
+	p->evicted = NULL;
+	stats_op(ctx->stats, p->op, p->in_bytes, out_bytes);
+	if (p->close_after[0]) {
+		conn_fail(p->c, "%s", p->close_after);
+		return -EPROTO;
+	}
+	return 0;
+}
+
+/* cb_wait done callback: the parked reply may go now. */
+static void parked_done(void *arg)
+{
+	struct parked *p = arg;
+	struct conn *c = p->c;
+
+	reply_finish(p);
+	wbuf_free(&p->w);
+	free(p);
+	conn_unpark(c);
+}
+
+/*
+ * Break what out changed for the other clients. Returns where the rest of
+ * the delivery lives: *local, or, when acknowledgements are to be waited
+ * for, a copy on the heap with *wait open for it (not yet armed).
+ */
+static struct parked *break_changes(const struct srv_ctx *ctx,
+				    struct conn *c, struct parked *local,
+				    const struct handler_out *out,
+				    struct cb_wait **wait)
+{
+	struct cb_batch *brk = NULL;
+	struct parked *p = NULL;
+
+	*wait = NULL;
+	if (cb_break(ctx->cb, conn_cb_client(c), out->ch, out->nch, &brk) < 0)
+		log_error("callback break: out of memory");
+	if (brk)
+		p = malloc(sizeof(*p) + (size_t)out->np * sizeof(p->fids[0]));
+	if (p) {
+		*p = *local;
+		p->fid = p->fids;
+		memcpy(p->fids, out->pfid, (size_t)out->np * sizeof(p->fids[0]));
+		*wait = cb_wait_new(ctx->cb, conn_cb_client(c), parked_done,
+				    p);
+	}
+	if (*wait) {
+		clock_gettime(CLOCK_MONOTONIC, &p->t0);
+	} else {
+		/* Nothing to wait for, or out of memory: break without
+		 * waiting, as a client that never acknowledges would get. */
+		free(p);
+		p = local;
+	}
+	send_batches(ctx, c, brk, *wait);
+	return p;
+}
+
+int deliver_reply(const struct srv_ctx *ctx, struct conn *c,
+		  const struct wire_hdr *h, struct delivery *d,
+		  struct handler_out *out)
+{
+	struct parked local = { .ctx = ctx, .c = c, .w = out->w,
+				.seq0 = d->seq0, .op = h->op,
+				.in_bytes = WIRE_HDR_SIZE + (size_t)h->len,
+				.np = out->np, .fid = out->pfid,
+				.dc = d->dc, .de = d->de };
+	struct parked *p = &local;
+	struct cb_wait *wait = NULL;
+	int ret = 0;
+
+	memcpy(local.close_after, out->close_after, sizeof(local.close_after));
+	wbuf_init(&out->w); /* the reply belongs to the delivery now */
+	d->de = NULL;
+	if (out->nch)
+		p = break_changes(ctx, c, &local, out, &wait);
+	if (out->np && cb_register(ctx->cb, conn_cb_client(c), out->pfid,
+				   out->np, &p->evicted) < 0)
+		log_warn("peer %s: callback table out of memory",
+			 conn_peer(c));
+	if (wait) {
+		conn_park(c); /* before arming: done may run at once */
+		if (!cb_wait_arm(ctx->cb, wait))
+			goto out; /* parked_done finishes, on another thread */
+		conn_unpark(c);
+		p->t0 = (struct timespec){ 0 }; /* settled already: no wait */
+	}
+	ret = reply_finish(p);
+	wbuf_free(&p->w);
+	if (p != &local)
+		free(p);
+out:
+	handler_out_free(out);
+	return ret;
+}

@@ -1,0 +1,88 @@
+/*
+ * handlers.h - the server's request handlers, one per opcode of
+ * docs/PROTOCOL.md, dispatched through a table indexed by opcode.
+ *
+ * A request flows one way: the connection's reader (server.c) reads and
+ * checks the frame, delivery admits it (deliver.h: the duplicate request
+ * cache), handler_run() executes it, and delivery sends what it produced.
+ * A handler decodes its request, checks that every field is acceptable
+ * (answering an errno as Linux would when one is not), calls the store and
+ * encodes the reply frame. It also records what delivery needs: the FIDs
+ * whose attributes the reply carries (promises for the requester) and the
+ * things it changed (callback breaks for the other clients). A handler
+ * never sends anything; promises, breaks and the duplicate request cache's
+ * entries are delivery's business.
+ */
+#ifndef CAIRN_HANDLERS_H
+#define CAIRN_HANDLERS_H
+
+#include <stdint.h>
+#include <time.h>
+#include "../lib/proto.h"
+#include "../lib/wire.h"
+#include "callback.h"
+
+struct server;
+struct store;
+struct stats;
+struct conn;
+
+/* Server-wide state the handlers and delivery use; set up once by
+ * server.c, then read-only. Every pointer outlives every request. */
+struct srv_ctx {
+	struct server *srv;
+	struct store *st;
+	struct cb_table *cb;
+	struct stats *stats;
+	uint8_t server_id[16];
+	uint64_t epoch;           /* changes every time the server starts */
+	struct timespec started;  /* CLOCK_MONOTONIC */
+};
+
+#define HANDLER_MAX_CHANGES 12
+
+/*
+ * What one request produced, for delivery. Filled by handler_run, read
+ * by deliver_reply, released with handler_out_free. Not movable (pfid
+ * may point at pfix).
+ */
+struct handler_out {
+	struct wbuf w;              /* the complete reply frame */
+	/* FIDs of the attrs in the reply: promises for the requester. */
+	struct cairn_fid *pfid;     /* pfix, or malloc'ed when it outgrew it */
+	int np, pcap;
+	struct cairn_fid pfix[4];
+	int nomem;                  /* a promise could not be recorded */
+	/* What the request changed: breaks for the other clients. The names
+	 * point into the request's payload, valid until delivery returns. */
+	struct cb_change ch[HANDLER_MAX_CHANGES];
+	int nch;
+	/* Non-empty: fail the connection with this reason after the reply
+	 * (a HELLO of an unsupported version). */
+	char close_after[64];
+};
+
+/*
+ * Execute request (h, payload of h->len bytes) received on c and encode
+ * its reply frame into out. Returns 0 (out filled: an error reply carries
+ * no payload and promises nothing, except a negative LOOKUP, which
+ * promises the directory), or -EPROTO when the payload was malformed or
+ * was a failed handshake: the connection has then been failed (reason
+ * logged), out holds nothing to release, and the caller must stop reading
+ * from c. An opcode without a handler is answered -ENOSYS.
+ */
+int handler_run(const struct srv_ctx *ctx, struct conn *c,
+		const struct wire_hdr *h, const uint8_t *payload,
+		struct handler_out *out);
+void handler_out_free(struct handler_out *out);
+/* The opcode's name ("LOOKUP"), or NULL when it has no handler. */
+const char *handler_name(unsigned op);
+
+/*
+ * 0 when every request opcode (every descriptor that is not a push) has
+ * a handler; otherwise -ENOSYS with *missing set to the first one's name.
+ * server_start refuses to run without them.
+ */
+int handlers_check(const char **missing);
+
+#endif
