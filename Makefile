@@ -7,6 +7,8 @@
 #
 # BUILD selects the output directory; SAN=1 builds with AddressSanitizer
 # and UndefinedBehaviorSanitizer (make check does this in build-asan/).
+# The benchmark's C tools (bench/tools, need libnetcdf) are built by
+# `make bench-tools`, not by `make all`.
 
 CC      ?= cc
 BUILD   ?= build
@@ -17,7 +19,7 @@ CFLAGS  ?= -O2 -g
 CFLAGS  += -std=gnu11 -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter \
            -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -pthread -MMD -MP \
            $(shell pkg-config --cflags fuse3 2>/dev/null)
-LDLIBS  += $(shell pkg-config --libs fuse3 2>/dev/null) -llmdb -lcrypto -pthread
+LDLIBS  += $(shell pkg-config --libs fuse3 2>/dev/null) -llmdb -pthread
 
 ifeq ($(SAN),1)
 CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer \
@@ -31,12 +33,15 @@ LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 MAIN_OBJ := $(BUILD)/obj/cli/main.o
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
-TOOL_SRC := $(wildcard tests/tools/*.c)
-TOOL_BIN := $(TOOL_SRC:tests/tools/%.c=$(BUILD)/tools/%)
+TOOL_SRC := $(wildcard bench/tools/*.c)
+TOOL_BIN := $(TOOL_SRC:bench/tools/%.c=$(BUILD)/tools/%)
 
-.PHONY: all deps demo demo-stop check check-plain check-asan unit bench clean
+.PHONY: all deps demo demo-stop check check-plain check-asan unit bench \
+        bench-tools clean
 
-all: $(BUILD)/cairn $(UNIT_BIN) $(TOOL_BIN)
+all: $(BUILD)/cairn $(UNIT_BIN)
+
+bench-tools: $(TOOL_BIN)
 
 $(BUILD)/cairn: $(LIB_OBJ) $(MAIN_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
@@ -49,9 +54,9 @@ $(BUILD)/tests/%: tests/unit/%.c $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB_OBJ) $(LDLIBS)
 
-$(BUILD)/tools/%: tests/tools/%.c
+$(BUILD)/tools/%: bench/tools/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LDLIBS) -lnetcdf
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< -lnetcdf -pthread
 
 deps:
 	@scripts/deps.sh
@@ -66,20 +71,20 @@ demo-stop:
 # Every test, plain build and sanitizer build; the last line of output is
 # "N passed, N failed".
 check: deps
-	@$(MAKE) --no-print-directory all
-	@$(MAKE) --no-print-directory BUILD=build-asan SAN=1 all
+	@$(MAKE) --no-print-directory all bench-tools
+	@$(MAKE) --no-print-directory BUILD=build-asan SAN=1 all bench-tools
 	@tests/run.sh build build-asan
 
 check-plain: deps
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory all bench-tools
 	@tests/run.sh build
 
 check-asan: deps
-	@$(MAKE) --no-print-directory BUILD=build-asan SAN=1 all
+	@$(MAKE) --no-print-directory BUILD=build-asan SAN=1 all bench-tools
 	@tests/run.sh build-asan
 
 bench: deps
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory all bench-tools
 	@bench/run.sh
 
 clean:

@@ -18,7 +18,7 @@ Environment:
   BENCH_WORK  scratch directory (run.sh makes one; removed by run.sh)
 
 Anything that touches a mount runs in a child process with a timeout (the
-C tools in tests/tools, or bench/worker.py), so a hung or
+C tools in bench/tools, or bench/worker.py), so a hung or
 broken mount turns into an error cell in the table, never a hung run.
 """
 
@@ -1051,7 +1051,7 @@ def main():
         return 2
     for t in ("statloop", "ncwrite"):
         if not os.access(os.path.join(cfg["build"], "tools", t), os.X_OK):
-            print("bench.py: %s/tools/%s missing (make BUILD=%s)" % (
+            print("bench.py: %s/tools/%s missing (make BUILD=%s bench-tools)" % (
                 cfg["build"], t, build), file=sys.stderr)
             return 2
     if not os.access(cfg["cairn"], os.X_OK):

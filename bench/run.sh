@@ -19,9 +19,10 @@ BUILD=${1:-${BUILD:-build}}
 export BUILD
 export PYTHONDONTWRITEBYTECODE=1   # no __pycache__ in bench/
 
+# The C tools (bench/tools, linked with libnetcdf) are not part of
+# `make all`; build them here if they are missing.
 if [ ! -x "$BUILD/tools/statloop" ] || [ ! -x "$BUILD/tools/ncwrite" ]; then
-	make --no-print-directory BUILD="$BUILD" "$BUILD/tools/statloop" \
-		"$BUILD/tools/ncwrite" >&2 || exit 1
+	make --no-print-directory BUILD="$BUILD" bench-tools >&2 || exit 1
 fi
 
 WORK=$(mktemp -d "${TMPDIR:-/var/tmp}/cairn-bench.XXXXXX") || exit 1
