@@ -2,8 +2,10 @@
 #
 #   make            build build/cairn
 #   make demo       install missing packages, build, serve + mount in ./demo
-#   make check      install, build, run every test (plain and ASan/UBSan)
+#   make check      install, build, run every test (plain and ASan/UBSan),
+#                   replay the fuzz corpora, build once with clang
 #   make bench      the seed workloads on Cairn and on local disk
+#   make fuzz       each libFuzzer target for FUZZ_TIME seconds (default 60)
 #
 # BUILD selects the output directory; SAN=1 builds with AddressSanitizer
 # and UndefinedBehaviorSanitizer (make check does this in build-asan/).
@@ -36,10 +38,32 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 TOOL_SRC := $(wildcard bench/tools/*.c)
 TOOL_BIN := $(TOOL_SRC:bench/tools/%.c=$(BUILD)/tools/%)
 
-.PHONY: all deps demo demo-stop check check-plain check-asan unit bench \
-        bench-tools clean
+# Fuzzing (tests/fuzz/README.md, docs/RELIABILITY.md). Each target
+# tests/fuzz/fuzz_NAME.c is built twice: with clang and libFuzzer into
+# BUILD/fuzz/fuzz_NAME (make fuzz), and with $(CC) and a plain main that
+# runs each corpus file once into BUILD/fuzz/replay_fuzz_NAME (make all;
+# tests/run.sh replays the corpora with it, so no clang is needed there).
+# Only the pure decoders are linked: lib/ and the store's record codec.
+# Debian's clang-14 package installs clang-14, not clang.
+CLANG     ?= $(firstword $(shell command -v clang-14 clang 2>/dev/null) clang)
+FUZZ_TIME ?= 60
+FUZZ_SAVE ?= 0
+FUZZ_SRC  := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_NAMES := $(FUZZ_SRC:tests/fuzz/%.c=%)
+FUZZ_ONLY ?= $(FUZZ_NAMES)
+FUZZ_LIB_SRC := $(wildcard lib/*.c) $(wildcard server/store_rec.c)
+FUZZ_BIN  := $(FUZZ_NAMES:%=$(BUILD)/fuzz/%)
+REPLAY_BIN := $(FUZZ_NAMES:%=$(BUILD)/fuzz/replay_%)
+FUZZ_CFLAGS := -O1 -g -std=gnu11 -Wall -Wextra -Werror -Wshadow \
+           -Wno-unused-parameter -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 \
+           -fno-omit-frame-pointer -fsanitize=address,undefined \
+           -fno-sanitize-recover=undefined -MMD -MP
+FUZZ_LIB_OBJ := $(FUZZ_LIB_SRC:%.c=$(BUILD)/fuzz/obj/%.o)
 
-all: $(BUILD)/cairn $(UNIT_BIN)
+.PHONY: all deps demo demo-stop check check-plain check-asan unit bench \
+        bench-tools fuzz fuzz-build clean
+
+all: $(BUILD)/cairn $(UNIT_BIN) $(REPLAY_BIN)
 
 bench-tools: $(TOOL_BIN)
 
@@ -58,6 +82,32 @@ $(BUILD)/tools/%: bench/tools/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< -lnetcdf -pthread
 
+# Replay drivers: the target's TestOneInput and a plain main, linked with
+# this build's own objects (sanitizers when SAN=1).
+$(BUILD)/fuzz/replay_%: tests/fuzz/%.c tests/fuzz/replay.c \
+		$(FUZZ_LIB_SRC:%.c=$(BUILD)/obj/%.o)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^
+
+$(BUILD)/fuzz/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CLANG) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c -o $@ $<
+
+$(BUILD)/fuzz/%: $(BUILD)/fuzz/obj/tests/fuzz/%.o $(FUZZ_LIB_OBJ)
+	$(CLANG) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $^
+
+fuzz-build: $(FUZZ_BIN)
+
+# Keep the clang objects between runs (make deletes intermediates).
+.SECONDARY: $(FUZZ_LIB_OBJ) $(FUZZ_NAMES:%=$(BUILD)/fuzz/obj/tests/fuzz/%.o)
+
+# make fuzz [FUZZ_TIME=s] [FUZZ_ONLY=fuzz_msg] [FUZZ_SAVE=1]: new inputs go
+# to BUILD/fuzz/new/ (into tests/fuzz/corpus/ with FUZZ_SAVE=1), crash
+# reproducers to BUILD/fuzz/crashes/.
+fuzz: deps
+	@$(MAKE) --no-print-directory fuzz-build
+	@tests/fuzz/fuzz.sh $(BUILD)/fuzz $(FUZZ_TIME) $(FUZZ_SAVE) $(FUZZ_ONLY)
+
 deps:
 	@scripts/deps.sh
 
@@ -70,10 +120,11 @@ demo-stop:
 
 # Every test, plain build and sanitizer build; the last line of output is
 # "N passed, N failed".
+# The clang build (CAIRN_CLANG_BUILD) is one more suite of tests/run.sh.
 check: deps
 	@$(MAKE) --no-print-directory all bench-tools
 	@$(MAKE) --no-print-directory BUILD=build-asan SAN=1 all bench-tools
-	@tests/run.sh build build-asan
+	@CAIRN_CLANG_BUILD=build-clang tests/run.sh build build-asan
 
 check-plain: deps
 	@$(MAKE) --no-print-directory all bench-tools
@@ -88,6 +139,6 @@ bench: deps
 	@bench/run.sh
 
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan build-clang
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,7 +1,11 @@
 #!/bin/bash
 # tests/run.sh BUILD_DIR [BUILD_DIR...] - run every Cairn test against each
-# build directory: the unit test binaries BUILD/tests/test_* and the
+# build directory: the unit test binaries BUILD/tests/test_*, the fuzz
+# corpus replays BUILD/fuzz/replay_* (each saved input of
+# tests/fuzz/corpus/ and tests/fuzz/crashes/ run once), and the
 # integration suites tests/integration/test_*.py (which drive BUILD/cairn).
+# With CAIRN_CLANG_BUILD=DIR set (make check does), the tree is also built
+# once with clang into DIR, -Werror, as one more suite.
 #
 # Every suite prints "ok - NAME" / "not ok - NAME" lines (and optionally a
 # "1..N" plan first); this script counts them per suite, shows the failures
@@ -184,6 +188,30 @@ suite_limit() {
 	echo "${n:-$2}"
 }
 
+# The clang build: everything `make all` builds, plus the libFuzzer
+# targets, with clang and the usual -Wall -Wextra -Werror. Compile and
+# link only (the gcc builds run the tests).
+if [ -n "${CAIRN_CLANG_BUILD:-}" ] && matches_only clang; then
+	echo "== clang"
+	echo "-- build $CAIRN_CLANG_BUILD"
+	run_suite "clang/build" 900 bash -c '
+		cc=$(command -v clang-14 || command -v clang) || {
+			echo "not ok - clang build"
+			echo "# no clang-14 or clang (scripts/deps.sh installs clang-14)"
+			exit 1
+		}
+		mkdir -p "$2" || exit 1
+		if make -C "$1" -j2 --no-print-directory BUILD="$2" CC="$cc" \
+			CLANG="$cc" all fuzz-build >"$2/build.log" 2>&1; then
+			echo "ok - clang build ($cc, -Werror) into $2"
+		else
+			echo "not ok - clang build ($cc, -Werror) into $2"
+			grep -E "(error|warning):" "$2/build.log" | head -n 40 | sed "s/^/# /"
+			tail -n 5 "$2/build.log" | sed "s/^/# /"
+			exit 1
+		fi' _ "$ROOT" "$ROOT/$CAIRN_CLANG_BUILD"
+fi
+
 for build in "$@"; do
 	b=$(cd "$build" 2>/dev/null && pwd)
 	echo "== $build"
@@ -209,6 +237,22 @@ for build in "$@"; do
 		[ $asan = 1 ] && lim=300
 		echo "-- unit $(basename "$t")"
 		run_suite "$(basename "$build")/unit/$(basename "$t")" "$lim" "$t"
+	done
+
+	# Fuzz corpus replay: every saved input once, no mutation, so a
+	# fixed crash stays fixed (tests/fuzz/replay.c, docs/RELIABILITY.md).
+	for t in "$b"/fuzz/replay_*; do
+		[ -x "$t" ] && [ -f "$t" ] || continue
+		name=${t##*/replay_}
+		matches_only "$name" || continue
+		dirs=("$ROOT/tests/fuzz/corpus/$name")
+		[ -d "$ROOT/tests/fuzz/crashes/$name" ] &&
+			dirs+=("$ROOT/tests/fuzz/crashes/$name")
+		lim=120
+		[ $asan = 1 ] && lim=300
+		echo "-- fuzz replay $name"
+		run_suite "$(basename "$build")/fuzz/$name" "$lim" "$t" "$name" \
+			"${dirs[@]}"
 	done
 
 	for s in "$ROOT"/tests/integration/test_*.py "$ROOT"/tests/integration/test_*.sh; do
