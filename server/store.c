@@ -147,23 +147,6 @@ uint64_t store_be64_get(const uint8_t *p)
 	return v;
 }
 
-static void le_put(uint8_t **p, uint64_t v, int n)
-{
-	for (int i = 0; i < n; i++, v >>= 8)
-		(*p)[i] = (uint8_t)v;
-	*p += n;
-}
-
-static uint64_t le_get(const uint8_t **p, int n)
-{
-	uint64_t v = 0;
-
-	for (int i = n - 1; i >= 0; i--)
-		v = v << 8 | (*p)[i];
-	*p += n;
-	return v;
-}
-
 int store_name_check(const char *name)
 {
 	size_t n = strlen(name);
@@ -179,55 +162,6 @@ int store_name_check(const char *name)
 
 /* ---- inode records ---------------------------------------------------- */
 
-static void inode_encode(const struct sinode *ino, uint8_t *buf)
-{
-	uint8_t *p = buf;
-	const struct cairn_time *t[3] = { &ino->atime, &ino->mtime,
-					  &ino->ctime };
-
-	le_put(&p, INODE_REC_VERSION, 4);
-	le_put(&p, ino->mode, 4);
-	le_put(&p, ino->nlink, 4);
-	le_put(&p, ino->uid, 4);
-	le_put(&p, ino->gid, 4);
-	le_put(&p, ino->rdev, 4);
-	le_put(&p, ino->uniq, 4);
-	le_put(&p, ino->size, 8);
-	le_put(&p, ino->dv, 8);
-	le_put(&p, ino->next_cookie, 8);
-	le_put(&p, ino->parent, 8);
-	for (int i = 0; i < 3; i++) {
-		le_put(&p, (uint64_t)t[i]->sec, 8);
-		le_put(&p, t[i]->nsec, 4);
-	}
-}
-
-int store_inode_decode(const MDB_val *v, struct sinode *ino)
-{
-	const uint8_t *p = v->mv_data;
-	struct cairn_time *t[3] = { &ino->atime, &ino->mtime, &ino->ctime };
-
-	if (v->mv_size != INODE_REC_SIZE || le_get(&p, 4) != INODE_REC_VERSION)
-		return -EIO;
-	ino->mode = (uint32_t)le_get(&p, 4);
-	ino->nlink = (uint32_t)le_get(&p, 4);
-	ino->uid = (uint32_t)le_get(&p, 4);
-	ino->gid = (uint32_t)le_get(&p, 4);
-	ino->rdev = (uint32_t)le_get(&p, 4);
-	ino->uniq = (uint32_t)le_get(&p, 4);
-	ino->size = le_get(&p, 8);
-	ino->dv = le_get(&p, 8);
-	ino->next_cookie = le_get(&p, 8);
-	ino->parent = le_get(&p, 8);
-	for (int i = 0; i < 3; i++) {
-		t[i]->sec = (int64_t)le_get(&p, 8);
-		t[i]->nsec = (uint32_t)le_get(&p, 4);
-		if (t[i]->nsec >= 1000000000u)
-			return -EIO;
-	}
-	return 0;
-}
-
 int store_inode_get(struct store *st, MDB_txn *txn, uint64_t vn,
 		    struct sinode *ino)
 {
@@ -239,17 +173,17 @@ int store_inode_get(struct store *st, MDB_txn *txn, uint64_t vn,
 	rc = mdb_get(txn, st->db_inodes, &k, &v);
 	if (rc)
 		return store_lmdb_err(rc);
-	return store_inode_decode(&v, ino);
+	return store_rec_inode_decode(v.mv_data, v.mv_size, ino);
 }
 
 int store_inode_put(struct store *st, MDB_txn *txn, uint64_t vn,
 		    const struct sinode *ino)
 {
-	uint8_t kb[8], vb[INODE_REC_SIZE];
+	uint8_t kb[8], vb[STORE_REC_INODE_SIZE];
 	MDB_val k = { 8, kb }, v = { sizeof(vb), vb };
 
 	store_be64_put(kb, vn);
-	inode_encode(ino, vb);
+	store_rec_inode_encode(ino, vb);
 	return store_lmdb_err(mdb_put(txn, st->db_inodes, &k, &v, 0));
 }
 
@@ -357,31 +291,39 @@ static int meta_put(struct store *st, MDB_txn *txn, const char *key,
 	return store_lmdb_err(mdb_put(txn, st->db_meta, &k, &v, 0));
 }
 
-static int meta_put_u64(struct store *st, MDB_txn *txn, const char *key,
-			uint64_t x, int n)
+static int meta_put_u32(struct store *st, MDB_txn *txn, const char *key,
+			uint32_t x)
 {
-	uint8_t b[8], *p = b;
+	uint8_t b[4];
 
-	le_put(&p, x, n);
-	return meta_put(st, txn, key, b, (size_t)n);
+	store_rec_meta_u32_encode(x, b);
+	return meta_put(st, txn, key, b, sizeof(b));
+}
+
+static int meta_put_u64(struct store *st, MDB_txn *txn, const char *key,
+			uint64_t x)
+{
+	uint8_t b[8];
+
+	store_rec_meta_u64_encode(x, b);
+	return meta_put(st, txn, key, b, sizeof(b));
 }
 
 int store_inode_new(struct store *st, MDB_txn *txn, uint32_t mode,
 		    uint64_t *vn, struct sinode *ino)
 {
 	MDB_val v;
-	const uint8_t *p;
 	uint64_t next;
 	int rc;
 
 	rc = meta_get(st, txn, "next_vnode", &v);
 	if (rc)
-		return rc == -ENOENT ? -EIO : rc;
-	if (v.mv_size != 8)
-		return -EIO;
-	p = v.mv_data;
-	next = le_get(&p, 8);
-	rc = meta_put_u64(st, txn, "next_vnode", next + 1, 8);
+		return rc == -ENOENT ? -EUCLEAN : rc;
+	if ((rc = store_rec_meta_u64_decode(v.mv_data, v.mv_size, &next)))
+		return rc;
+	if (next <= STORE_ROOT || next == UINT64_MAX)
+		return -EUCLEAN;
+	rc = meta_put_u64(st, txn, "next_vnode", next + 1);
 	if (rc)
 		return rc;
 	memset(ino, 0, sizeof(*ino));
@@ -724,7 +666,7 @@ static int init_server_id(struct store *st, MDB_txn *txn,
 	if (a->adopt)
 		return meta_put(st, txn, "server_id", a->adopt, 16);
 	rc = meta_get(st, txn, "server_id", &v);
-	if (rc == 0 && v.mv_size != 16) {
+	if (rc == 0 && store_rec_meta_id_decode(v.mv_data, v.mv_size, sid)) {
 		snprintf(a->err, a->errsz, "%s/meta: malformed server id "
 			 "(%zu bytes)", st->dir, v.mv_size);
 		return -EUCLEAN;
@@ -743,13 +685,13 @@ static int init_tx(struct store *st, MDB_txn *txn, void *arg)
 	struct init_args *a = arg;
 	struct sinode root;
 	MDB_val v;
-	const uint8_t *p;
+	uint32_t format;
 	int rc;
 
 	rc = meta_get(st, txn, "format", &v);
 	if (rc == 0) {
-		p = v.mv_data;
-		if (v.mv_size != 4 || le_get(&p, 4) != STORE_FORMAT) {
+		if (store_rec_meta_u32_decode(v.mv_data, v.mv_size, &format) ||
+		    format != STORE_FORMAT) {
 			snprintf(a->err, a->errsz, "%s/meta: unsupported "
 				 "format version", st->dir);
 			return -EPROTO;
@@ -768,9 +710,9 @@ static int init_tx(struct store *st, MDB_txn *txn, void *arg)
 	root.next_cookie = CAIRN_COOKIE_FIRST;
 	root.parent = STORE_ROOT;
 	root.atime = root.mtime = root.ctime = store_now();
-	if ((rc = meta_put_u64(st, txn, "format", STORE_FORMAT, 4)) ||
-	    (rc = meta_put_u64(st, txn, "next_vnode", STORE_ROOT + 1, 8)) ||
-	    (rc = meta_put_u64(st, txn, "volume", STORE_VOL, 4)) ||
+	if ((rc = meta_put_u32(st, txn, "format", STORE_FORMAT)) ||
+	    (rc = meta_put_u64(st, txn, "next_vnode", STORE_ROOT + 1)) ||
+	    (rc = meta_put_u32(st, txn, "volume", STORE_VOL)) ||
 	    (rc = init_server_id(st, txn, a)))
 		return rc;
 	return store_inode_put(st, txn, STORE_ROOT, &root);
@@ -894,10 +836,10 @@ int store_server_id(struct store *st, uint8_t id[16])
 	if ((rc = store_rtxn(st, &txn)))
 		return rc;
 	rc = meta_get(st, txn, "server_id", &v);
-	if (rc == -ENOENT || (rc == 0 && v.mv_size != 16))
+	if (rc == -ENOENT)
 		rc = -EUCLEAN; /* store_open made sure there is one */
 	if (rc == 0)
-		memcpy(id, v.mv_data, 16);
+		rc = store_rec_meta_id_decode(v.mv_data, v.mv_size, id);
 	store_rtxn_end(st, txn);
 	return rc;
 }
@@ -1241,13 +1183,7 @@ int store_getxattr(struct store *st, const struct cairn_fid *fid,
 		rc = rc == MDB_NOTFOUND ? -ENODATA : store_lmdb_err(rc);
 		goto out;
 	}
-	if (size > 0 && v.mv_size > size) {
-		rc = -ERANGE;
-		goto out;
-	}
-	if (size > 0)
-		memcpy(buf, v.mv_data, v.mv_size);
-	*len = v.mv_size;
+	rc = store_rec_xattr_val_decode(v.mv_data, v.mv_size, buf, size, len);
 out:
 	store_rtxn_end(st, txn);
 	return rc;
@@ -1261,7 +1197,9 @@ int store_listxattr(struct store *st, const struct cairn_fid *fid, char *buf,
 	uint8_t kb[8];
 	MDB_val k = { 8, kb }, v;
 	struct sinode ino;
+	char name[CAIRN_XATTR_NAME_MAX + 1];
 	size_t total = 0, n;
+	uint64_t vn;
 	int rc;
 
 	if ((rc = store_rtxn(st, &txn)))
@@ -1273,16 +1211,17 @@ int store_listxattr(struct store *st, const struct cairn_fid *fid, char *buf,
 	store_be64_put(kb, fid->vnode);
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); rc == 0;
 	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-		if (k.mv_size <= 8 || store_be64_get(k.mv_data) != fid->vnode)
+		if (k.mv_size < 8 || store_be64_get(k.mv_data) != fid->vnode)
 			break;
-		n = k.mv_size - 8;
+		if ((rc = store_rec_xattr_key_decode(k.mv_data, k.mv_size, &vn,
+						     name, &n)))
+			goto out;
 		if (size > 0) {
 			if (total + n + 1 > size) {
 				rc = -ERANGE;
 				goto out;
 			}
-			memcpy(buf + total, (char *)k.mv_data + 8, n);
-			buf[total + n] = 0;
+			memcpy(buf + total, name, n + 1);
 		}
 		total += n + 1;
 	}

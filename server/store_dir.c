@@ -43,43 +43,12 @@ static void dirseq_key(uint64_t dir, uint64_t cookie, uint8_t *kb,
 	k->mv_data = kb;
 }
 
-int store_dirent_decode(const MDB_val *v, uint64_t *child, uint64_t *cookie,
-			uint32_t *type)
-{
-	const uint8_t *p = v->mv_data;
-	uint64_t c = 0, k = 0;
-	uint32_t t = 0;
-
-	if (v->mv_size != DIRENT_VAL_SIZE)
-		return -EIO;
-	for (int i = 7; i >= 0; i--) {
-		c = c << 8 | p[i];
-		k = k << 8 | p[8 + i];
-	}
-	for (int i = 3; i >= 0; i--)
-		t = t << 8 | p[16 + i];
-	*child = c;
-	*cookie = k;
-	*type = t;
-	return 0;
-}
-
-static void dirent_encode(uint64_t child, uint64_t cookie, uint32_t type,
-			  uint8_t *p)
-{
-	for (int i = 0; i < 8; i++) {
-		p[i] = (uint8_t)(child >> (8 * i));
-		p[8 + i] = (uint8_t)(cookie >> (8 * i));
-	}
-	for (int i = 0; i < 4; i++)
-		p[16 + i] = (uint8_t)(type >> (8 * i));
-}
-
 int store_dirent_get(struct store *st, MDB_txn *txn, uint64_t dir,
 		     const char *name, uint64_t *child, uint64_t *cookie,
 		     uint32_t *type)
 {
 	uint8_t kb[8 + CAIRN_NAME_MAX];
+	struct store_rec_dirent de;
 	MDB_val k, v;
 	int rc;
 
@@ -87,7 +56,12 @@ int store_dirent_get(struct store *st, MDB_txn *txn, uint64_t dir,
 	rc = mdb_get(txn, st->db_dirents, &k, &v);
 	if (rc)
 		return store_lmdb_err(rc);
-	return store_dirent_decode(&v, child, cookie, type);
+	if ((rc = store_rec_dirent_decode(v.mv_data, v.mv_size, &de)))
+		return rc;
+	*child = de.child;
+	*cookie = de.cookie;
+	*type = de.type;
+	return 0;
 }
 
 /* Point the existing entry (dir, name) at another object. */
@@ -95,11 +69,12 @@ static int dirent_set(struct store *st, MDB_txn *txn, uint64_t dir,
 		      const char *name, uint64_t child, uint64_t cookie,
 		      uint32_t type)
 {
-	uint8_t kb[8 + CAIRN_NAME_MAX], vb[DIRENT_VAL_SIZE];
+	uint8_t kb[8 + CAIRN_NAME_MAX], vb[STORE_REC_DIRENT_SIZE];
 	MDB_val k, v = { sizeof(vb), vb };
+	struct store_rec_dirent de = { child, cookie, type & S_IFMT };
 
 	dirent_key(dir, name, kb, &k);
-	dirent_encode(child, cookie, type & S_IFMT, vb);
+	store_rec_dirent_encode(&de, vb);
 	return store_lmdb_err(mdb_put(txn, st->db_dirents, &k, &v, 0));
 }
 
@@ -389,13 +364,11 @@ int store_readlink(struct store *st, const struct cairn_fid *fid,
 	}
 	store_be64_put(kb, fid->vnode);
 	rc = mdb_get(txn, st->db_symlinks, &k, &v);
-	if (rc || v.mv_size > CAIRN_SYMLINK_MAX) {
-		rc = rc && rc != MDB_NOTFOUND ? store_lmdb_err(rc) : -EIO;
+	if (rc) {
+		rc = rc == MDB_NOTFOUND ? -EIO : store_lmdb_err(rc);
 		goto out;
 	}
-	memcpy(target, v.mv_data, v.mv_size);
-	target[v.mv_size] = 0;
-	*len = v.mv_size;
+	rc = store_rec_symlink_decode(v.mv_data, v.mv_size, target, len);
 out:
 	store_rtxn_end(st, txn);
 	return rc;
@@ -747,6 +720,7 @@ int store_readdir(struct store *st, const struct cairn_fid *dir,
 	char name[CAIRN_NAME_MAX + 1];
 	uint64_t c, child, ck;
 	uint32_t type, count = 0;
+	size_t nlen;
 	int rc;
 
 	*eof = 0;
@@ -775,13 +749,10 @@ int store_readdir(struct store *st, const struct cairn_fid *dir,
 		}
 		if (count == max)
 			break;
-		if (v.mv_size == 0 || v.mv_size > CAIRN_NAME_MAX) {
-			rc = -EIO;
-			break;
-		}
 		c = store_be64_get((uint8_t *)k.mv_data + 8);
-		memcpy(name, v.mv_data, v.mv_size);
-		name[v.mv_size] = 0;
+		if ((rc = store_rec_name_decode(v.mv_data, v.mv_size, name,
+						&nlen)))
+			break;
 		if ((rc = store_dirent_get(st, txn, dir->vnode, name, &child,
 					   &ck, &type)) ||
 		    (rc = child_get(st, txn, child, &ino))) {
@@ -789,7 +760,7 @@ int store_readdir(struct store *st, const struct cairn_fid *dir,
 			break;
 		}
 		store_attr_fill(st, child, &ino, &attr);
-		if (fn(arg, c, name, v.mv_size, &attr))
+		if (fn(arg, c, name, nlen, &attr))
 			break;
 		count++;
 	}

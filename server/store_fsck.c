@@ -4,8 +4,8 @@
  * Reads everything in one LMDB read transaction of a stopped store (it
  * holds DIR/LOCK, so no server can change it meanwhile) and checks the
  * invariants the rest of the store keeps:
- *   - every inode record decodes; meta holds the format and a next_vnode
- *     above every vnode in use;
+ *   - every record decodes (store_rec.h); meta holds the format, the
+ *     volume, the server id and a next_vnode above every vnode in use;
  *   - every dirent lies in an existing directory, names an existing inode
  *     of the recorded type, and has the matching dirseq record with a
  *     cookie below the directory's next_cookie; every dirseq record has
@@ -122,7 +122,7 @@ static int load_inode(struct fsck *f, MDB_val *k, MDB_val *v)
 	fi = &f->v[f->n];
 	memset(fi, 0, sizeof(*fi));
 	fi->vn = vn;
-	if (store_inode_decode(v, &fi->ino)) {
+	if (store_rec_inode_decode(v->mv_data, v->mv_size, &fi->ino)) {
 		problem(f, "vnode %" PRIu64 ": inode record does not decode",
 			vn);
 		return 0;
@@ -146,24 +146,29 @@ static int dirseq_name_is(struct fsck *f, uint64_t dir, uint64_t cookie,
 
 static int check_dirent(struct fsck *f, MDB_val *k, MDB_val *v)
 {
+	struct store_rec_dirent de;
 	uint64_t dvn, child, cookie;
 	uint32_t type;
 	struct fino *d, *c;
-	const char *name = (const char *)k->mv_data + 8;
-	int nlen = (int)k->mv_size - 8;
+	char name[CAIRN_NAME_MAX + 1];
+	size_t len;
+	int nlen;
 
-	if (k->mv_size <= 8 || k->mv_size > 8 + CAIRN_NAME_MAX ||
-	    memchr(name, '/', (size_t)nlen) || memchr(name, 0, (size_t)nlen)) {
+	if (store_rec_dirent_key_decode(k->mv_data, k->mv_size, &dvn, name,
+					&len)) {
 		problem(f, "dirent with a malformed key (%zu bytes)",
 			k->mv_size);
 		return 0;
 	}
-	dvn = store_be64_get(k->mv_data);
-	if (store_dirent_decode(v, &child, &cookie, &type)) {
+	nlen = (int)len;
+	if (store_rec_dirent_decode(v->mv_data, v->mv_size, &de)) {
 		problem(f, "dir %" PRIu64 " entry '%.*s': value does not "
 			"decode", dvn, nlen, name);
 		return 0;
 	}
+	child = de.child;
+	cookie = de.cookie;
+	type = de.type;
 	d = fino_find(f, dvn);
 	c = fino_find(f, child);
 	if (!d || !S_ISDIR(d->ino.mode))
@@ -201,25 +206,24 @@ static int check_dirseq(struct fsck *f, MDB_val *k, MDB_val *v)
 {
 	char name[CAIRN_NAME_MAX + 1];
 	uint8_t kb[8 + CAIRN_NAME_MAX];
+	struct store_rec_dirent de;
 	MDB_val dk, dv;
-	uint64_t dvn, cookie, child, ck;
-	uint32_t type;
+	uint64_t dvn, cookie;
+	size_t len;
 
-	if (k->mv_size != 16 || v->mv_size == 0 ||
-	    v->mv_size > CAIRN_NAME_MAX) {
+	if (store_rec_dirseq_key_decode(k->mv_data, k->mv_size, &dvn,
+					&cookie) ||
+	    store_rec_name_decode(v->mv_data, v->mv_size, name, &len)) {
 		problem(f, "malformed dirseq record");
 		return 0;
 	}
-	dvn = store_be64_get(k->mv_data);
-	cookie = store_be64_get((uint8_t *)k->mv_data + 8);
-	memcpy(name, v->mv_data, v->mv_size);
-	name[v->mv_size] = 0;
 	store_be64_put(kb, dvn);
-	memcpy(kb + 8, name, v->mv_size);
-	dk.mv_size = 8 + v->mv_size;
+	memcpy(kb + 8, name, len);
+	dk.mv_size = 8 + len;
 	dk.mv_data = kb;
 	if (mdb_get(f->txn, f->st.db_dirents, &dk, &dv) ||
-	    store_dirent_decode(&dv, &child, &ck, &type) || ck != cookie)
+	    store_rec_dirent_decode(dv.mv_data, dv.mv_size, &de) ||
+	    de.cookie != cookie)
 		problem(f, "dir %" PRIu64 " cookie %" PRIu64 " ('%s') has no "
 			"matching dirent", dvn, cookie, name);
 	return 0;
@@ -259,49 +263,61 @@ static int dir_reach(struct fsck *f, struct fino *d)
 
 static int mark_files(struct fsck *f, MDB_val *k, MDB_val *v)
 {
-	uint64_t child, cookie;
-	uint32_t type;
+	struct store_rec_dirent de;
 	struct fino *d, *c;
 
-	if (k->mv_size <= 8 || store_dirent_decode(v, &child, &cookie, &type))
+	if (k->mv_size <= 8 ||
+	    store_rec_dirent_decode(v->mv_data, v->mv_size, &de))
 		return 0;
 	d = fino_find(f, store_be64_get(k->mv_data));
-	c = fino_find(f, child);
+	c = fino_find(f, de.child);
 	if (d && c && !S_ISDIR(c->ino.mode) && S_ISDIR(d->ino.mode) &&
 	    dir_reach(f, d) == 1)
 		c->reach = 1;
 	return 0;
 }
 
-static int check_owned(struct fsck *f, MDB_val *k, MDB_val *v, int symlink)
+static int check_xattr(struct fsck *f, MDB_val *k, MDB_val *v)
 {
-	struct fino *o;
+	char name[CAIRN_XATTR_NAME_MAX + 1];
+	size_t len;
 	uint64_t vn;
 
-	if (k->mv_size < 8) {
-		problem(f, "malformed %s key", symlink ? "symlink" : "xattr");
+	if (store_rec_xattr_key_decode(k->mv_data, k->mv_size, &vn, name,
+				       &len)) {
+		problem(f, "malformed xattr key (%zu bytes)", k->mv_size);
+		return 0;
+	}
+	if (!fino_find(f, vn))
+		problem(f, "xattr of missing vnode %" PRIu64, vn);
+	if (store_rec_xattr_val_decode(v->mv_data, v->mv_size, NULL, 0, &len))
+		problem(f, "vnode %" PRIu64 ": xattr '%s' has a malformed "
+			"value (%zu bytes)", vn, name, v->mv_size);
+	return 0;
+}
+
+static int check_symlink(struct fsck *f, MDB_val *k, MDB_val *v)
+{
+	char target[CAIRN_SYMLINK_MAX + 1];
+	struct fino *o;
+	size_t len;
+	uint64_t vn;
+
+	if (k->mv_size != 8) {
+		problem(f, "malformed symlink key (%zu bytes)", k->mv_size);
 		return 0;
 	}
 	vn = store_be64_get(k->mv_data);
 	o = fino_find(f, vn);
 	if (!o)
-		problem(f, "%s of missing vnode %" PRIu64,
-			symlink ? "symlink target" : "xattr", vn);
-	else if (symlink && (!S_ISLNK(o->ino.mode) ||
-			     v->mv_size != o->ino.size))
+		problem(f, "symlink target of missing vnode %" PRIu64, vn);
+	else if (store_rec_symlink_decode(v->mv_data, v->mv_size, target,
+					  &len))
+		problem(f, "vnode %" PRIu64 ": malformed symlink target", vn);
+	else if (!S_ISLNK(o->ino.mode) || len != o->ino.size)
 		problem(f, "vnode %" PRIu64 ": symlink target does not match "
 			"the inode", vn);
 	return 0;
-}
-
-static int check_xattr(struct fsck *f, MDB_val *k, MDB_val *v)
-{
-	return check_owned(f, k, v, 0);
-}
-
-static int check_symlink(struct fsck *f, MDB_val *k, MDB_val *v)
-{
-	return check_owned(f, k, v, 1);
 }
 
 static void check_inode(struct fsck *f, struct fino *fi)
@@ -347,22 +363,37 @@ static void check_inode(struct fsck *f, struct fino *fi)
 	}
 }
 
+/* The meta value of key into v; 0 or -ENOENT. */
+static int meta_val(struct fsck *f, const char *key, MDB_val *v)
+{
+	MDB_val k = { strlen(key), (void *)key };
+
+	return mdb_get(f->txn, f->st.db_meta, &k, v) ? -ENOENT : 0;
+}
+
 static void check_meta(struct fsck *f)
 {
-	MDB_val k = { 6, "format" }, v;
+	uint8_t id[STORE_REC_ID_SIZE];
+	MDB_val v;
 	uint64_t next = 0;
+	uint32_t x;
 
-	if (mdb_get(f->txn, f->st.db_meta, &k, &v) || v.mv_size != 4 ||
-	    ((uint8_t *)v.mv_data)[0] != STORE_FORMAT)
+	if (meta_val(f, "format", &v) ||
+	    store_rec_meta_u32_decode(v.mv_data, v.mv_size, &x) ||
+	    x != STORE_FORMAT)
 		problem(f, "meta: missing or unknown format record");
-	k.mv_size = 10;
-	k.mv_data = "next_vnode";
-	if (mdb_get(f->txn, f->st.db_meta, &k, &v) || v.mv_size != 8) {
+	if (meta_val(f, "volume", &v) ||
+	    store_rec_meta_u32_decode(v.mv_data, v.mv_size, &x) ||
+	    x != STORE_VOL)
+		problem(f, "meta: missing or unknown volume record");
+	if (meta_val(f, "server_id", &v) ||
+	    store_rec_meta_id_decode(v.mv_data, v.mv_size, id))
+		problem(f, "meta: missing or malformed server id");
+	if (meta_val(f, "next_vnode", &v) ||
+	    store_rec_meta_u64_decode(v.mv_data, v.mv_size, &next)) {
 		problem(f, "meta: missing next_vnode");
 		return;
 	}
-	for (int i = 7; i >= 0; i--)
-		next = next << 8 | ((uint8_t *)v.mv_data)[i];
 	if (f->n && f->v[f->n - 1].vn >= next)
 		problem(f, "meta: next_vnode %" PRIu64 " is not above vnode %"
 			PRIu64, next, f->v[f->n - 1].vn);

@@ -1,18 +1,20 @@
 /*
- * store_int.h - private to server/store*.c: the store object, the on-disk
- * record formats and the helpers the store's files share.
+ * store_int.h - private to server/store*.c: the store object, the LMDB
+ * databases and the helpers the store's files share.
  *
  * LMDB named databases (all keys big-endian so cursors walk in order):
- *   inodes   BE8 vnode                -> inode record (INODE_REC_SIZE bytes)
+ *   inodes   BE8 vnode                -> inode record
  *   dirents  BE8 dir + name           -> u64 child, u64 cookie, u32 type
  *   dirseq   BE8 dir + BE8 cookie     -> name
  *   xattrs   BE8 vnode + name         -> value
  *   symlinks BE8 vnode                -> target
  *   meta     "format" u32, "next_vnode" u64, "volume" u32, "server_id" 16 B
  *            (the one server id: store_server_id)
- * Values are little-endian. dirents answers LOOKUP; dirseq gives READDIR an
- * order in which an entry's cookie never changes while others come and go
- * (cookies come from the directory's next_cookie and are never reused).
+ * Values are little-endian; store_rec.h has the exact layouts and the one
+ * encoder and decoder of each record. dirents answers LOOKUP; dirseq gives
+ * READDIR an order in which an entry's cookie never changes while others
+ * come and go (cookies come from the directory's next_cookie and are never
+ * reused).
  *
  * Lock order: a vnode stripe (vlock), then gc_lock. The LMDB write lock is
  * taken only by a batch leader inside store_tx, which holds no gc_lock
@@ -29,6 +31,7 @@
 #include <stdint.h>
 #include "store.h"
 #include "store_os.h"
+#include "store_rec.h"
 
 #define STORE_FORMAT   1u
 #define STORE_VOL      1u
@@ -38,19 +41,6 @@
 #define STORE_MAXLINK  65000u /* ext4's limit: EMLINK beyond */
 #define STORE_RTXN_POOL 32    /* idle read transactions kept for reuse */
 #define STORE_FDC_MAX  256    /* data file descriptors kept open */
-
-/* In-memory form of an inode record. parent is the containing directory
- * for directories (their ".."); 0 for other objects, which may have many. */
-struct sinode {
-	uint32_t mode, nlink, uid, gid, rdev, uniq;
-	uint64_t size, dv, next_cookie, parent;
-	struct cairn_time atime, mtime, ctime;
-};
-
-/* Record: u8 version, 3 pad, 6 x u32, 4 x u64, 3 x time (i64 + u32). */
-#define INODE_REC_VERSION 1u
-#define INODE_REC_SIZE    (4 + 6 * 4 + 4 * 8 + 3 * 12)
-#define DIRENT_VAL_SIZE   20
 
 struct wop;
 struct fdc_ent;
@@ -133,7 +123,6 @@ int store_inode_get(struct store *st, MDB_txn *txn, uint64_t vn,
 		    struct sinode *ino);
 int store_inode_put(struct store *st, MDB_txn *txn, uint64_t vn,
 		    const struct sinode *ino);
-int store_inode_decode(const MDB_val *v, struct sinode *ino);
 /* The inode a FID names: -ESTALE if the volume, vnode or uniq is wrong. */
 int store_fid_get(struct store *st, MDB_txn *txn, const struct cairn_fid *fid,
 		  struct sinode *ino);
@@ -208,7 +197,5 @@ int store_env_open(const char *dir, unsigned flags, MDB_env **envp,
 int store_dirent_get(struct store *st, MDB_txn *txn, uint64_t dir,
 		     const char *name, uint64_t *child, uint64_t *cookie,
 		     uint32_t *type);
-int store_dirent_decode(const MDB_val *v, uint64_t *child, uint64_t *cookie,
-			uint32_t *type);
 
 #endif
