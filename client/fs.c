@@ -14,7 +14,6 @@
 #include "inode.h"
 #include "notify.h"
 #include "../lib/log.h"
-#include "../lib/msg.h"
 
 /* st_blksize reported to applications: stdio and cp size their buffers by
  * it, and every write is a round trip in v0. */
@@ -25,25 +24,6 @@
 
 /* --- requests ----------------------------------------------------------- */
 
-void fs_begin_fid(struct wbuf *w, const struct cairn_fid *fid)
-{
-	wbuf_init(w);
-	wire_put_fid(w, fid);
-}
-
-int fs_begin(struct fs *fs, struct wbuf *w, fuse_ino_t ino)
-{
-	struct cairn_fid fid;
-	int rc = itab_fid(fs->itab, ino, &fid);
-
-	if (rc) {
-		wbuf_init(w);
-		return rc;
-	}
-	fs_begin_fid(w, &fid);
-	return 0;
-}
-
 /* Runs on the libfuse thread that read the kernel's INTERRUPT (or on the
  * handler's own thread, when it registers after the INTERRUPT came), with
  * libfuse's lock on req held: it takes only the rpc's mutex. */
@@ -53,18 +33,15 @@ static void on_interrupt(fuse_req_t req, void *data)
 	rpc_interrupt(data);
 }
 
-int fs_call(fuse_req_t req, struct fs *fs, uint16_t op, struct wbuf *w,
-	    struct rpc_reply *rep)
+/* Send w and wait for the reply, interruptibly when there is a req. */
+static int call(fuse_req_t req, struct fs *fs, uint16_t op,
+		const struct wbuf *w, struct rpc_reply *rep)
 {
 	struct rpc_intr intr;
-	int rc = w ? w->err : 0;
+	int rc;
 
-	if (rc)
-		goto out;
-	if (!req) {
-		rc = rpc_call(fs->rpc, op, w, rep);
-		goto out;
-	}
+	if (!req)
+		return rpc_call(fs->rpc, op, w, rep);
 	rpc_intr_init(&intr, fs->rpc);
 	/* Calls on_interrupt at once if req was interrupted already (also
 	 * between two calls of one handler): the call then ends at once. */
@@ -74,19 +51,36 @@ int fs_call(fuse_req_t req, struct fs *fs, uint16_t op, struct wbuf *w,
 	 * on_interrupt is not running and will not run, so intr may go and
 	 * req may be answered (which frees it). */
 	fuse_req_interrupt_func(req, NULL, NULL);
-out:
-	if (w)
-		wbuf_free(w);
 	return rc;
 }
 
-int fs_call_read(fuse_req_t req, struct fs *fs, uint16_t op, struct wbuf *w,
-		 struct rpc_reply *rep, struct rbuf *r)
+int fs_rpc(fuse_req_t req, struct fs *fs, uint16_t op, const void *reqm,
+	   void *repm, struct rpc_reply *keep)
 {
-	int rc = fs_call(req, fs, op, w, rep);
+	struct rpc_reply rep = { 0 };
+	union msg_any unused;
+	const char *why = "";
+	struct wbuf w;
+	int rc;
 
-	if (!rc)
-		rbuf_init(r, rep->buf, rep->len);
+	if (keep)
+		*keep = rep;
+	wbuf_init(&w);
+	msg_encode(op, 0, &w, reqm);
+	rc = w.err ? w.err : call(req, fs, op, &w, &rep);
+	wbuf_free(&w);
+	if (rc)
+		return rc;
+	if (msg_decode(op, 1, rep.buf, rep.len, repm ? repm : &unused,
+		       &why)) {
+		log_warn("%s: malformed reply from server (%s)", msg_name(op),
+			 why);
+		rc = -EIO;
+	}
+	if (!rc && keep)
+		*keep = rep;
+	else
+		rpc_reply_free(&rep);
 	return rc;
 }
 
@@ -94,31 +88,6 @@ int fs_bad_reply(uint16_t op)
 {
 	log_warn("%s: malformed reply from server", msg_name(op));
 	return -EIO;
-}
-
-int fs_reply_end(uint16_t op, struct rbuf *r, struct rpc_reply *rep)
-{
-	int rc = wire_get_end(r) ? fs_bad_reply(op) : 0;
-
-	rpc_reply_free(rep);
-	return rc;
-}
-
-int fs_call_attrs(fuse_req_t req, struct fs *fs, uint16_t op,
-		  struct wbuf *w, int n, struct cairn_attr *a,
-		  struct cairn_attr *b)
-{
-	struct rpc_reply rep = { 0 };
-	struct rbuf r;
-	int rc = fs_call_read(req, fs, op, w, &rep, &r);
-
-	if (rc)
-		return rc;
-	if (n >= 1)
-		wire_get_attr(&r, a);
-	if (n >= 2)
-		wire_get_attr(&r, b);
-	return fs_reply_end(op, &r, &rep);
 }
 
 /* --- replies ------------------------------------------------------------ */
@@ -230,15 +199,16 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 
 /* --- attributes --------------------------------------------------------- */
 
-int fs_getattr(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
+int fs_getattr(fuse_req_t req, struct fs *fs, const struct cairn_fid *fid,
 	       struct cairn_attr *a)
 {
-	struct wbuf w;
-	int rc = fs_begin(fs, &w, ino);
+	struct msg_fid q = { .fid = *fid };
+	struct msg_attr p;
+	int rc = fs_rpc(req, fs, OP_GETATTR, &q, &p, NULL);
 
-	if (rc)
-		return rc;
-	return fs_call_attrs(req, fs, OP_GETATTR, &w, 1, a, NULL);
+	if (!rc)
+		*a = p.attr;
+	return rc;
 }
 
 static void op_getattr(fuse_req_t req, fuse_ino_t ino,
@@ -246,10 +216,12 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino,
 {
 	struct fs *fs = req_fs(req);
 	uint64_t seq = notify_seq(fs->ntf);
+	struct cairn_fid fid;
 	struct cairn_attr a;
-	int rc = fs_getattr(req, fs, ino, &a);
+	int rc;
 
-	if (rc)
+	if ((rc = itab_fid(fs->itab, ino, &fid)) ||
+	    (rc = fs_getattr(req, fs, &fid, &a)))
 		reply_error(req, rc);
 	else
 		reply_attr(req, fs, seq, &a);
@@ -270,11 +242,10 @@ static const struct {
 	{ FUSE_SET_ATTR_CTIME, SA_CTIME },
 };
 
-static void put_timespec(struct wbuf *w, const struct timespec *ts)
+static struct cairn_time cairn_time_of(const struct timespec *ts)
 {
-	struct cairn_time t = { .sec = ts->tv_sec, .nsec = (uint32_t)ts->tv_nsec };
-
-	wire_put_time(w, &t);
+	return (struct cairn_time){ .sec = ts->tv_sec,
+				    .nsec = (uint32_t)ts->tv_nsec };
 }
 
 /* SETATTR of `valid` fields from st (fields not in valid are ignored). */
@@ -283,18 +254,23 @@ static int setattr_rpc(fuse_req_t req, struct fs *fs,
 		       uint32_t valid, const struct stat *st,
 		       struct cairn_attr *a)
 {
-	struct wbuf w;
+	struct msg_setattr_req q = {
+		.fid = *fid,
+		.valid = valid,
+		.mode = st->st_mode & 07777,
+		.uid = st->st_uid,
+		.gid = st->st_gid,
+		.size = (uint64_t)st->st_size,
+		.atime = cairn_time_of(&st->st_atim),
+		.mtime = cairn_time_of(&st->st_mtim),
+		.ctime = cairn_time_of(&st->st_ctim),
+	};
+	struct msg_attr p;
+	int rc = fs_rpc(req, fs, OP_SETATTR, &q, &p, NULL);
 
-	fs_begin_fid(&w, fid);
-	wire_put_u32(&w, valid);
-	wire_put_u32(&w, st->st_mode & 07777);
-	wire_put_u32(&w, st->st_uid);
-	wire_put_u32(&w, st->st_gid);
-	wire_put_u64(&w, (uint64_t)st->st_size);
-	put_timespec(&w, &st->st_atim);
-	put_timespec(&w, &st->st_mtim);
-	put_timespec(&w, &st->st_ctim);
-	return fs_call_attrs(req, fs, OP_SETATTR, &w, 1, a, NULL);
+	if (!rc)
+		*a = p.attr;
+	return rc;
 }
 
 int fs_truncate(fuse_req_t req, struct fs *fs, const struct cairn_fid *fid,
@@ -338,14 +314,13 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 static int statfs_rpc(fuse_req_t req, struct fs *fs,
 		      struct cairn_statfs *sf)
 {
-	struct rpc_reply rep = { 0 };
-	struct rbuf r;
-	int rc = fs_call_read(req, fs, OP_STATFS, NULL, &rep, &r);
+	struct msg_empty q = { 0 };
+	struct msg_statfs_rep p;
+	int rc = fs_rpc(req, fs, OP_STATFS, &q, &p, NULL);
 
-	if (rc)
-		return rc;
-	wire_get_statfs(&r, sf);
-	return fs_reply_end(OP_STATFS, &r, &rep);
+	if (!rc)
+		*sf = p.sf;
+	return rc;
 }
 
 static int64_t ms_since(const struct timespec *t)

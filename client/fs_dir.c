@@ -32,29 +32,23 @@ void fs_op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 	fuse_reply_err(req, 0);
 }
 
-/* One READDIR reply, decoded lazily from its buffer. */
+/* One READDIR reply: its entries point into rep's buffer. */
 struct dirpage {
 	struct rpc_reply rep;
-	struct rbuf r;
-	uint32_t count;
-	uint8_t eof;
+	struct msg_readdir_rep m;
 };
 
 static int readdir_rpc(fuse_req_t req, struct fs *fs,
 		       const struct cairn_fid *fid, uint64_t cookie,
 		       uint32_t max, struct dirpage *pg)
 {
-	struct wbuf w;
-	int rc;
+	struct msg_readdir_req q = { .dir = *fid, .cookie = cookie,
+				     .max = max };
+	int rc = fs_rpc(req, fs, OP_READDIR, &q, &pg->m, &pg->rep);
 
-	fs_begin_fid(&w, fid);
-	wire_put_u64(&w, cookie);
-	wire_put_u32(&w, max);
-	if ((rc = fs_call_read(req, fs, OP_READDIR, &w, &pg->rep, &pg->r)))
+	if (rc)
 		return rc;
-	pg->count = wire_get_u32(&pg->r);
-	pg->eof = wire_get_u8(&pg->r);
-	if (pg->r.err || pg->count > max) {
+	if (pg->m.count > max) {
 		rpc_reply_free(&pg->rep);
 		return fs_bad_reply(OP_READDIR);
 	}
@@ -139,6 +133,8 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size,
 	uint64_t seq = notify_seq(fs->ntf);
 	struct dirbuf b = { .size = size, .plus = plus };
 	struct dirpage pg;
+	struct rbuf ents;
+	struct msg_dirent de;
 	uint64_t *counted = NULL;
 	size_t ncounted = 0;
 	struct cairn_fid fid;
@@ -160,7 +156,7 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size,
 			 (uint32_t)(size / (plus ? 128 : 32) + 1), &pg);
 	if (rc)
 		goto out;
-	if (plus && !(counted = malloc(pg.count * sizeof(*counted) + 1))) {
+	if (plus && !(counted = malloc(pg.m.count * sizeof(*counted) + 1))) {
 		rc = -ENOMEM;
 		goto out;
 	}
@@ -169,36 +165,39 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size,
 	/* READDIR promises the directory: its entries are covered. */
 	if (fresh)
 		itab_set_promised(fs->itab, ino);
-	for (uint32_t i = 0; i < pg.count; i++) {
+	rbuf_init(&ents, pg.m.ents.p, pg.m.ents.len);
+	while (msg_dirent_next(&ents, &de)) {
+		const struct cairn_attr *a = &de.attr;
 		struct fuse_entry_param e;
-		struct cairn_attr a;
 		char name[CAIRN_NAME_MAX + 1];
-		uint64_t next = wire_get_u64(&pg.r);
-		size_t len = wire_get_cstr(&pg.r, name, sizeof(name));
+		size_t len = de.name.len;
 		const char *why;
 
-		wire_get_attr(&pg.r, &a);
-		if (pg.r.err || next < CAIRN_COOKIE_FIRST) {
+		/* The kernel takes C strings, and no cookie resumes at "."
+		 * or "..": a server that sent these is broken. */
+		if (len > CAIRN_NAME_MAX || memchr(de.name.p, '\0', len) ||
+		    de.next_cookie < CAIRN_COOKIE_FIRST) {
 			rc = fs_bad_reply(OP_READDIR);
 			goto out;
 		}
+		msg_str_copy(name, &de.name);
 		/* Skipped, not fatal: the rest of the directory stays
 		 * readable, and `next` still resumes after it. */
-		if ((why = bad_dirent(name, len, a.fid.vnode, ino))) {
+		if ((why = bad_dirent(name, len, a->fid.vnode, ino))) {
 			log_warn("READDIR of vnode %llu: skipped an entry from "
 				 "the server (%s)", (unsigned long long)ino, why);
 			continue;
 		}
-		fs_fill_entry(&e, &a, fresh);
-		if (!add_dirent(req, &b, name, &e, (off_t)next))
+		fs_fill_entry(&e, a, fresh);
+		if (!add_dirent(req, &b, name, &e, (off_t)de.next_cookie))
 			break;
 		if (plus) {
-			if ((rc = itab_add_entry(fs->itab, ino, name, len, &a,
+			if ((rc = itab_add_entry(fs->itab, ino, name, len, a,
 						 fresh)))
 				goto out;
 			counted[ncounted++] = e.ino;
 		} else {
-			itab_update(fs->itab, &a, fresh);
+			itab_update(fs->itab, a, fresh);
 		}
 	}
 reply:

@@ -51,7 +51,7 @@ void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 			fs_release_open(fs, ino);
 		return;
 	} else {
-		rc = fs_getattr(req, fs, ino, &a);
+		rc = fs_getattr(req, fs, &fid, &a);
 	}
 	if (rc)
 		goto out;
@@ -80,22 +80,22 @@ static int read_rpc(fuse_req_t req, struct fs *fs,
 		    const struct cairn_fid *fid, uint64_t off, uint32_t want,
 		    char *buf, size_t *n, struct cairn_attr *a)
 {
-	struct rpc_reply rep = { 0 };
-	const void *data;
-	struct wbuf w;
-	struct rbuf r;
+	struct msg_read_req q = { .fid = *fid, .off = off, .len = want };
+	struct msg_read_rep p;
+	struct rpc_reply rep;
 	int rc;
 
-	fs_begin_fid(&w, fid);
-	wire_put_u64(&w, off);
-	wire_put_u32(&w, want);
-	if ((rc = fs_call_read(req, fs, OP_READ, &w, &rep, &r)))
+	if ((rc = fs_rpc(req, fs, OP_READ, &q, &p, &rep)))
 		return rc;
-	wire_get_attr(&r, a);
-	data = wire_get_blob(&r, n, want);
-	if (data)
-		memcpy(buf, data, *n);
-	return fs_reply_end(OP_READ, &r, &rep);
+	if (p.data.len > want) {
+		rc = fs_bad_reply(OP_READ);
+	} else {
+		memcpy(buf, p.data.p, p.data.len);
+		*n = p.data.len;
+		*a = p.attr;
+	}
+	rpc_reply_free(&rep);
+	return rc;
 }
 
 void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -156,15 +156,17 @@ void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	while (done < size) {
 		size_t n = size - done > CAIRN_MAX_IO ? CAIRN_MAX_IO
 						       : size - done;
-		struct wbuf w;
+		struct msg_write_req q = {
+			.fid = fid,
+			.off = (uint64_t)off + done,
+			.flags = flags,
+			.data = { buf + done, n },
+		};
+		struct msg_attr p;
 
-		fs_begin_fid(&w, &fid);
-		wire_put_u64(&w, (uint64_t)off + done);
-		wire_put_u32(&w, flags);
-		wire_put_blob(&w, buf + done, n);
-		if ((rc = fs_call_attrs(req, fs, OP_WRITE, &w, 1, &a,
-					 NULL)))
+		if ((rc = fs_rpc(req, fs, OP_WRITE, &q, &p, NULL)))
 			break;
+		a = p.attr;
 		done += n;
 	}
 	if (done) {
@@ -190,13 +192,11 @@ void fs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 		 struct fuse_file_info *fi)
 {
 	struct fs *fs = req_fs(req);
-	struct wbuf w;
+	struct msg_fsync_req q = { .flags = datasync ? FS_DATASYNC : 0 };
 	int rc;
 
-	if (!(rc = fs_begin(fs, &w, ino))) {
-		wire_put_u32(&w, datasync ? FS_DATASYNC : 0);
-		rc = fs_call(req, fs, OP_FSYNC, &w, NULL);
-	}
+	if (!(rc = itab_fid(fs->itab, ino, &q.fid)))
+		rc = fs_rpc(req, fs, OP_FSYNC, &q, NULL, NULL);
 	reply_error(req, rc);
 }
 
@@ -205,22 +205,22 @@ void fs_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
 {
 	struct fs *fs = req_fs(req);
 	uint64_t seq = notify_seq(fs->ntf);
-	struct cairn_attr a;
-	struct wbuf w;
+	struct msg_fallocate_req q = {
+		.mode = (uint32_t)mode,
+		.off = (uint64_t)offset,
+		.len = (uint64_t)length,
+	};
+	struct msg_attr p;
 	int rc;
 
 	if (offset < 0 || length <= 0) {
 		rc = -EINVAL;
 		goto out;
 	}
-	if ((rc = fs_begin(fs, &w, ino)))
+	if ((rc = itab_fid(fs->itab, ino, &q.fid)) ||
+	    (rc = fs_rpc(req, fs, OP_FALLOCATE, &q, &p, NULL)))
 		goto out;
-	wire_put_u32(&w, (uint32_t)mode);
-	wire_put_u64(&w, (uint64_t)offset);
-	wire_put_u64(&w, (uint64_t)length);
-	if ((rc = fs_call_attrs(req, fs, OP_FALLOCATE, &w, 1, &a, NULL)))
-		goto out;
-	fs_note_attrs(fs, seq, &a, NULL);
+	fs_note_attrs(fs, seq, &p.attr, NULL);
 out:
 	reply_error(req, rc);
 }

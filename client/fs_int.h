@@ -12,18 +12,19 @@
  *   fs_dir.c    directories: opendir, readdir, readdirplus
  *   fs_xattr.c  extended attributes
  *
- * Shape of every handler: snapshot the break sequence (notify_seq), build
- * the request, call the server, decode, then reply to the kernel inside
- * notify_reply_begin/end. Inside that section `fresh` says whether the
- * promise carried by the reply still stands; only then does the kernel get
- * long timeouts (entries, attributes, negative entries) and does the inode
- * table record the promise. The kernel's lookup count changes only on
+ * Shape of every handler: snapshot the break sequence (notify_seq), fill
+ * the request's struct (lib/msg.h), call the server and decode its reply
+ * with fs_rpc, then reply to the kernel inside notify_reply_begin/end.
+ * Inside that section `fresh` says whether the promise carried by the
+ * reply still stands; only then does the kernel get long timeouts
+ * (entries, attributes, negative entries) and does the inode table record
+ * the promise. The kernel's lookup count changes only on
  * replies that carry an entry, so those also record it in the inode table,
  * and take it back if the reply did not reach the kernel.
  *
  * Every server call made for a FUSE request passes that request (`req`;
  * NULL only for calls made after the reply, when nobody waits): the call
- * is then interruptible (fs_call). An interrupted call returns -EINTR,
+ * is then interruptible (fs_rpc). An interrupted call returns -EINTR,
  * which the handler answers like any error. No call is ever made between
  * notify_reply_begin and notify_reply_end (docs/LOCKING.md): the rpc
  * reader needs seq_lock for writing to deliver any reply.
@@ -44,8 +45,8 @@
 #include <time.h>
 #include "fs.h"
 #include "rpc.h"
+#include "../lib/msg.h"
 #include "../lib/proto.h"
-#include "../lib/wire.h"
 
 struct fs {
 	struct rpc *rpc;
@@ -72,39 +73,31 @@ static inline void reply_error(fuse_req_t req, int rc)
 
 /* --- requests (fs.c) ---------------------------------------------------- */
 
-/* Start request w with `fid`. */
-void fs_begin_fid(struct wbuf *w, const struct cairn_fid *fid);
-/* Start request w with the FID of ino. Returns 0, or -ESTALE when the
- * kernel should not know ino (w is then empty). */
-int fs_begin(struct fs *fs, struct wbuf *w, fuse_ino_t ino);
-
 /*
- * Send w (freed here; NULL for an empty payload) and wait for the reply.
- * Returns the server's status or a transport error; on 0, rep (may be
- * NULL) holds the reply payload. With req, an INTERRUPT of req (the
- * application got a signal) ends the wait at once with -EINTR; the
- * interrupt hook is registered only for the duration of the call, so req
- * may be answered as soon as this returns.
+ * Send request op, encoded from reqm (the op's request struct, lib/msg.h),
+ * wait for the reply and decode it into repm (the op's reply struct; NULL
+ * when nothing in it is wanted: it is checked all the same). Returns the
+ * server's status, a transport error, or -EIO (logged with the op's name)
+ * when the reply is malformed.
+ *
+ * With req, an INTERRUPT of req (the application got a signal) ends the
+ * wait at once with -EINTR; the interrupt hook is registered only for the
+ * duration of the call, so req may be answered as soon as this returns.
+ *
+ * keep: decoded names and data (struct msg_str, msg_bytes) point into the
+ * reply's buffer. With keep, the buffer is handed to *keep on 0 (the
+ * caller frees it with rpc_reply_free once done with repm; on error *keep
+ * is empty). Without keep it is freed here, so the caller must not use
+ * any pointer in repm.
  */
-int fs_call(fuse_req_t req, struct fs *fs, uint16_t op, struct wbuf *w,
-	    struct rpc_reply *rep);
-/* fs_call, and on 0 point r at the payload in rep: decode it, then hand
- * both to fs_reply_end. */
-int fs_call_read(fuse_req_t req, struct fs *fs, uint16_t op, struct wbuf *w,
-		 struct rpc_reply *rep, struct rbuf *r);
-/* The reply to op is decoded: free rep. Returns 0, or -EIO (logged) when
- * the payload was malformed or not consumed to its end. */
-int fs_reply_end(uint16_t op, struct rbuf *r, struct rpc_reply *rep);
-/* Log a malformed reply to op; returns -EIO. */
+int fs_rpc(fuse_req_t req, struct fs *fs, uint16_t op, const void *reqm,
+	   void *repm, struct rpc_reply *keep);
+/* Log that a well-formed reply to op holds a value no server may send;
+ * returns -EIO. */
 int fs_bad_reply(uint16_t op);
-/* A request whose reply is `n` attrs (n = 0..2, into a and b) and nothing
- * else. */
-int fs_call_attrs(fuse_req_t req, struct fs *fs, uint16_t op,
-		  struct wbuf *w, int n, struct cairn_attr *a,
-		  struct cairn_attr *b);
 
-/* GETATTR of ino. */
-int fs_getattr(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
+/* GETATTR of fid. */
+int fs_getattr(fuse_req_t req, struct fs *fs, const struct cairn_fid *fid,
 	       struct cairn_attr *a);
 /* SETATTR of size 0. */
 int fs_truncate(fuse_req_t req, struct fs *fs, const struct cairn_fid *fid,

@@ -20,27 +20,10 @@ static int check_name(const char *name, size_t *len)
 	return *len > CAIRN_NAME_MAX ? -ENAMETOOLONG : 0;
 }
 
-/* Append the FID of directory dir and entry name (len bytes, checked).
- * Returns 0, or -ESTALE when the kernel should not know dir. */
-static int put_entry(struct fs *fs, struct wbuf *w, fuse_ino_t dir,
-		     const char *name, size_t len)
+/* The name of an entry request (len bytes, checked). */
+static struct msg_str entry_name(const char *name, size_t len)
 {
-	struct cairn_fid fid;
-	int rc = itab_fid(fs->itab, dir, &fid);
-
-	if (rc)
-		return rc;
-	wire_put_fid(w, &fid);
-	wire_put_str(w, name, len);
-	return 0;
-}
-
-/* Start request w with entry (dir, name): 0 or -ESTALE (w is then empty). */
-static int begin_entry(struct fs *fs, struct wbuf *w, fuse_ino_t dir,
-		       const char *name, size_t len)
-{
-	wbuf_init(w);
-	return put_entry(fs, w, dir, name, len);
+	return (struct msg_str){ name, len };
 }
 
 /* --- replies ------------------------------------------------------------ */
@@ -121,33 +104,33 @@ void fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fs *fs = req_fs(req);
 	uint64_t seq = notify_seq(fs->ntf);
-	struct cairn_attr a;
-	struct wbuf w;
+	struct msg_lookup_req q;
+	struct msg_attr p;
 	size_t len;
 	int rc;
 
-	if ((rc = check_name(name, &len)))
+	if ((rc = check_name(name, &len)) ||
+	    (rc = itab_fid(fs->itab, parent, &q.dir)))
 		goto out;
+	q.name = entry_name(name, len);
 	/* The entry is covered by the promise on the directory, which a
 	 * positive LOOKUP does not register: take it first if it is gone, so
 	 * that a change between the two requests is broken to us. */
 	if (!itab_promised(fs->itab, parent)) {
 		struct cairn_attr da;
 
-		if ((rc = fs_getattr(req, fs, parent, &da)))
+		if ((rc = fs_getattr(req, fs, &q.dir, &da)))
 			goto out;
 		fs_note_attrs(fs, seq, &da, NULL);
 	}
-	if ((rc = begin_entry(fs, &w, parent, name, len)))
-		goto out;
-	rc = fs_call_attrs(req, fs, OP_LOOKUP, &w, 1, &a, NULL);
+	rc = fs_rpc(req, fs, OP_LOOKUP, &q, &p, NULL);
 	if (rc == -ENOENT) {
 		reply_negative(req, fs, seq, parent, name, len);
 		return;
 	}
 	if (rc)
 		goto out;
-	reply_entry(req, fs, seq, parent, name, len, &a, NULL, NULL, 0);
+	reply_entry(req, fs, seq, parent, name, len, &p.attr, NULL, NULL, 0);
 	return;
 out:
 	reply_error(req, rc);
@@ -178,24 +161,24 @@ static int create_rpc(struct fs *fs, fuse_req_t req, fuse_ino_t parent,
 		      struct cairn_attr *child, struct cairn_attr *dir)
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
-	struct rpc_reply rep = { 0 };
-	struct wbuf w;
-	struct rbuf r;
+	struct msg_create_req q = {
+		.name = entry_name(name, len),
+		.mode = mode,
+		.uid = ctx->uid,
+		.gid = ctx->gid,
+		.rdev = rdev,
+		.flags = flags,
+	};
+	struct msg_create_rep p;
 	int rc;
 
-	if ((rc = begin_entry(fs, &w, parent, name, len)))
+	if ((rc = itab_fid(fs->itab, parent, &q.dir)) ||
+	    (rc = fs_rpc(req, fs, OP_CREATE, &q, &p, NULL)))
 		return rc;
-	wire_put_u32(&w, mode);
-	wire_put_u32(&w, ctx->uid);
-	wire_put_u32(&w, ctx->gid);
-	wire_put_u32(&w, rdev);
-	wire_put_u32(&w, flags);
-	if ((rc = fs_call_read(req, fs, OP_CREATE, &w, &rep, &r)))
-		return rc;
-	*created = wire_get_u8(&r);
-	wire_get_attr(&r, child);
-	wire_get_attr(&r, dir);
-	return fs_reply_end(OP_CREATE, &r, &rep);
+	*created = p.created;
+	*child = p.child;
+	*dir = p.dir;
+	return 0;
 }
 
 /*
@@ -259,25 +242,27 @@ void fs_op_symlink(fuse_req_t req, const char *target, fuse_ino_t parent,
 	struct fs *fs = req_fs(req);
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	uint64_t seq = notify_seq(fs->ntf);
-	struct cairn_attr child, dir;
-	size_t len, tlen = strlen(target);
-	struct wbuf w;
+	struct msg_symlink_req q = {
+		.target = { target, strlen(target) },
+		.uid = ctx->uid,
+		.gid = ctx->gid,
+	};
+	struct msg_attr2 p;
+	size_t len;
 	int rc;
 
-	if (tlen > CAIRN_SYMLINK_MAX) {
+	if (q.target.len > CAIRN_SYMLINK_MAX) {
 		rc = -ENAMETOOLONG;
 		goto out;
 	}
 	if ((rc = check_name(name, &len)) ||
-	    (rc = begin_entry(fs, &w, parent, name, len)))
+	    (rc = itab_fid(fs->itab, parent, &q.dir)))
 		goto out;
-	wire_put_str(&w, target, tlen);
-	wire_put_u32(&w, ctx->uid);
-	wire_put_u32(&w, ctx->gid);
-	if ((rc = fs_call_attrs(req, fs, OP_SYMLINK, &w, 2, &child,
-				 &dir)))
+	q.name = entry_name(name, len);
+	if ((rc = fs_rpc(req, fs, OP_SYMLINK, &q, &p, NULL)))
 		goto out;
-	reply_entry(req, fs, seq, parent, name, len, &child, &dir, NULL, 1);
+	/* The reply: the link, then the directory. */
+	reply_entry(req, fs, seq, parent, name, len, &p.a, &p.b, NULL, 1);
 	return;
 out:
 	reply_error(req, rc);
@@ -288,21 +273,20 @@ void fs_op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 {
 	struct fs *fs = req_fs(req);
 	uint64_t seq = notify_seq(fs->ntf);
-	struct cairn_attr target, dir;
-	struct wbuf w;
+	struct msg_link_req q;
+	struct msg_attr2 p;
 	size_t len;
 	int rc;
 
 	if ((rc = check_name(newname, &len)) ||
-	    (rc = fs_begin(fs, &w, ino)))
+	    (rc = itab_fid(fs->itab, ino, &q.fid)) ||
+	    (rc = itab_fid(fs->itab, newparent, &q.dir)))
 		goto out;
-	if ((rc = put_entry(fs, &w, newparent, newname, len))) {
-		wbuf_free(&w);
+	q.name = entry_name(newname, len);
+	if ((rc = fs_rpc(req, fs, OP_LINK, &q, &p, NULL)))
 		goto out;
-	}
-	if ((rc = fs_call_attrs(req, fs, OP_LINK, &w, 2, &target, &dir)))
-		goto out;
-	reply_entry(req, fs, seq, newparent, newname, len, &target, &dir, NULL,
+	/* The reply: the target, then the directory. */
+	reply_entry(req, fs, seq, newparent, newname, len, &p.a, &p.b, NULL,
 		    0);
 	return;
 out:
@@ -317,15 +301,19 @@ static int remove_rpc(fuse_req_t req, struct fs *fs, fuse_ino_t parent,
 		      const char *name, size_t len, uint32_t flags,
 		      struct cairn_attr *dir)
 {
-	struct wbuf w;
+	struct msg_remove_req q = {
+		.name = entry_name(name, len),
+		.flags = flags,
+	};
+	struct msg_attr p;
 	int rc;
 
-	if ((rc = begin_entry(fs, &w, parent, name, len)))
+	if ((rc = itab_fid(fs->itab, parent, &q.dir)) ||
+	    (rc = fs_rpc(req, fs, OP_REMOVE, &q, &p, NULL)))
 		return rc;
-	wire_put_u32(&w, flags);
-	if (!dir)
-		return fs_call(req, fs, OP_REMOVE, &w, NULL);
-	return fs_call_attrs(req, fs, OP_REMOVE, &w, 1, dir, NULL);
+	if (dir)
+		*dir = p.attr;
+	return 0;
 }
 
 void fs_release_open(struct fs *fs, uint64_t ino)
@@ -370,11 +358,11 @@ static int silly_rename(fuse_req_t req, fuse_ino_t parent, const char *name)
 	static unsigned long counter;
 	struct fs *fs = req_fs(req);
 	uint64_t seq = notify_seq(fs->ntf);
-	struct cairn_attr sdir, ddir;
+	struct msg_rename_req q = { .flags = RN_NOREPLACE };
+	struct msg_attr2 p;
 	size_t len = strlen(name), slen;
 	char silly[64];
 	int64_t ino;
-	struct wbuf w;
 	int rc;
 
 	ino = itab_entry(fs->itab, parent, name, len);
@@ -384,13 +372,12 @@ static int silly_rename(fuse_req_t req, fuse_ino_t parent, const char *name)
 	slen = (size_t)snprintf(silly, sizeof(silly), ".cairn-silly.%llx.%lx",
 				(unsigned long long)ino,
 				__atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED));
-	if (begin_entry(fs, &w, parent, name, len) ||
-	    put_entry(fs, &w, parent, silly, slen)) {
-		wbuf_free(&w);
+	if (itab_fid(fs->itab, parent, &q.sdir))
 		return 0;
-	}
-	wire_put_u32(&w, RN_NOREPLACE);
-	rc = fs_call_attrs(req, fs, OP_RENAME, &w, 2, &sdir, &ddir);
+	q.ddir = q.sdir;
+	q.sname = entry_name(name, len);
+	q.dname = entry_name(silly, slen);
+	rc = fs_rpc(req, fs, OP_RENAME, &q, &p, NULL);
 	if (rc == -EINTR) {
 		/* Not a plain unlink instead: that would delete the open
 		 * file, which the application may not have wanted. */
@@ -402,7 +389,7 @@ static int silly_rename(fuse_req_t req, fuse_ino_t parent, const char *name)
 	itab_remove_entry(fs->itab, parent, name, len);
 	if (itab_set_silly(fs->itab, (uint64_t)ino, parent, silly, slen))
 		log_warn("lost track of %s (unlinked while open)", silly);
-	fs_note_attrs(fs, seq, &sdir, NULL);
+	fs_note_attrs(fs, seq, &p.a, NULL);
 	fuse_reply_err(req, 0);
 	return 1;
 }
@@ -435,10 +422,10 @@ void fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 {
 	struct fs *fs = req_fs(req);
 	uint64_t seq = notify_seq(fs->ntf);
-	struct cairn_attr sdir, ddir;
+	struct msg_rename_req q;
+	struct msg_attr2 p;
 	uint32_t rn = 0;
 	size_t len, newlen;
-	struct wbuf w;
 	int rc;
 
 	for (size_t i = 0; i < sizeof(rename_bits) / sizeof(rename_bits[0]);
@@ -455,17 +442,18 @@ void fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	if ((rc = check_name(name, &len)) ||
 	    (rc = check_name(newname, &newlen)))
 		goto out;
-	if ((rc = begin_entry(fs, &w, parent, name, len)) ||
-	    (rc = put_entry(fs, &w, newparent, newname, newlen))) {
-		wbuf_free(&w);
+	if ((rc = itab_fid(fs->itab, parent, &q.sdir)) ||
+	    (rc = itab_fid(fs->itab, newparent, &q.ddir)))
 		goto out;
-	}
-	wire_put_u32(&w, rn);
-	if ((rc = fs_call_attrs(req, fs, OP_RENAME, &w, 2, &sdir, &ddir)))
+	q.sname = entry_name(name, len);
+	q.dname = entry_name(newname, newlen);
+	q.flags = rn;
+	if ((rc = fs_rpc(req, fs, OP_RENAME, &q, &p, NULL)))
 		goto out;
 	itab_rename(fs->itab, parent, name, len, newparent, newname, newlen,
 		    (rn & RN_EXCHANGE) != 0);
-	fs_note_attrs(fs, seq, &sdir, &ddir);
+	/* The reply: the source directory, then the destination. */
+	fs_note_attrs(fs, seq, &p.a, &p.b);
 out:
 	reply_error(req, rc);
 }
@@ -473,17 +461,24 @@ out:
 void fs_op_readlink(fuse_req_t req, fuse_ino_t ino)
 {
 	struct fs *fs = req_fs(req);
-	struct rpc_reply rep = { 0 };
+	struct rpc_reply rep;
 	char target[CAIRN_SYMLINK_MAX + 1];
-	struct wbuf w;
-	struct rbuf r;
+	struct msg_readlink_rep p;
+	struct msg_fid q;
 	int rc;
 
-	if ((rc = fs_begin(fs, &w, ino)) ||
-	    (rc = fs_call_read(req, fs, OP_READLINK, &w, &rep, &r)))
+	if ((rc = itab_fid(fs->itab, ino, &q.fid)) ||
+	    (rc = fs_rpc(req, fs, OP_READLINK, &q, &p, &rep)))
 		goto out;
-	wire_get_cstr(&r, target, sizeof(target));
-	if ((rc = fs_reply_end(OP_READLINK, &r, &rep)))
+	/* The kernel takes a C string: no NUL inside, and no longer than
+	 * a symlink may be. */
+	if (p.target.len > CAIRN_SYMLINK_MAX ||
+	    memchr(p.target.p, '\0', p.target.len))
+		rc = fs_bad_reply(OP_READLINK);
+	else
+		msg_str_copy(target, &p.target);
+	rpc_reply_free(&rep);
+	if (rc)
 		goto out;
 	fuse_reply_readlink(req, target);
 	return;

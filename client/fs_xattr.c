@@ -25,50 +25,40 @@ static unsigned xattr_hot_bit(const char *name)
 }
 
 /*
- * Start request w with ino's FID and xattr `name`. Returns 0, -EINVAL
+ * The FID of ino and xattr `name` for a request. Returns 0, -EINVAL
  * (empty name), -ERANGE (too long), -ESTALE, or -EOPNOTSUPP for the
  * system. namespace (POSIX ACLs): the protocol refuses it, no need to ask.
- * On error w is empty.
  */
-static int xattr_begin(struct fs *fs, struct wbuf *w, fuse_ino_t ino,
-		       const char *name)
+static int xattr_target(struct fs *fs, fuse_ino_t ino, const char *name,
+			struct cairn_fid *fid, struct msg_str *s)
 {
 	size_t len = strlen(name);
-	struct cairn_fid fid;
 	int rc;
 
-	wbuf_init(w);
 	if (len == 0)
 		return -EINVAL;
 	if (len > CAIRN_XATTR_NAME_MAX)
 		return -ERANGE;
-	if ((rc = itab_fid(fs->itab, ino, &fid)))
+	if ((rc = itab_fid(fs->itab, ino, fid)))
 		return rc;
 	if (!strncmp(name, "system.", 7))
 		return -EOPNOTSUPP;
-	wire_put_fid(w, &fid);
-	wire_put_str(w, name, len);
+	*s = (struct msg_str){ name, len };
 	return 0;
 }
 
-/* GETXATTR and LISTXATTR share a reply: u32 full size, blob value.
- * Answers the kernel and frees rep. */
+/* GETXATTR and LISTXATTR share a reply (p, pointing into rep): answer the
+ * kernel's request for size bytes, and free rep. */
 static void reply_xattr_value(fuse_req_t req, uint16_t op,
-			      struct rpc_reply *rep, struct rbuf *r,
-			      size_t size)
+			      const struct msg_sized_rep *p,
+			      struct rpc_reply *rep, size_t size)
 {
-	const void *val;
-	uint32_t full;
-	size_t n = 0;
-
-	full = wire_get_u32(r);
-	val = wire_get_blob(r, &n, size);
-	if (wire_get_end(r))
+	if (p->value.len > size)
 		reply_error(req, fs_bad_reply(op));
 	else if (size == 0)
-		fuse_reply_xattr(req, full);
+		fuse_reply_xattr(req, p->size);
 	else
-		fuse_reply_buf(req, val, n);
+		fuse_reply_buf(req, p->value.p, p->value.len);
 	rpc_reply_free(rep);
 }
 
@@ -76,19 +66,20 @@ void fs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		    const char *value, size_t size, int flags)
 {
 	struct fs *fs = req_fs(req);
-	struct wbuf w;
+	struct msg_setxattr_req q = {
+		.flags = (uint32_t)flags & (XA_CREATE | XA_REPLACE),
+		.value = { value, size },
+	};
 	int rc;
 
 	if (size > CAIRN_XATTR_SIZE_MAX) {
 		rc = -E2BIG;
 		goto out;
 	}
-	if ((rc = xattr_begin(fs, &w, ino, name)))
+	if ((rc = xattr_target(fs, ino, name, &q.fid, &q.name)))
 		goto out;
 	itab_set_xattr_absent(fs->itab, ino, xattr_hot_bit(name), 0);
-	wire_put_u32(&w, (uint32_t)flags & (XA_CREATE | XA_REPLACE));
-	wire_put_blob(&w, value, size);
-	rc = fs_call(req, fs, OP_SETXATTR, &w, NULL);
+	rc = fs_rpc(req, fs, OP_SETXATTR, &q, NULL, NULL);
 out:
 	reply_error(req, rc);
 }
@@ -98,9 +89,9 @@ void fs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 {
 	struct fs *fs = req_fs(req);
 	uint64_t seq = notify_seq(fs->ntf);
-	struct rpc_reply rep = { 0 };
-	struct wbuf w;
-	struct rbuf r;
+	struct msg_getxattr_req q;
+	struct msg_sized_rep p;
+	struct rpc_reply rep;
 	unsigned bit;
 	int rc;
 
@@ -110,12 +101,12 @@ void fs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		rc = -ENODATA;
 		goto out;
 	}
-	if ((rc = xattr_begin(fs, &w, ino, name)))
+	if ((rc = xattr_target(fs, ino, name, &q.fid, &q.name)))
 		goto out;
 	if (size > CAIRN_XATTR_SIZE_MAX)
 		size = CAIRN_XATTR_SIZE_MAX;
-	wire_put_u32(&w, (uint32_t)size);
-	rc = fs_call_read(req, fs, OP_GETXATTR, &w, &rep, &r);
+	q.size = (uint32_t)size;
+	rc = fs_rpc(req, fs, OP_GETXATTR, &q, &p, &rep);
 	if (rc == -ENODATA && bit) {
 		/* Valid while the promise stands: a setxattr anywhere
 		 * changes the object and breaks it. */
@@ -125,7 +116,7 @@ void fs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	}
 	if (rc)
 		goto out;
-	reply_xattr_value(req, OP_GETXATTR, &rep, &r, size);
+	reply_xattr_value(req, OP_GETXATTR, &p, &rep, size);
 	return;
 out:
 	reply_error(req, rc);
@@ -134,19 +125,19 @@ out:
 void fs_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
 	struct fs *fs = req_fs(req);
-	struct rpc_reply rep = { 0 };
-	struct wbuf w;
-	struct rbuf r;
+	struct msg_listxattr_req q;
+	struct msg_sized_rep p;
+	struct rpc_reply rep;
 	int rc;
 
-	if ((rc = fs_begin(fs, &w, ino)))
+	if ((rc = itab_fid(fs->itab, ino, &q.fid)))
 		goto out;
 	if (size > CAIRN_XATTR_LIST_MAX)
 		size = CAIRN_XATTR_LIST_MAX;
-	wire_put_u32(&w, (uint32_t)size);
-	if ((rc = fs_call_read(req, fs, OP_LISTXATTR, &w, &rep, &r)))
+	q.size = (uint32_t)size;
+	if ((rc = fs_rpc(req, fs, OP_LISTXATTR, &q, &p, &rep)))
 		goto out;
-	reply_xattr_value(req, OP_LISTXATTR, &rep, &r, size);
+	reply_xattr_value(req, OP_LISTXATTR, &p, &rep, size);
 	return;
 out:
 	reply_error(req, rc);
@@ -155,12 +146,12 @@ out:
 void fs_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
 	struct fs *fs = req_fs(req);
-	struct wbuf w;
+	struct msg_removexattr_req q;
 	int rc;
 
-	if ((rc = xattr_begin(fs, &w, ino, name)))
+	if ((rc = xattr_target(fs, ino, name, &q.fid, &q.name)))
 		goto out;
-	rc = fs_call(req, fs, OP_REMOVEXATTR, &w, NULL);
+	rc = fs_rpc(req, fs, OP_REMOVEXATTR, &q, NULL, NULL);
 out:
 	reply_error(req, rc);
 }

@@ -25,7 +25,7 @@
 #include "notify.h"
 #include "rpc.h"
 #include "../lib/log.h"
-#include "../lib/wire.h"
+#include "../lib/msg.h"
 
 enum nkind {
 	NK_INODE,   /* attributes and data of ino */
@@ -314,44 +314,38 @@ void notify_on_reconnect(void *arg, int epoch_changed)
 }
 
 /*
- * Decode a CB_BREAK payload into a list of work items: u32 count, then
- * count x (fid, str name). Returns 0 or -EPROTO (list freed).
+ * Decode a CB_BREAK payload (lib/msg.h) into a list of work items. A name
+ * longer than any name can be is as broken as a short payload: the
+ * protocol never sends one. Returns 0, -EPROTO or -ENOMEM (list freed).
  */
 static int parse_break(const uint8_t *p, size_t len, struct nlist *l)
 {
-	struct rbuf r;
-	uint32_t count;
+	struct msg_cb_break m;
+	struct msg_cbrec rec;
+	struct rbuf it;
 
-	rbuf_init(&r, p, len);
-	count = wire_get_u32(&r);
-	/* Each record is at least a fid and an empty str. */
-	if (r.err || count > rbuf_left(&r) / (WIRE_FID_SIZE + 2))
+	if (msg_decode(OP_CB_BREAK, 0, p, len, &m, NULL))
 		return -EPROTO;
-	for (uint32_t i = 0; i < count; i++) {
-		struct cairn_fid fid;
-		const char *name;
-		size_t nlen = 0;
-		struct nitem *it;
+	rbuf_init(&it, m.recs.p, m.recs.len);
+	while (msg_cbrec_next(&it, &rec)) {
+		struct nitem *item;
 
-		wire_get_fid(&r, &fid);
-		name = wire_get_str(&r, &nlen, CAIRN_NAME_MAX);
-		if (r.err)
-			goto bad;
-		if (nlen)
-			it = nitem_new(NK_ENTRY, 0, fid.vnode, name, nlen);
+		if (rec.name.len > CAIRN_NAME_MAX) {
+			nlist_free(l);
+			return -EPROTO;
+		}
+		if (rec.name.len)
+			item = nitem_new(NK_ENTRY, 0, rec.fid.vnode,
+					 rec.name.p, rec.name.len);
 		else
-			it = nitem_new(NK_INODE, fid.vnode, 0, NULL, 0);
-		if (!it) {
+			item = nitem_new(NK_INODE, rec.fid.vnode, 0, NULL, 0);
+		if (!item) {
 			nlist_free(l);
 			return -ENOMEM;
 		}
-		nlist_add(l, it);
+		nlist_add(l, item);
 	}
-	if (wire_get_end(&r) == 0)
-		return 0;
-bad:
-	nlist_free(l);
-	return -EPROTO;
+	return 0;
 }
 
 /* Visitor for a broken directory's entries: each becomes a dentry

@@ -36,6 +36,7 @@
 #include <unistd.h>
 #include "rpc.h"
 #include "../lib/log.h"
+#include "../lib/msg.h"
 #include "../lib/net.h"
 
 #define RECONNECT_MS 500
@@ -178,6 +179,15 @@ static int send_frame(int fd, uint16_t op, uint16_t flags, uint32_t id,
 static int dial(struct rpc *r, uint64_t *epoch, struct cairn_attr *root,
 		char *err, size_t errsz)
 {
+	struct msg_hello_req hq = {
+		.magic = CAIRN_MAGIC,
+		.version = CAIRN_PROTO_VERSION,
+		/* Every connection of this rpc gets HELLO_REPLAY:
+		 * rpc_call_intr keeps a call's id across resends and never
+		 * reuses one. */
+		.flags = r->o.hello_flags | HELLO_REPLAY,
+	};
+	struct msg_hello_rep hp;
 	struct wbuf req;
 	struct wire_hdr h;
 	uint8_t *payload = NULL;
@@ -189,13 +199,9 @@ static int dial(struct rpc *r, uint64_t *epoch, struct cairn_attr *root,
 		return fd;
 	set_rcv_timeout(fd, r->o.connect_timeout_ms);
 
+	memcpy(hq.client_id, r->o.client_id, sizeof(hq.client_id));
 	wbuf_init(&req);
-	wire_put_u32(&req, CAIRN_MAGIC);
-	wire_put_u32(&req, CAIRN_PROTO_VERSION);
-	wire_put_bytes(&req, r->o.client_id, 16);
-	/* Every connection of this rpc gets HELLO_REPLAY: rpc_call_intr
-	 * keeps a call's id across resends and never reuses one. */
-	wire_put_u32(&req, r->o.hello_flags | HELLO_REPLAY);
+	msg_encode(OP_HELLO, 0, &req, &hq);
 	ret = req.err ? req.err : send_frame(fd, OP_HELLO, 0, 0, &req);
 	wbuf_free(&req);
 	if (ret == 0)
@@ -224,18 +230,16 @@ static int dial(struct rpc *r, uint64_t *epoch, struct cairn_attr *root,
 		goto fail;
 	}
 
-	struct rbuf rb;
-	rbuf_init(&rb, payload, h.len);
-	uint32_t version = wire_get_u32(&rb);
-	wire_get_bytes(&rb, 16); /* server id: not used yet */
-	*epoch = wire_get_u64(&rb);
-	wire_get_attr(&rb, root);
-	if (wire_get_end(&rb) || version != CAIRN_PROTO_VERSION) {
+	/* The server id is not used yet. */
+	if (msg_decode(OP_HELLO, 1, payload, h.len, &hp, NULL) ||
+	    hp.version != CAIRN_PROTO_VERSION) {
 		ret = -EPROTO;
 		snprintf(err, errsz, "server %s:%d: malformed HELLO reply",
 			 r->host, r->o.port);
 		goto fail;
 	}
+	*epoch = hp.epoch;
+	*root = hp.root;
 	free(payload);
 	/* Frames are read only once poll() says data is there; a server that
 	 * stalls in the middle of one is lost after dead_ms. */
