@@ -14,6 +14,10 @@ mkfifo, rm, rmdir, names that do not exist, `cairn status`, and changes on
 one mount to what the other has cached, so CB_BREAK pushes and their
 acknowledgements flow.
 
+Then it unmounts, stops the server and reads every record of its LMDB
+store with mdb_dump (Debian package lmdb-utils; without it the store
+corpus is skipped with a note).
+
 What it writes (file names are content hashes, so a re-run adds only
 what is new; remove the directories first to start over):
   DIR/fuzz_msg/    one file per distinct payload: a selector byte (the op,
@@ -22,6 +26,10 @@ what is new; remove the directories first to start over):
                    payload) are left out: they have no reply body to decode.
   DIR/fuzz_frame/  single whole frames (header + payload), and the first
                    frames of each connection in each direction back to back.
+  DIR/fuzz_store_rec/  one file per distinct LMDB key or value that has a
+                   decoder in server/store_rec.h: a kind byte (the enum of
+                   tests/fuzz/fuzz_store_rec.c; xattr values also a buffer
+                   size byte, 255 = exact) then the record.
 Payloads over --cap bytes (default 3000) are left out, and at most
 --per-kind (default 8) payloads are kept per message and direction,
 preferring sizes not seen yet, so the corpus stays a few hundred small
@@ -32,6 +40,7 @@ import argparse
 import hashlib
 import os
 import re
+import shutil
 import socket
 import struct
 import subprocess
@@ -210,6 +219,63 @@ class Proxy:
             sp.flush()
 
 
+# fuzz_store_rec.c's record kinds, by LMDB database and key or value.
+REC_KIND = {
+    ("inodes", "val"): 0, ("dirents", "val"): 1, ("dirents", "key"): 2,
+    ("dirseq", "key"): 3, ("dirseq", "val"): 4, ("symlinks", "val"): 8,
+    ("xattrs", "key"): 9, ("xattrs", "val"): 10,
+}
+META_KIND = {"format": 5, "volume": 5, "next_vnode": 6, "server_id": 7}
+REC_XATTR_VAL = 10
+
+
+def mdb_records(env, db):
+    """(key, value) pairs of one database of the LMDB env at path env."""
+    out = subprocess.run(["mdb_dump", "-s", db, env], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, timeout=60)
+    if out.returncode != 0:
+        raise RuntimeError("mdb_dump -s %s %s: %s" % (db, env,
+                                                     out.stderr.strip()))
+    body = out.stdout.split("HEADER=END\n", 1)[1].split("DATA=END", 1)[0]
+    lines = [bytes.fromhex(line.strip()) for line in body.splitlines()
+             if line.startswith(" ")]
+    return list(zip(lines[0::2], lines[1::2]))
+
+
+def store_inputs(data, per_kind):
+    """fuzz_store_rec inputs from the records of the store in data/."""
+    env = os.path.join(data, "meta")
+    kept = {}    # kind -> {sha: bytes}
+    sizes = {}
+
+    def add(kind, rec, prefix=b""):
+        d = kept.setdefault(kind, {})
+        seen = sizes.setdefault(kind, set())
+        data = bytes([kind]) + prefix + rec
+        if len(d) < per_kind or (len(rec) not in seen and
+                                 len(d) < 2 * per_kind):
+            d[hashlib.sha1(data).hexdigest()] = data
+            seen.add(len(rec))
+
+    for db in ("inodes", "dirents", "dirseq", "symlinks", "xattrs", "meta"):
+        for key, val in mdb_records(env, db):
+            if db == "meta":
+                kind = META_KIND.get(key.decode("latin-1"))
+                if kind is not None:
+                    add(kind, val)
+                continue
+            for part, rec in (("key", key), ("val", val)):
+                kind = REC_KIND.get((db, part))
+                if kind == REC_XATTR_VAL:
+                    add(kind, rec, b"\xff")      # buffer of exactly its size
+                    add(kind, rec, b"\x00")      # a size query
+                    if len(rec) > 1:
+                        add(kind, rec, b"\x01")  # too small: -ERANGE
+                elif kind is not None:
+                    add(kind, rec)
+    return kept
+
+
 class Via:
     """Stands for the server in harness.Mount: the proxy's address."""
 
@@ -259,6 +325,10 @@ def workload(a, b, proxy):
     os.getxattr(b.p("moved"), "user.colour")
     os.listxattr(b.p("moved"))
     os.removexattr(a.p("moved"), "user.big")
+    os.setxattr(a.p("big"), "user.empty", b"")
+    os.setxattr(a.p("big"), "user." + "n" * 200, bytes(range(256)))
+    os.setxattr(d, "user.on-a-dir", b"\x00binary\xff")
+    os.symlink("x", a.p("sym3"))
     for fn, args in ((os.getxattr, (a.p("moved"), "user.none")),
                      (os.setxattr, (a.p("moved"), "user.colour", b"x",
                                     os.XATTR_CREATE)),
@@ -310,6 +380,15 @@ def main():
         b.mount()
         workload(a, b, proxy)
         time.sleep(0.5)
+        a.umount()
+        b.umount()
+        srv.stop()
+        if shutil.which("mdb_dump"):
+            store = store_inputs(srv.data, args.per_kind)
+        else:
+            store = None
+            print("record: no mdb_dump (apt-get install lmdb-utils): "
+                  "store records not recorded")
     finally:
         ctx.cleanup()
         if proxy:
@@ -336,6 +415,22 @@ def main():
             new += 1
             with open(path, "wb") as f:
                 f.write(data)
+    if store:
+        os.makedirs(os.path.join(args.out, "fuzz_store_rec"), exist_ok=True)
+        knames = ["inode", "dirent", "dirent_key", "dirseq_key", "name",
+                  "meta_u32", "meta_u64", "meta_id", "symlink", "xattr_key",
+                  "xattr_val"]
+        for kind, items in sorted(store.items()):
+            for sha, data in items.items():
+                path = os.path.join(args.out, "fuzz_store_rec",
+                                    "%s-%s" % (knames[kind], sha[:16]))
+                kept += 1
+                if not os.path.exists(path):
+                    new += 1
+                    with open(path, "wb") as f:
+                        f.write(data)
+        print("record: fuzz_store_rec per record: " + ", ".join(
+            "%s %d" % (knames[k], len(v)) for k, v in sorted(store.items())))
     kinds = ", ".join("%s %s %d" % (names.get(op, op), "rep" if r else "req",
                                     len(v))
                       for (op, r), v in sorted(rec.msg.items()))
