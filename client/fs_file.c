@@ -7,7 +7,7 @@
  */
 #include <errno.h>
 #include <stdlib.h>
-#include <string.h>
+#include <sys/uio.h>
 #include "fs_int.h"
 #include "inode.h"
 #include "notify.h"
@@ -75,69 +75,86 @@ void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fs_open(req, ino, fi, 0);
 }
 
-/* One READ of up to `want` bytes at off into buf; *n gets the count. */
+/*
+ * One READ of up to `want` bytes at off. The data stays in the reply's
+ * buffer, handed to *rep; *iov points at it.
+ */
 static int read_rpc(fuse_req_t req, struct fs *fs,
 		    const struct cairn_fid *fid, uint64_t off, uint32_t want,
-		    char *buf, size_t *n, struct cairn_attr *a)
+		    struct rpc_reply *rep, struct iovec *iov,
+		    struct cairn_attr *a)
 {
 	struct msg_read_req q = { .fid = *fid, .off = off, .len = want };
 	struct msg_read_rep p;
-	struct rpc_reply rep;
 	int rc;
 
-	if ((rc = fs_rpc(req, fs, OP_READ, &q, &p, &rep)))
+	if ((rc = fs_rpc(req, fs, OP_READ, &q, &p, rep)))
 		return rc;
 	if (p.data.len > want) {
-		rc = fs_bad_reply(OP_READ);
-	} else {
-		memcpy(buf, p.data.p, p.data.len);
-		*n = p.data.len;
-		*a = p.attr;
+		rpc_reply_free(rep);
+		return fs_bad_reply(OP_READ);
 	}
-	rpc_reply_free(&rep);
-	return rc;
+	iov->iov_base = (void *)p.data.p;
+	iov->iov_len = p.data.len;
+	*a = p.attr;
+	return 0;
 }
 
+/*
+ * The kernel gets the data straight from the reply buffers, without a copy.
+ * max_write/max_pages keep kernel reads within one READ (the common case:
+ * one buffer, nothing allocated here); anything larger is split, and its
+ * pieces go to the kernel as one iovec.
+ */
 void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		struct fuse_file_info *fi)
 {
 	struct fs *fs = req_fs(req);
 	uint64_t seq = notify_seq(fs->ntf);
+	size_t nmax = size ? (size - 1) / CAIRN_MAX_IO + 1 : 0;
+	struct rpc_reply rep1, *rep = &rep1, *reps = NULL;
+	struct iovec iov1, *iov = &iov1, *iovs = NULL;
 	struct cairn_fid fid;
 	struct cairn_attr a;
-	char *buf = NULL;
-	size_t got = 0;
-	int rc, have_attr = 0;
+	size_t n = 0, got = 0;
+	int rc;
 
 	if ((rc = itab_fid(fs->itab, ino, &fid)))
 		goto out;
-	if (size && !(buf = malloc(size))) {
-		rc = -ENOMEM;
-		goto out;
+	if (nmax > 1) {
+		reps = calloc(nmax, sizeof(*reps));
+		iovs = calloc(nmax, sizeof(*iovs));
+		if (!reps || !iovs) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		rep = reps;
+		iov = iovs;
 	}
-	/* max_write/max_pages keep kernel reads within one READ; split
-	 * anything larger anyway. */
 	while (got < size) {
 		uint32_t want = size - got > CAIRN_MAX_IO ? CAIRN_MAX_IO
 							  : (uint32_t)(size - got);
-		size_t n = 0;
 
 		if ((rc = read_rpc(req, fs, &fid, (uint64_t)off + got, want,
-				   buf + got, &n, &a)))
+				   &rep[n], &iov[n], &a)))
 			goto out;
-		have_attr = 1;
-		got += n;
-		if (n < want)
+		got += iov[n].iov_len;
+		if (iov[n++].iov_len < want)
 			break; /* end of file */
 	}
-	if (have_attr)
+	if (n)
 		fs_note_attrs(fs, seq, &a, NULL);
-	fuse_reply_buf(req, buf, got);
-	free(buf);
-	return;
+	if (n <= 1)
+		fuse_reply_buf(req, n ? iov[0].iov_base : NULL, got);
+	else
+		fuse_reply_iov(req, iov, (int)n);
 out:
-	free(buf);
-	reply_error(req, rc);
+	if (rc)
+		reply_error(req, rc);
+	for (size_t i = 0; i < n; i++)
+		rpc_reply_free(&rep[i]);
+	free(reps);
+	free(iovs);
 }
 
 void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
