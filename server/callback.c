@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "../lib/msg.h"
 #include "callback.h"
 
 #define CB_RECENT_SLOTS 4096u
@@ -321,13 +322,16 @@ void cb_batch_free(struct cb_batch *b)
 void cb_batch_encode(const struct cb_batch *b, struct wbuf *w)
 {
 	size_t h = wire_frame_begin(w, OP_CB_BREAK, WF_PUSH, b->id, 0);
+	size_t at = msg_cb_break_begin(w);
 
-	wire_put_u32(w, b->count);
 	for (uint32_t i = 0; i < b->count; i++) {
-		wire_put_fid(w, &b->rec[i].fid);
-		wire_put_str(w, b->rec[i].name ? b->rec[i].name : "",
-			     b->rec[i].namelen);
+		const struct cb_record *r = &b->rec[i];
+		struct msg_cbrec rec = {
+			r->fid, { r->name, r->name ? r->namelen : 0 }
+		};
+		msg_cbrec_put(w, &rec);
 	}
+	msg_cb_break_end(w, at, b->count);
 	wire_frame_end(w, h);
 }
 

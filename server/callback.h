@@ -161,8 +161,8 @@ void cb_drop_client(struct cb_table *t, struct cb_client *cl);
 size_t cb_count(struct cb_table *t);
 
 /*
- * Append batch b as one CB_BREAK push frame with id b->id (u32 count,
- * count x (fid, str name)) to w.
+ * Append batch b as one CB_BREAK push frame with id b->id to w, built
+ * with lib/msg.h's CB_BREAK codec (one record per b->rec).
  */
 void cb_batch_encode(const struct cb_batch *b, struct wbuf *w);
 /* Free a list of batches (does not release the owners' references). */

@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "../lib/log.h"
+#include "../lib/msg.h"
 #include "../lib/proto.h"
 #include "../lib/wire.h"
 #include "callback.h"
@@ -158,7 +159,7 @@ int deliver_begin(const struct srv_ctx *ctx, struct conn *c,
 	enum drc_verdict v;
 
 	d->seq0 = cb_seq(ctx->cb);
-	d->dc = drc_op_cached(h->op) ? conn_drc(c) : NULL;
+	d->dc = msg_has(h->op, MSG_DRC) ? conn_drc(c) : NULL;
 	d->de = NULL;
 	if (!d->dc)
 		return 0;
@@ -166,7 +167,7 @@ int deliver_begin(const struct srv_ctx *ctx, struct conn *c,
 	switch (v) {
 	case DRC_REPLAY:
 		log_debug("peer %s: %s id %u answered from the duplicate "
-			  "request cache", conn_peer(c), handler_name(h->op),
+			  "request cache", conn_peer(c), msg_name(h->op),
 			  h->id);
 		drc_replay(ctx, c, rep);
 		drc_reply_free(rep);

@@ -54,18 +54,6 @@ static time_t now_s(void)
 	return ts.tv_sec;
 }
 
-/* Opcodes whose repetition is not harmless or whose reply differs. */
-static const uint8_t cached_ops[OP__COUNT] = {
-	[OP_SETATTR] = 1, [OP_CREATE] = 1, [OP_SYMLINK] = 1, [OP_LINK] = 1,
-	[OP_REMOVE] = 1, [OP_RENAME] = 1, [OP_WRITE] = 1, [OP_SETXATTR] = 1,
-	[OP_REMOVEXATTR] = 1, [OP_FALLOCATE] = 1,
-};
-
-int drc_op_cached(unsigned op)
-{
-	return op < OP__COUNT && cached_ops[op];
-}
-
 struct drc *drc_create(void (*park)(void *owner))
 {
 	struct drc *d = calloc(1, sizeof(*d));

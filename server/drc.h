@@ -78,10 +78,6 @@ struct drc *drc_create(void (*park)(void *owner));
 /* Every client handle must have been released. */
 void drc_destroy(struct drc *d);
 
-/* Is op a change whose outcome is cached (CREATE, SYMLINK, LINK, REMOVE,
- * RENAME, SETATTR, WRITE, FALLOCATE, SETXATTR, REMOVEXATTR)? */
-int drc_op_cached(unsigned op);
-
 /*
  * The cache of client `id`, created on first use, with a reference for
  * the caller (a connection holds one for its life). Also forgets idle

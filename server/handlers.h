@@ -75,8 +75,6 @@ int handler_run(const struct srv_ctx *ctx, struct conn *c,
 		const struct wire_hdr *h, const uint8_t *payload,
 		struct handler_out *out);
 void handler_out_free(struct handler_out *out);
-/* The opcode's name ("LOOKUP"), or NULL when it has no handler. */
-const char *handler_name(unsigned op);
 
 /*
  * 0 when every request opcode (every descriptor that is not a push) has

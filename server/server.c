@@ -62,6 +62,7 @@
 #include <unistd.h>
 
 #include "../lib/log.h"
+#include "../lib/msg.h"
 #include "../lib/net.h"
 #include "../lib/proto.h"
 #include "../lib/wire.h"
@@ -584,19 +585,6 @@ static int read_frame(struct conn *c, struct wire_hdr *h, uint8_t **payload)
 }
 
 /*
- * Requests that only read LMDB and never wait (no group commit, no
- * acknowledgements, no disk I/O) run on the reader thread itself: a hand-off
- * to a worker costs a thread wake-up (~25 us on a small VM), which is most
- * of a lookup's cost. Everything else goes to the worker pool so a slow
- * request never holds up the connection.
- */
-static int op_runs_inline(uint16_t op)
-{
-	return op == OP_GETATTR || op == OP_LOOKUP || op == OP_READLINK ||
-	       op == OP_PING || op == OP_GETXATTR || op == OP_LISTXATTR;
-}
-
-/*
  * One request, one way: delivery admits it (the duplicate request cache
  * may answer it instead), its handler runs, delivery sends the outcome.
  * Returns 0, or -EPROTO once c has been failed (stop reading from it).
@@ -649,7 +637,15 @@ static void *conn_reader(void *arg)
 			cb_ack(s->ctx.cb, &c->cb, h.id);
 			continue;
 		}
-		if (op_runs_inline(h.op)) {
+		/*
+		 * Requests that only read LMDB and never wait (no group
+		 * commit, no acknowledgements, no disk I/O; MSG_INLINE) run
+		 * on the reader thread itself: a hand-off to a worker costs
+		 * a thread wake-up (~25 us on a small VM), which is most of
+		 * a lookup's cost. Everything else goes to the worker pool
+		 * so a slow request never holds up the connection.
+		 */
+		if (msg_has(h.op, MSG_INLINE)) {
 			if (inflight_enter(c)) {
 				free(payload);
 				break;

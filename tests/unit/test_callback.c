@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../lib/msg.h"
 #include "../../lib/proto.h"
 #include "../../lib/wire.h"
 #include "../../server/callback.h"
@@ -310,22 +311,24 @@ static void test_encode(void)
 	CHECK_EQ(h.flags, WF_PUSH);
 	CHECK_EQ(h.id, 0);
 	CHECK_EQ(h.len, w.len - WIRE_HDR_SIZE);
-	struct rbuf r;
-	rbuf_init(&r, w.data + WIRE_HDR_SIZE, h.len);
-	CHECK_EQ(wire_get_u32(&r), 2);
-	int seen_named = 0, seen_self = 0;
-	for (int i = 0; i < 2; i++) {
-		struct cairn_fid f;
-		size_t n;
-		wire_get_fid(&r, &f);
-		const char *s = wire_get_str(&r, &n, 255);
-		CHECK(fid_eq(f, d));
-		if (n == 4 && s && !memcmp(s, "name", 4))
+	/* What a client reads: the push decodes with the message codec. */
+	struct msg_cb_break m;
+	struct msg_cbrec rec;
+	struct rbuf it;
+	int seen_named = 0, seen_self = 0, n = 0;
+	CHECK_EQ(msg_decode(OP_CB_BREAK, 0, w.data + WIRE_HDR_SIZE, h.len, &m,
+			    NULL), 0);
+	CHECK_EQ(m.count, 2);
+	rbuf_init(&it, m.recs.p, m.recs.len);
+	while (msg_cbrec_next(&it, &rec)) {
+		CHECK(fid_eq(rec.fid, d));
+		if (rec.name.len == 4 && !memcmp(rec.name.p, "name", 4))
 			seen_named = 1;
-		if (n == 0)
+		if (rec.name.len == 0)
 			seen_self = 1;
+		n++;
 	}
-	CHECK_EQ(wire_get_end(&r), 0);
+	CHECK_EQ(n, 2);
 	CHECK(seen_named && seen_self);
 	wbuf_free(&w);
 	cb_batch_free(out);
