@@ -24,6 +24,22 @@
  * (so it survives kill -9 of the server); with WR_SYNC, or after
  * store_fsync, it is on stable storage.
  *
+ * A failed data sync is sticky. When store_fsync or a WR_SYNC store_write
+ * fails to sync a file's data (the kernel has then dropped the unwritten
+ * pages' dirty state: the data on disk is unknown, and a retried fsync
+ * would return 0), that call returns the error and the file is marked in
+ * its inode; from then on store_read, store_write, store_fsync,
+ * store_fallocate and store_setattr to a non-zero size fail with -EIO for
+ * that file, across restarts, until it is truncated to size 0 (every byte
+ * is then defined) or removed. Its attributes, names and xattrs stay
+ * usable; other files are not affected. store_fsck lists such files.
+ * (Two cases last until the server restarts instead: if the mark itself
+ * cannot be committed, every file's data fails with -EIO; if a sync of
+ * the directory holding data files fails, syncs of the files in it do.)
+ *
+ * A record in LMDB that does not decode (store_rec.h) gives -EUCLEAN, as
+ * ext4 gives for corrupt metadata.
+ *
  * Mutating functions report the objects whose attributes changed besides the
  * ones returned, in `struct store_changed`, so the server can break callbacks
  * on them.

@@ -25,6 +25,25 @@
  * could lose the name of a file created since, and with it the data that
  * was acknowledged as stable.
  *
+ * A failed sync is sticky (the lesson of PostgreSQL's "fsyncgate"). When
+ * fsync or fdatasync of a data file fails, Linux has already marked the
+ * unwritten pages clean and reports the error once per open file; a retry
+ * returns 0 although the data never reached the disk, and the page cache
+ * may go on serving bytes the disk does not hold. The object's data is
+ * then in an unknown state. So data_sync_failed drops the descriptor from
+ * the fd cache and records SINODE_DATA_LOST in the inode (committed, so it
+ * survives a restart); from then on read, write, fsync, fallocate and a
+ * truncate to a non-zero size answer -EIO. Attributes, names and xattrs
+ * stay usable. The state ends when every byte is defined again: a
+ * truncate to size 0 clears it, removing the object ends it. Syncs of an
+ * object run under its vlock, so no second sync can see the success that
+ * follows a reported error before the state is recorded. If the state
+ * cannot be committed, lost_unrecorded fails every object's data until the
+ * server restarts. A failed fsync of a directory objects/XX makes every
+ * later sync of a file in XX fail (nm_failed) until the server restarts.
+ * Not covered: an error that the kernel forgets before anyone syncs (the
+ * inode evicted from memory meanwhile).
+ *
  * A write does not clear set-user-ID / set-group-ID here: the FUSE client
  * does not ask for HANDLE_KILLPRIV, so the kernel clears them itself with
  * a SETATTR before an unprivileged write, truncate or fallocate, and
@@ -33,12 +52,14 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <linux/falloc.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "../lib/log.h"
 #include "store_int.h"
 
 #define FILE_MAX ((uint64_t)INT64_MAX)
@@ -76,6 +97,58 @@ static int data_trim(int fd, uint64_t keep)
 	return 0;
 }
 
+/* -EIO if ino's data is in an unknown state (a failed sync), else 0. */
+static int data_usable(struct store *st, const struct sinode *ino)
+{
+	if ((ino->flags & SINODE_DATA_LOST) ||
+	    __atomic_load_n(&st->lost_unrecorded, __ATOMIC_RELAXED))
+		return -EIO;
+	return 0;
+}
+
+struct lost_args {
+	const struct cairn_fid *fid;
+};
+
+static int lost_tx(struct store *st, MDB_txn *txn, void *arg)
+{
+	struct lost_args *a = arg;
+	struct sinode ino;
+	int rc;
+
+	if ((rc = store_fid_get(st, txn, a->fid, &ino)))
+		return rc;
+	ino.flags |= SINODE_DATA_LOST;
+	return store_inode_put(st, txn, a->fid->vnode, &ino);
+}
+
+/*
+ * A sync of fid's data file failed with rc (caller holds the vlock): the
+ * object enters the sticky error state (see the head of this file).
+ * Returns rc, the error this call reports; later calls get -EIO.
+ */
+static int data_sync_failed(struct store *st, const struct cairn_fid *fid,
+			    int rc)
+{
+	struct lost_args a = { fid };
+	int mrc;
+
+	store_fdc_forget(st, fid->vnode);
+	mrc = store_tx(st, lost_tx, &a);
+	if (mrc && mrc != -ESTALE) {
+		__atomic_store_n(&st->lost_unrecorded, 1, __ATOMIC_RELAXED);
+		log_error("%s: sync of vnode %" PRIu64 " failed (%s) and could "
+			  "not be recorded (%s): all file data answers EIO "
+			  "until restart", st->dir, fid->vnode, strerror(-rc),
+			  strerror(-mrc));
+	} else if (mrc == 0) {
+		log_error("%s: sync of vnode %" PRIu64 " failed (%s): its data "
+			  "answers EIO until it is truncated to 0 or removed",
+			  st->dir, fid->vnode, strerror(-rc));
+	}
+	return rc;
+}
+
 void store_data_created(struct store *st, uint64_t vn)
 {
 	pthread_mutex_lock(&st->nm_lock);
@@ -102,9 +175,11 @@ static int data_name_sync(struct store *st, uint64_t vn)
 	want = st->nm_created[xx];
 	if (st->nm_synced[xx] >= want)
 		want = 0;
+	if (st->nm_failed[xx])
+		rc = -EIO;
 	pthread_mutex_unlock(&st->nm_lock);
-	if (want == 0)
-		return 0;
+	if (want == 0 || rc)
+		return rc;
 	snprintf(path, sizeof(path), "objects/%02x", xx);
 	fd = store_os.openat(st->dirfd, path, O_RDONLY | O_DIRECTORY, 0);
 	if (fd < 0)
@@ -112,8 +187,17 @@ static int data_name_sync(struct store *st, uint64_t vn)
 	if (store_os.fsync(fd) < 0)
 		rc = -errno;
 	store_os.close(fd);
-	if (rc)
+	if (rc) {
+		/* Like a data file's: a retry on a new descriptor could
+		 * report 0 for names that never reached the disk. */
+		pthread_mutex_lock(&st->nm_lock);
+		st->nm_failed[xx] = 1;
+		pthread_mutex_unlock(&st->nm_lock);
+		log_error("%s: sync of %s failed (%s): syncs of files in it "
+			  "answer EIO until restart", st->dir, path,
+			  strerror(-rc));
 		return rc;
+	}
 	pthread_mutex_lock(&st->nm_lock);
 	if (st->nm_synced[xx] < want)
 		st->nm_synced[xx] = want;
@@ -172,7 +256,8 @@ int store_read(struct store *st, const struct cairn_fid *fid, uint64_t off,
 	uint32_t want = 0;
 	int rc;
 
-	if ((rc = file_get(st, fid, &a.ino, -EISDIR, -EINVAL)))
+	if ((rc = file_get(st, fid, &a.ino, -EISDIR, -EINVAL)) ||
+	    (rc = data_usable(st, &a.ino)))
 		return rc;
 	if (off < a.ino.size)
 		want = a.ino.size - off < len ? (uint32_t)(a.ino.size - off)
@@ -271,7 +356,8 @@ int store_write(struct store *st, const struct cairn_fid *fid, uint64_t off,
 	if (off > FILE_MAX - len)
 		return -EFBIG;
 	pthread_mutex_lock(l);
-	if ((rc = file_get(st, fid, &a.ino, -EISDIR, -EINVAL)))
+	if ((rc = file_get(st, fid, &a.ino, -EISDIR, -EINVAL)) ||
+	    (rc = data_usable(st, &a.ino)))
 		goto out;
 	if (len == 0)
 		goto out; /* like write(2): nothing changes */
@@ -282,7 +368,7 @@ int store_write(struct store *st, const struct cairn_fid *fid, uint64_t off,
 	if ((rc = data_pwrite(fh.fd, buf, len, off)))
 		goto out;
 	if ((flags & WR_SYNC) && store_os.fdatasync(fh.fd) < 0) {
-		rc = -errno;
+		rc = data_sync_failed(st, fid, -errno);
 		goto out;
 	}
 	if ((flags & WR_SYNC) && (rc = data_name_sync(st, fid->vnode)))
@@ -296,31 +382,39 @@ out:
 	return rc;
 }
 
+/* Metadata is synced on every commit already: only a regular file's data
+ * (and its name) needs a sync. Under the vlock, see the head of the file. */
 int store_fsync(struct store *st, const struct cairn_fid *fid,
 		uint32_t flags)
 {
-	MDB_txn *txn;
+	pthread_mutex_t *l = store_vlock(st, fid->vnode);
+	struct store_fh fh = { -1, NULL };
 	struct sinode ino;
-	struct store_fh fh;
 	int rc;
 
-	if ((rc = store_rtxn(st, &txn)))
-		return rc;
-	rc = store_fid_get(st, txn, fid, &ino);
-	store_rtxn_end(st, txn);
-	if (rc || !S_ISREG(ino.mode))
-		return rc; /* metadata is synced on every commit already */
+	pthread_mutex_lock(l);
+	rc = file_get(st, fid, &ino, 0, 0);
+	if (rc || !S_ISREG(ino.mode) || (rc = data_usable(st, &ino)))
+		goto out;
 	rc = store_fdc_get(st, fid->vnode, 0, &fh);
-	if (rc == -ENOENT)
-		return 0;
+	if (rc == -ENOENT) {
+		rc = 0;
+		goto out;
+	}
 	if (rc)
-		return rc;
+		goto out;
 	if (flags & FS_DATASYNC)
 		rc = store_os.fdatasync(fh.fd) < 0 ? -errno : 0;
 	else
 		rc = store_os.fsync(fh.fd) < 0 ? -errno : 0;
 	store_fdc_put(st, &fh);
-	return rc ? rc : data_name_sync(st, fid->vnode);
+	if (rc)
+		rc = data_sync_failed(st, fid, rc);
+	else
+		rc = data_name_sync(st, fid->vnode);
+out:
+	pthread_mutex_unlock(l);
+	return rc;
 }
 
 /* ---- fallocate -------------------------------------------------------- */
@@ -370,7 +464,8 @@ int store_fallocate(struct store *st, const struct cairn_fid *fid,
 	if (off > FILE_MAX || len > FILE_MAX - off)
 		return -EFBIG;
 	pthread_mutex_lock(l);
-	if ((rc = file_get(st, fid, &a.ino, -EISDIR, -ENODEV)))
+	if ((rc = file_get(st, fid, &a.ino, -EISDIR, -ENODEV)) ||
+	    (rc = data_usable(st, &a.ino)))
 		goto out;
 	if ((rc = store_fdc_get(st, fid->vnode, 1, &fh)) ||
 	    (rc = data_trim(fh.fd, a.ino.size)) ||
@@ -430,6 +525,8 @@ static int setattr_tx(struct store *st, MDB_txn *txn, void *arg)
 			return -EINVAL;
 		ino->size = sa->size;
 		ino->mtime = now;
+		if (sa->size == 0) /* every byte defined again */
+			ino->flags &= ~SINODE_DATA_LOST;
 	}
 	setattr_owner(ino, sa);
 	if (sa->valid & SA_MODE)
@@ -456,6 +553,8 @@ static int setattr_data(struct store *st, const struct cairn_fid *fid,
 	int rc;
 
 	if ((rc = file_get(st, fid, &ino, -EISDIR, -EINVAL)))
+		return rc;
+	if (size != 0 && (rc = data_usable(st, &ino)))
 		return rc;
 	rc = store_fdc_get(st, fid->vnode, size != 0, &fh);
 	if (rc == -ENOENT)

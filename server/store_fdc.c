@@ -23,6 +23,13 @@
  * descriptor opened before the unlink is either cached already (and the
  * forget drops it) or inserted after the forget's gen bump (and refused).
  * Vnode numbers are never reused, so a forgotten vnode never comes back.
+ *
+ * A failed fsync also forgets the vnode (store_data.c): Linux reports a
+ * writeback error once per open file and then clears it, so a later
+ * fsync through the same descriptor would return 0 for lost data. The
+ * object's sticky error state, not this cache, answers later syncs; the
+ * forget only makes sure that descriptor is never used again. Here the
+ * file stays linked and may be cached again on its next open.
  */
 #include <errno.h>
 #include <fcntl.h>

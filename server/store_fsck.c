@@ -17,7 +17,8 @@
  *   - symlinks have their target; xattrs and symlink targets belong to
  *     existing inodes;
  *   - a regular file with size > 0 has a data file, and every data file
- *     belongs to a regular file (in the right XX directory).
+ *     belongs to a regular file (in the right XX directory);
+ *   - no file is in the sticky error state of a failed data sync.
  * Each problem is one line on `report`; nothing is repaired.
  */
 #include <dirent.h>
@@ -347,6 +348,10 @@ static void check_inode(struct fsck *f, struct fino *fi)
 	if (fi->ino.nlink != fi->links)
 		problem(f, "vnode %" PRIu64 ": nlink %u, but %u entries name "
 			"it", vn, fi->ino.nlink, fi->links);
+	if (fi->ino.flags & SINODE_DATA_LOST)
+		problem(f, "vnode %" PRIu64 ": a sync of its data failed; "
+			"its data answers EIO until it is truncated to size 0 "
+			"or removed", vn);
 	if (fi->reach != 1)
 		problem(f, "vnode %" PRIu64 " is not reachable from the root",
 			vn);

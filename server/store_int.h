@@ -72,9 +72,10 @@ struct store {
 	struct wop *gc_head, **gc_tail; /* gc_lock */
 	int gc_leader;                  /* gc_lock */
 
-	/* Serialise everything that touches one vnode's data file (write,
-	 * truncate, fallocate, deleting it), striped by vnode. Taken before
-	 * a transaction is submitted, never by the batch leader. */
+	/* Serialise everything that changes or syncs one vnode's data file
+	 * (write, truncate, fallocate, fsync, deleting it), striped by
+	 * vnode. Taken before a transaction is submitted, never by the batch
+	 * leader. */
 	pthread_mutex_t vlock[STORE_NSTRIPE];
 
 	/* Reset read transactions for mdb_txn_renew (no malloc per read). */
@@ -93,6 +94,15 @@ struct store {
 	 * only) are not known durable either. */
 	pthread_mutex_t nm_lock;
 	uint64_t nm_created[256], nm_synced[256]; /* nm_lock */
+	/* An fsync of objects/XX failed: names there are in an unknown
+	 * state, every later sync of a file in XX fails (store_data.c). */
+	uint8_t nm_failed[256];                   /* nm_lock */
+
+	/* Set (never cleared) when a failed data sync could not be recorded
+	 * in the object's inode: then no object's data can be trusted to
+	 * be what was acknowledged, and all data operations fail with -EIO
+	 * until the server restarts. Read and written with __atomic. */
+	int lost_unrecorded;
 
 	/* Data files without an inode removed by store_open (a crash
 	 * between a remove's commit and its unlink leaves them). */
@@ -166,8 +176,9 @@ void store_data_created(struct store *st, uint64_t vn);
  * Data file descriptors (store_fdc.c). store_fdc_get gives a descriptor
  * of vn's data file open O_RDWR (created if `create`; -ENOENT if missing
  * otherwise), valid until the matching store_fdc_put. Users never close
- * it. store_fdc_forget (called before the file is unlinked) drops vn from
- * the cache; descriptors still in use are closed by their last put.
+ * it. store_fdc_forget (called after the file is unlinked, or after a
+ * sync of its descriptor failed) drops vn from the cache; descriptors
+ * still in use are closed by their last put.
  */
 struct store_fh {
 	int fd;

@@ -49,8 +49,9 @@
 #define STORE_REC_DIRENT_SIZE   20
 #define STORE_REC_ID_SIZE       16
 
-/* sinode.flags: none defined yet; the decoder refuses unknown bits. */
-#define SINODE_FLAGS_ALL 0u
+/* sinode.flags; the decoder refuses unknown bits. */
+#define SINODE_DATA_LOST 0x01u /* a sync of its data file failed */
+#define SINODE_FLAGS_ALL SINODE_DATA_LOST
 
 /* In-memory form of an inode record. parent is the containing directory
  * for directories (their ".."); 0 for other objects, which may have many. */

@@ -11,8 +11,9 @@
  * (store_int.h is included for its counters). Since the third round:
  * errors in a removed directory checked against the local file system,
  * directory sizes, and which directories are fsynced for durable names.
- * Since issue 6: the server id (store_server_id, DATA/server-id adopted)
- * and each record decoder of store_rec.h on valid and malformed bytes.
+ * Since issue 6: the server id (store_server_id, DATA/server-id adopted),
+ * each record decoder of store_rec.h on valid and malformed bytes, and
+ * sticky sync errors injected through the OS seam.
  *
  * Output: one "ok - NAME" or "not ok - NAME" line per test; exit status 1
  * if any failed.
@@ -1451,6 +1452,182 @@ static void t_first_start_syncs(void)
 	store_close(s2);
 }
 
+/* ---- sticky sync errors ----------------------------------------------- */
+
+static int sync_fail_left; /* injected failures still to give */
+
+static int fail_once(int fd, int (*real)(int))
+{
+	if (sync_fail_left > 0) {
+		sync_fail_left--;
+		errno = EIO;
+		return -1;
+	}
+	return real(fd);
+}
+
+static int fsync_fail(int fd)
+{
+	return fail_once(fd, fsync);
+}
+
+static int fdatasync_fail(int fd)
+{
+	return fail_once(fd, fdatasync);
+}
+
+/* Fails only syncs of directories (objects/XX). */
+static int fsync_dir_fail(int fd)
+{
+	struct stat sb;
+
+	if (fstat(fd, &sb) == 0 && S_ISDIR(sb.st_mode))
+		return fail_once(fd, fsync);
+	return fsync(fd);
+}
+
+static int rd(const struct cairn_fid *fid, char *buf, uint32_t len)
+{
+	struct cairn_attr a;
+	uint32_t n;
+
+	return store_read(st, fid, 0, len, buf, &n, &a);
+}
+
+/* fsync fails once: that object answers EIO from then on (through the OS
+ * seam that now succeeds, and after a restart), others do not; the failed
+ * descriptor is out of the fd cache; a truncate to 0 ends the state. */
+static void t_fsync_error_sticky(void)
+{
+	struct cairn_attr f, g, a;
+	struct store_setattr sa = { .valid = SA_SIZE, .size = 10 };
+	struct store_setattr chmod = { .valid = SA_MODE, .mode = 0600 };
+	struct store_fh fh;
+	char buf[16];
+	size_t len;
+
+	CHECK_EQ(mk(&root, "se1", S_IFREG | 0644, &f), 0);
+	CHECK_EQ(mk(&root, "se2", S_IFREG | 0644, &g), 0);
+	CHECK_EQ(wr(&f.fid, 0, "abc"), 0);
+	CHECK_EQ(wr(&g.fid, 0, "abc"), 0);
+	CHECK_EQ(store_fsync(st, &g.fid, 0), 0); /* g's name is durable */
+	CHECK_EQ(store_fdc_peek(st, f.fid.vnode, &fh), 0);
+	store_fdc_put(st, &fh);
+
+	sync_fail_left = 1;
+	store_os.fsync = fsync_fail;
+	CHECK_EQ(store_fsync(st, &f.fid, 0), -EIO);
+	CHECK_EQ(sync_fail_left, 0);
+	CHECK_EQ(store_fdc_peek(st, f.fid.vnode, &fh), -ENOENT);
+	CHECK_EQ(store_fsync(st, &f.fid, 0), -EIO);
+	CHECK_EQ(store_fsync(st, &f.fid, FS_DATASYNC), -EIO);
+	CHECK_EQ(rd(&f.fid, buf, sizeof(buf)), -EIO);
+	CHECK_EQ(store_write(st, &f.fid, 0, "x", 1, 0, &a), -EIO);
+	CHECK_EQ(store_write(st, &f.fid, 0, "x", 1, WR_SYNC, &a), -EIO);
+	CHECK_EQ(store_fallocate(st, &f.fid, 0, 0, 4096, &a), -EIO);
+	CHECK_EQ(store_setattr(st, &f.fid, &sa, &a), -EIO);
+	/* metadata stays usable */
+	CHECK_EQ(store_getattr(st, &f.fid, &a), 0);
+	CHECK_EQ(a.size, 3);
+	CHECK_EQ(store_setattr(st, &f.fid, &chmod, &a), 0);
+	CHECK_EQ(store_setxattr(st, &f.fid, "user.x", "1", 1, 0), 0);
+	CHECK_EQ(store_getxattr(st, &f.fid, "user.x", buf, sizeof(buf),
+				&len), 0);
+	/* another object is unaffected */
+	CHECK_EQ(store_fsync(st, &g.fid, 0), 0);
+	CHECK_EQ(wr(&g.fid, 3, "def"), 0);
+	CHECK_EQ(store_write(st, &g.fid, 0, "A", 1, WR_SYNC, &a), 0);
+	CHECK_EQ(rd(&g.fid, buf, 6), 0);
+	CHECK(!memcmp(buf, "Abcdef", 6));
+	store_os_reset();
+
+	/* recorded in the inode: a restart does not end it; fsck lists it */
+	reopen();
+	CHECK_EQ(store_fsync(st, &f.fid, 0), -EIO);
+	CHECK_EQ(rd(&f.fid, buf, sizeof(buf)), -EIO);
+	CHECK_EQ(fsck_quiet(), 1);
+	CHECK_EQ(rd(&g.fid, buf, 6), 0);
+
+	/* a truncate to 0 defines every byte again */
+	sa.size = 0;
+	CHECK_EQ(store_setattr(st, &f.fid, &sa, &a), 0);
+	CHECK_EQ(store_fsync(st, &f.fid, 0), 0);
+	CHECK_EQ(wr(&f.fid, 0, "new"), 0);
+	CHECK_EQ(store_fsync(st, &f.fid, FS_DATASYNC), 0);
+	CHECK_EQ(rd(&f.fid, buf, 3), 0);
+	CHECK(!memcmp(buf, "new", 3));
+	CHECK_EQ(fsck_quiet(), 0);
+}
+
+/* The same through a WR_SYNC write whose fdatasync fails. */
+static void t_wr_sync_error_sticky(void)
+{
+	struct cairn_attr f, a;
+	char buf[8];
+
+	CHECK_EQ(mk(&root, "se3", S_IFREG | 0644, &f), 0);
+	sync_fail_left = 1;
+	store_os.fdatasync = fdatasync_fail;
+	CHECK_EQ(store_write(st, &f.fid, 0, "x", 1, WR_SYNC, &a), -EIO);
+	CHECK_EQ(sync_fail_left, 0);
+	CHECK_EQ(store_write(st, &f.fid, 0, "x", 1, WR_SYNC, &a), -EIO);
+	CHECK_EQ(store_write(st, &f.fid, 0, "x", 1, 0, &a), -EIO);
+	CHECK_EQ(store_fsync(st, &f.fid, FS_DATASYNC), -EIO);
+	CHECK_EQ(rd(&f.fid, buf, sizeof(buf)), -EIO);
+	store_os_reset();
+	CHECK_EQ(attr_of(&f.fid).size, 0); /* the failed write is not in */
+	CHECK_EQ(rm(&root, "se3", 0), 0);
+	CHECK_EQ(fsck_quiet(), 0);
+}
+
+/* A failed sync of objects/XX fails later syncs of files in XX (a retry
+ * could report 0 for names never written), not elsewhere; a restart ends
+ * it. */
+static void t_dir_sync_error_sticky(void)
+{
+	struct cairn_attr d, f, k, o, a;
+	char name[16];
+	int i, same = 0, other = 0;
+
+	CHECK_EQ(mk(&root, "sed", S_IFDIR | 0755, &d), 0);
+	CHECK_EQ(mk(&d.fid, "f", S_IFREG | 0644, &f), 0);
+	for (i = 0; i < 512 && !(same && other); i++) {
+		struct cairn_attr x;
+
+		snprintf(name, sizeof(name), "k%d", i);
+		CHECK_EQ(mk(&d.fid, name, S_IFREG | 0644, &x), 0);
+		if ((x.fid.vnode & 0xff) == (f.fid.vnode & 0xff)) {
+			if (!same)
+				k = x;
+			same = 1;
+		} else if (!other) {
+			o = x;
+			other = 1;
+		}
+	}
+	CHECK(same && other);
+	if (!same || !other)
+		return;
+	CHECK_EQ(wr(&f.fid, 0, "f"), 0); /* new data file: XX needs a sync */
+	CHECK_EQ(wr(&k.fid, 0, "k"), 0);
+	CHECK_EQ(wr(&o.fid, 0, "o"), 0);
+	sync_fail_left = 1;
+	store_os.fsync = fsync_dir_fail;
+	CHECK_EQ(store_fsync(st, &f.fid, 0), -EIO);
+	CHECK_EQ(sync_fail_left, 0);
+	CHECK_EQ(store_fsync(st, &f.fid, 0), -EIO);
+	CHECK_EQ(store_fsync(st, &k.fid, 0), -EIO);
+	CHECK_EQ(store_write(st, &k.fid, 0, "K", 1, WR_SYNC, &a), -EIO);
+	CHECK_EQ(store_fsync(st, &o.fid, 0), 0);
+	/* the files' data itself is fine */
+	CHECK_EQ(wr(&f.fid, 1, "g"), 0);
+	store_os_reset();
+	reopen();
+	CHECK_EQ(store_fsync(st, &f.fid, 0), 0);
+	CHECK_EQ(store_fsync(st, &k.fid, 0), 0);
+	CHECK_EQ(fsck_quiet(), 0);
+}
+
 /* ---- record codecs (store_rec.h) -------------------------------------- */
 
 /* Decoders get their bytes in a heap block of exactly n bytes, so that
@@ -1791,6 +1968,9 @@ int main(void)
 	run("dir_size", t_dir_size);
 	run("wr_sync_makes_data_file_name_durable", t_name_durable);
 	run("first_start_syncs_new_dirs", t_first_start_syncs);
+	run("fsync_error_sticky", t_fsync_error_sticky);
+	run("wr_sync_error_sticky", t_wr_sync_error_sticky);
+	run("dir_sync_error_sticky", t_dir_sync_error_sticky);
 	run("server_id_stable_and_adopted", t_server_id);
 	run("rec_inode_codec", t_rec_inode);
 	run("rec_dirent_dirseq_codecs", t_rec_dirent);
