@@ -193,7 +193,7 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size,
 			break;
 		if (plus) {
 			if ((rc = itab_add_entry(fs->itab, ino, name, len, a,
-						 fresh)))
+						 fresh, NULL)))
 				goto out;
 			counted[ncounted++] = e.ino;
 		} else {

@@ -13,54 +13,51 @@
 #include "notify.h"
 
 /*
- * Count an open file (not directories) so unlink can tell it is open, and
- * answer. Returns 1 when the reply did not reach the kernel (interrupted):
- * no release will come, so the caller must fs_release_open(), outside any
- * notify_reply section (it may call the server).
+ * Answer an open the inode table has counted (files only, so that unlink
+ * can tell a file is open). Returns 1 when the reply did not reach the
+ * kernel (interrupted): no release will come, so the caller must
+ * fs_release_open(), outside any notify_reply section (it may call the
+ * server).
  */
-static int reply_open(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
-		      struct fuse_file_info *fi, int isdir)
+static int reply_open(fuse_req_t req, struct fuse_file_info *fi, int isdir)
 {
-	if (!isdir)
-		itab_open_inc(fs->itab, ino);
 	return fuse_reply_open(req, fi) < 0 && !isdir;
 }
 
 /*
  * open/opendir. Close-to-open: unless the promise stands and the page cache
  * holds the current version, fetch fresh attributes first and let the
- * kernel drop its cached pages (keep_cache 0).
+ * kernel drop its cached pages (keep_cache 0). When the cache may stay,
+ * the inode table is looked at once and the server not at all.
  */
 void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 	     int isdir)
 {
 	struct fs *fs = req_fs(req);
 	uint64_t seq = notify_seq(fs->ntf);
+	int trunc = !isdir && (fi->flags & O_TRUNC);
 	struct cairn_fid fid;
 	struct cairn_attr a;
 	int fresh, lost, rc;
 
 	fi->fh = 0;
-	if ((rc = itab_fid(fs->itab, ino, &fid)))
+	rc = itab_open_begin(fs->itab, ino, !trunc, !isdir, &fid);
+	if (rc < 0)
 		goto out;
-	if (!isdir && (fi->flags & O_TRUNC)) {
-		rc = fs_truncate(req, fs, &fid, &a);
-	} else if (itab_keep_cache(fs->itab, ino)) {
+	if (rc == 1) {
 		fi->keep_cache = 1;
-		if (reply_open(req, fs, ino, fi, isdir))
+		if (reply_open(req, fi, isdir))
 			fs_release_open(fs, ino);
 		return;
-	} else {
-		rc = fs_getattr(req, fs, &fid, &a);
 	}
+	rc = trunc ? fs_truncate(req, fs, &fid, &a)
+		   : fs_getattr(req, fs, &fid, &a);
 	if (rc)
 		goto out;
 	fresh = notify_reply_begin(fs->ntf, seq);
-	itab_update(fs->itab, &a, fresh);
-	if (fresh)
-		itab_set_cached(fs->itab, ino, a.dv);
+	itab_open_end(fs->itab, ino, &a, fresh, !isdir);
 	fi->keep_cache = 0;
-	lost = reply_open(req, fs, ino, fi, isdir);
+	lost = reply_open(req, fi, isdir);
 	notify_reply_end(fs->ntf);
 	/* Only now: it may call the server (docs/LOCKING.md). */
 	if (lost)

@@ -40,11 +40,12 @@ static void reply_entry(fuse_req_t req, struct fs *fs, uint64_t seq,
 {
 	struct fuse_entry_param e;
 	int fresh = notify_reply_begin(fs->ntf, seq);
-	int lost_open = 0, rc;
+	int lost_open = 0, dir_promise, rc;
 
 	if (dir)
 		itab_update(fs->itab, dir, fresh);
-	rc = itab_add_entry(fs->itab, parent, name, len, a, fresh);
+	rc = itab_add_entry(fs->itab, parent, name, len, a, fresh,
+			    &dir_promise);
 	if (rc < 0) {
 		notify_reply_end(fs->ntf);
 		reply_error(req, rc);
@@ -52,15 +53,14 @@ static void reply_entry(fuse_req_t req, struct fs *fs, uint64_t seq,
 	}
 	fs_fill_entry(&e, a, fresh);
 	/* The name is only as current as the directory's promise. */
-	if (!itab_promised(fs->itab, parent))
+	if (!dir_promise)
 		e.entry_timeout = 0;
 	if (fi) {
-		/* A new file's page cache is empty, so it is valid at this
-		 * version; an existing one opened through create is not. */
-		if (fresh)
-			itab_set_cached(fs->itab, e.ino, a->dv);
+		/* A new file's page cache is empty, so it may be kept; an
+		 * existing one opened through create is dropped, and what
+		 * the kernel reads next is of this version either way. */
 		fi->keep_cache = created && fresh;
-		itab_open_inc(fs->itab, e.ino);
+		itab_open_end(fs->itab, e.ino, a, fresh, 1);
 		rc = fuse_reply_create(req, &e, fi);
 		lost_open = rc < 0;
 	} else {
@@ -84,9 +84,8 @@ static void reply_negative(fuse_req_t req, struct fs *fs, uint64_t seq,
 	struct fuse_entry_param e;
 	int fresh = notify_reply_begin(fs->ntf, seq);
 
-	/* A negative LOOKUP promises the directory. */
-	if (fresh)
-		itab_set_promised(fs->itab, parent);
+	/* A negative LOOKUP promises the directory, and the table records
+	 * that with the entry. */
 	if (fresh && itab_add_negative(fs->itab, parent, name, len) == 0) {
 		memset(&e, 0, sizeof(e));
 		e.ino = 0;
@@ -107,16 +106,16 @@ void fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	struct msg_lookup_req q;
 	struct msg_attr p;
 	size_t len;
-	int rc;
+	int promise, rc;
 
 	if ((rc = check_name(name, &len)) ||
-	    (rc = itab_fid(fs->itab, parent, &q.dir)))
+	    (rc = itab_fid_promise(fs->itab, parent, &q.dir, &promise)))
 		goto out;
 	q.name = entry_name(name, len);
 	/* The entry is covered by the promise on the directory, which a
 	 * positive LOOKUP does not register: take it first if it is gone, so
 	 * that a change between the two requests is broken to us. */
-	if (!itab_promised(fs->itab, parent)) {
+	if (!promise) {
 		struct cairn_attr da;
 
 		if ((rc = fs_getattr(req, fs, &q.dir, &da)))

@@ -24,8 +24,8 @@
  * Callback state per inode:
  *   promise      set by replies that arrived with no break in between,
  *                cleared by breaks and reconnects;
- *   cache_valid  set when open filled the page cache at cache_dv after a
- *                fresh GETATTR; cleared with the promise;
+ *   cache_valid  set when open (or create) filled the page cache at
+ *                cache_dv after a fresh GETATTR; cleared with the promise;
  *   xabsent      bit mask of well-known xattrs known to be absent, valid
  *                with the promise.
  *
@@ -34,7 +34,11 @@
  * t->nnegs is the sum of every inode's nnegs and t->nnames the number of
  * inames in the entry hash.
  *
- * Locking: everything is guarded by itab.lock.
+ * Locking: everything is guarded by itab.lock. The calls a FUSE request
+ * makes on its fast path are shaped so that it takes the lock and searches
+ * once: open through itab_open_begin (FID, keep-cache decision and open
+ * count), lookup through itab_fid_promise before its LOOKUP and
+ * itab_add_entry (which reports the directory's promise) after it.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -387,10 +391,11 @@ void itab_destroy(struct itab *t)
 }
 
 int itab_add_entry(struct itab *t, uint64_t parent, const char *name,
-		   size_t len, const struct cairn_attr *a, int promise)
+		   size_t len, const struct cairn_attr *a, int promise,
+		   int *dir_promise)
 {
 	uint64_t ino = a->fid.vnode;
-	struct inode *n, *fresh;
+	struct inode *n, *fresh, *dir;
 	struct iname *in, *old;
 
 	if (ino == 0 || len == 0 || len > CAIRN_NAME_MAX)
@@ -423,6 +428,7 @@ int itab_add_entry(struct itab *t, uint64_t parent, const char *name,
 	n->nlookup++;
 	apply_attr(n, a, promise);
 
+	dir = find(t, parent);
 	old = find_entry(t, parent, name, len);
 	if (old && old->owner == n) {
 		free(in);
@@ -430,9 +436,11 @@ int itab_add_entry(struct itab *t, uint64_t parent, const char *name,
 		/* A negative entry, or a name that now means another inode. */
 		if (old)
 			iname_drop(t, old);
-		iname_insert(t, in, n, find(t, parent));
+		iname_insert(t, in, n, dir);
 	}
 	trim_names(t, n);
+	if (dir_promise)
+		*dir_promise = dir && dir->promise;
 	pthread_mutex_unlock(&t->lock);
 	free(fresh);
 	return 0;
@@ -477,6 +485,7 @@ int itab_add_negative(struct itab *t, uint64_t parent, const char *name,
 		rc = -ESTALE;
 		goto out;
 	}
+	dir->promise = 1;
 	old = find_entry(t, parent, name, len);
 	if (old && !old->owner)
 		goto out; /* already recorded; `in` freed below */
@@ -602,6 +611,19 @@ int itab_fid(struct itab *t, uint64_t ino, struct cairn_fid *fid)
 	return rc;
 }
 
+int itab_fid_promise(struct itab *t, uint64_t ino, struct cairn_fid *fid,
+		     int *promise)
+{
+	struct isnap s;
+	int rc = snap(t, ino, &s);
+
+	if (!rc) {
+		*fid = s.info.fid;
+		*promise = s.info.promise;
+	}
+	return rc;
+}
+
 int itab_parent(struct itab *t, uint64_t ino, uint64_t *parent)
 {
 	struct isnap s;
@@ -623,25 +645,44 @@ void itab_update(struct itab *t, const struct cairn_attr *a, int promise)
 	pthread_mutex_unlock(&t->lock);
 }
 
-void itab_set_cached(struct itab *t, uint64_t ino, uint64_t dv)
+int itab_open_begin(struct itab *t, uint64_t ino, int keep, int count,
+		    struct cairn_fid *fid)
+{
+	struct inode *n;
+	int rc = -ESTALE;
+
+	pthread_mutex_lock(&t->lock);
+	n = find(t, ino);
+	if (n) {
+		*fid = n->fid;
+		rc = keep && n->promise && n->cache_valid &&
+		     n->cache_dv == n->dv;
+		if (rc && count)
+			n->nopen++;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return rc;
+}
+
+void itab_open_end(struct itab *t, uint64_t ino, const struct cairn_attr *a,
+		   int promise, int count)
 {
 	struct inode *n;
 
 	pthread_mutex_lock(&t->lock);
 	n = find(t, ino);
-	if (n && n->promise && n->dv == dv) {
-		n->cache_valid = 1;
-		n->cache_dv = dv;
+	if (n && a->fid.vnode == ino && n->fid.uniq == a->fid.uniq) {
+		apply_attr(n, a, promise);
+		/* The kernel drops its pages for this open (no keep_cache)
+		 * and refills them at a->dv; a promise makes that last. */
+		if (promise) {
+			n->cache_valid = 1;
+			n->cache_dv = a->dv;
+		}
 	}
+	if (n && count)
+		n->nopen++;
 	pthread_mutex_unlock(&t->lock);
-}
-
-int itab_keep_cache(struct itab *t, uint64_t ino)
-{
-	struct isnap s;
-
-	return !snap(t, ino, &s) && s.info.promise && s.info.cache_valid &&
-	       s.info.cache_dv == s.info.dv;
 }
 
 unsigned itab_xattr_absent(struct itab *t, uint64_t ino, unsigned mask)
@@ -692,13 +733,6 @@ int itab_break(struct itab *t, uint64_t ino, itab_visit_fn fn, void *arg)
 	return n ? 0 : -ENOENT;
 }
 
-int itab_promised(struct itab *t, uint64_t ino)
-{
-	struct isnap s;
-
-	return !snap(t, ino, &s) && s.info.promise;
-}
-
 void itab_set_promised(struct itab *t, uint64_t ino)
 {
 	struct inode *n;
@@ -729,17 +763,6 @@ void itab_break_all(struct itab *t, itab_visit_fn fn, void *arg)
 	for (size_t i = 0; i < t->inodes.n; i++)
 		for (struct inode *n = t->inodes.b[i]; n; n = n->hnext)
 			drop_entries(t, n);
-	pthread_mutex_unlock(&t->lock);
-}
-
-void itab_open_inc(struct itab *t, uint64_t ino)
-{
-	struct inode *n;
-
-	pthread_mutex_lock(&t->lock);
-	n = find(t, ino);
-	if (n)
-		n->nopen++;
 	pthread_mutex_unlock(&t->lock);
 }
 

@@ -68,18 +68,23 @@ void itab_destroy(struct itab *t);
  * reference (creating the inode if needed), record the name, drop a
  * negative entry of that name, and take a->dv as the known data version.
  * `promise` says whether the callback promise carried by the reply still
- * stands (no break arrived meanwhile). Returns 0, -ENOMEM (nothing taken)
- * or -EINVAL (ino 0 or a name over CAIRN_NAME_MAX).
+ * stands (no break arrived meanwhile). dir_promise (may be NULL) gets
+ * whether the promise on `parent` stands, which is what covers the name
+ * (0 for an unknown parent). Returns 0, -ENOMEM (nothing taken) or
+ * -EINVAL (ino 0 or a name over CAIRN_NAME_MAX).
  */
 int itab_add_entry(struct itab *t, uint64_t parent, const char *name,
-		   size_t len, const struct cairn_attr *a, int promise);
+		   size_t len, const struct cairn_attr *a, int promise,
+		   int *dir_promise);
 /* Drop `n` lookup references (FUSE forget). Unknown inos are ignored. */
 void itab_forget(struct itab *t, uint64_t ino, uint64_t n);
 
 /*
- * Record a negative entry handed to the kernel. Returns 0, -ENOSPC when
- * over ITAB_NEGS_*_MAX (do not cache it for long), -ESTALE when the
- * directory is unknown, -ENOMEM.
+ * A negative LOOKUP reply arrived with no break in between: the server
+ * promised the directory (as itab_set_promised), and the kernel is to be
+ * handed the negative entry: record it. Returns 0, -ENOSPC when over
+ * ITAB_NEGS_*_MAX (do not cache it for long), -ESTALE when the directory
+ * is unknown, -ENOMEM (then nothing changed).
  */
 int itab_add_negative(struct itab *t, uint64_t parent, const char *name,
 		      size_t len);
@@ -97,6 +102,9 @@ void itab_rename(struct itab *t, uint64_t oldparent, const char *oldname,
 
 /* The FID of ino: 0, or -ESTALE when the kernel should not know it. */
 int itab_fid(struct itab *t, uint64_t ino, struct cairn_fid *fid);
+/* itab_fid, and *promise gets whether the promise on ino stands. */
+int itab_fid_promise(struct itab *t, uint64_t ino, struct cairn_fid *fid,
+		     int *promise);
 /* Parent ino of the first recorded name (root: itself). 0 or -ESTALE. */
 int itab_parent(struct itab *t, uint64_t ino, uint64_t *parent);
 
@@ -108,11 +116,27 @@ int itab_parent(struct itab *t, uint64_t ino, uint64_t *parent);
  * the promise is gone and the page cache is no longer trusted.
  */
 void itab_update(struct itab *t, const struct cairn_attr *a, int promise);
-/* The page cache of ino now holds (or will be filled with) version dv. */
-void itab_set_cached(struct itab *t, uint64_t ino, uint64_t dv);
-/* 1 when open may keep the page cache: the promise stands and the data
- * version has not changed since the cache was filled. */
-int itab_keep_cache(struct itab *t, uint64_t ino);
+
+/*
+ * Opening ino (open, opendir), in one look at the table: *fid gets its
+ * FID. With keep set, when the kernel may keep its page cache (the promise
+ * stands and the data version has not changed since the cache was filled),
+ * the open is done here: counted when count is set (see itab_open_dec),
+ * and 1 returned; the caller answers with keep_cache. Else 0: the caller
+ * fetches attributes and finishes with itab_open_end. -ESTALE when the
+ * kernel should not know ino.
+ */
+int itab_open_begin(struct itab *t, uint64_t ino, int keep, int count,
+		    struct cairn_fid *fid);
+/*
+ * Finish opening ino (open, opendir, create) with its attributes `a`
+ * fetched for the open: take them as itab_update does; when `promise`
+ * stands, the page cache the kernel now fills holds version a->dv (a later
+ * open may keep it); count the open when count is set. One look at the
+ * table. Attributes of another object than ino are not taken.
+ */
+void itab_open_end(struct itab *t, uint64_t ino, const struct cairn_attr *a,
+		   int promise, int count);
 
 /*
  * Absent-xattr cache for a few well-known names the kernel and tools ask
@@ -141,10 +165,9 @@ typedef void (*itab_visit_fn)(void *arg, uint64_t ino, uint64_t parent,
  * Returns 0, or -ENOENT when the kernel was never told about ino.
  */
 int itab_break(struct itab *t, uint64_t ino, itab_visit_fn fn, void *arg);
-/* Whether the promise on ino stands (0 for unknown inodes). */
-int itab_promised(struct itab *t, uint64_t ino);
 /* The server promised ino in a reply that carried no attributes for it
- * (READDIR, a negative LOOKUP): the promise stands again. */
+ * (READDIR; for a negative LOOKUP, itab_add_negative does this): the
+ * promise stands again. */
 void itab_set_promised(struct itab *t, uint64_t ino);
 
 /*
@@ -159,14 +182,13 @@ void itab_break_all(struct itab *t, itab_visit_fn fn, void *arg);
  * file unlinked while open here is renamed to a hidden name instead
  * (NFS-style) and removed at its last release.
  *
- * itab_open_inc/dec count FUSE opens of ino. itab_set_silly records the
- * hidden name (parent, name) of an open ino (-ENOENT if unknown, -EBUSY if
- * it already has one). itab_open_dec returns 1 when that was the last open
+ * itab_open_begin/end count FUSE opens of ino, itab_open_dec takes one
+ * back. itab_set_silly records the hidden name (parent, name) of an open
+ * ino (-ENOENT if unknown, -EBUSY if it already has one). itab_open_dec returns 1 when that was the last open
  * and a silly name is pending: it is copied to *parent / name (namesz >=
  * CAIRN_NAME_MAX + 1) and forgotten, and the caller removes it; else 0.
  * itab_silly returns 1 while ino has a pending silly name.
  */
-void itab_open_inc(struct itab *t, uint64_t ino);
 int itab_open_dec(struct itab *t, uint64_t ino, uint64_t *parent, char *name,
 		  size_t namesz);
 unsigned itab_open_count(struct itab *t, uint64_t ino);

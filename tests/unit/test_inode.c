@@ -1,8 +1,9 @@
 /*
  * test_inode.c - unit tests for client/inode.h: lookup counts and forget,
  * recorded names (hard links, rename, exchange, unlink, the per-inode cap),
- * negative entries and their caps, the callback and page-cache state, the
- * reconnect walk, and concurrent use from several threads.
+ * negative entries and their caps, the callback and page-cache state, what
+ * open and lookup see in their one look at the table, the reconnect walk,
+ * and concurrent use from several threads.
  *
  * Output: one "ok - NAME" or "not ok - NAME" line per test; exit status 1
  * if any failed.
@@ -49,7 +50,24 @@ static int add(struct itab *t, uint64_t parent, const char *name,
 {
 	struct cairn_attr a = attr_of(vnode, (uint32_t)vnode * 7 + 1, dv);
 
-	return itab_add_entry(t, parent, name, strlen(name), &a, promise);
+	return itab_add_entry(t, parent, name, strlen(name), &a, promise, NULL);
+}
+
+/* Would open keep ino's page cache? (1, 0, or -ESTALE; counts nothing.) */
+static int keeps(struct itab *t, uint64_t ino)
+{
+	struct cairn_fid fid;
+
+	return itab_open_begin(t, ino, 1, 0, &fid);
+}
+
+/* Whether the promise on ino stands (0 for an unknown ino). */
+static int promised(struct itab *t, uint64_t ino)
+{
+	struct cairn_fid fid;
+	int promise = 0;
+
+	return itab_fid_promise(t, ino, &fid, &promise) == 0 && promise;
 }
 
 static void t_root(void)
@@ -172,6 +190,7 @@ static void t_names(void)
 static void t_negative(void)
 {
 	struct itab *t = new_table();
+	struct cairn_attr root = attr_of(ITAB_ROOT_INO, 1, 1);
 	struct itab_info info;
 	int rc = 0, n;
 
@@ -190,6 +209,12 @@ static void t_negative(void)
 	CHECK_EQ(itab_break(t, 1, NULL, NULL), 0);
 	CHECK_EQ(itab_entry(t, 1, "gone", 4), -ENOENT);
 	CHECK_EQ(itab_entry(t, 1, "missing", 7), -ENOENT);
+	/* A negative LOOKUP promises the directory again. */
+	CHECK_EQ(promised(t, 1), 0);
+	CHECK_EQ(itab_add_negative(t, 1, "gone", 4), 0);
+	CHECK_EQ(promised(t, 1), 1);
+	CHECK_EQ(itab_entry(t, 1, "gone", 4), 0);
+	itab_remove_entry(t, 1, "gone", 4);
 	CHECK_EQ(itab_break(t, 999, NULL, NULL), -ENOENT);
 	/* Unknown directory. */
 	CHECK_EQ(itab_add_negative(t, 999, "x", 1), -ESTALE);
@@ -206,6 +231,13 @@ static void t_negative(void)
 	CHECK_EQ(n, ITAB_NEGS_DIR_MAX);
 	CHECK_EQ(itab_info(t, 1, &info), 0);
 	CHECK_EQ(info.nnegs, ITAB_NEGS_DIR_MAX);
+	/* The negative LOOKUP still promised the directory: a reply that
+	 * took the promise away (keeping the entries), then one over the
+	 * cap. */
+	itab_update(t, &root, 0);
+	CHECK_EQ(promised(t, 1), 0);
+	CHECK_EQ(itab_add_negative(t, 1, "over", 4), -ENOSPC);
+	CHECK_EQ(promised(t, 1), 1);
 	/* A directory's negative entries go when it is forgotten. */
 	CHECK_EQ(add(t, 1, "sub", 30, 1, 1), 0);
 	CHECK_EQ(itab_add_negative(t, 30, "nothere", 7), 0);
@@ -221,41 +253,47 @@ static void t_callback_state(void)
 	struct itab_info info;
 
 	CHECK_EQ(add(t, 1, "f", 40, 5, 1), 0);
-	CHECK_EQ(itab_keep_cache(t, 40), 0); /* never opened */
-	itab_set_cached(t, 40, 5);
-	CHECK_EQ(itab_keep_cache(t, 40), 1);
+	CHECK_EQ(keeps(t, 40), 0); /* never opened */
+	itab_open_end(t, 40, &a, 1, 0); /* opened after a fresh GETATTR */
+	CHECK_EQ(keeps(t, 40), 1);
 	/* Our own write: the page cache follows the new version. */
 	a.dv = 6;
 	itab_update(t, &a, 1);
-	CHECK_EQ(itab_keep_cache(t, 40), 1);
+	CHECK_EQ(keeps(t, 40), 1);
 	CHECK_EQ(itab_info(t, 40, &info), 0);
 	CHECK_EQ(info.dv, 6);
 	CHECK_EQ(info.cache_dv, 6);
 	/* A break ends the promise and the cache. */
-	CHECK_EQ(itab_promised(t, 40), 1);
+	CHECK_EQ(promised(t, 40), 1);
 	CHECK_EQ(itab_break(t, 40, NULL, NULL), 0);
-	CHECK_EQ(itab_keep_cache(t, 40), 0);
+	CHECK_EQ(keeps(t, 40), 0);
 	CHECK_EQ(itab_info(t, 40, &info), 0);
 	CHECK_EQ(info.promise, 0);
-	CHECK_EQ(itab_promised(t, 40), 0);
+	CHECK_EQ(info.cache_valid, 0);
+	CHECK_EQ(promised(t, 40), 0);
 	CHECK_EQ(itab_break(t, 41, NULL, NULL), -ENOENT);
 	/* A promise registered without attributes (READDIR). */
 	itab_set_promised(t, 40);
-	CHECK_EQ(itab_promised(t, 40), 1);
+	CHECK_EQ(promised(t, 40), 1);
 	itab_update(t, &a, 0);
 	/* A fresh reply restores the promise but not the cache. */
 	a.dv = 9;
 	itab_update(t, &a, 1);
-	CHECK_EQ(itab_keep_cache(t, 40), 0);
-	itab_set_cached(t, 40, 8); /* stale version: refused */
-	CHECK_EQ(itab_keep_cache(t, 40), 0);
-	itab_set_cached(t, 40, 9);
-	CHECK_EQ(itab_keep_cache(t, 40), 1);
+	CHECK_EQ(keeps(t, 40), 0);
+	/* An open whose GETATTR raced with a break: nothing is trusted
+	 * (the cache only ever stands with the promise). */
+	itab_open_end(t, 40, &a, 0, 0);
+	CHECK_EQ(keeps(t, 40), 0);
+	CHECK_EQ(itab_info(t, 40, &info), 0);
+	CHECK_EQ(info.promise, 0);
+	CHECK_EQ(info.cache_valid, 0);
+	itab_open_end(t, 40, &a, 1, 0);
+	CHECK_EQ(keeps(t, 40), 1);
 	/* A reply that raced with a break. */
 	itab_update(t, &a, 0);
-	CHECK_EQ(itab_keep_cache(t, 40), 0);
-	itab_set_cached(t, 40, 9); /* no promise: refused */
-	CHECK_EQ(itab_keep_cache(t, 40), 0);
+	CHECK_EQ(keeps(t, 40), 0);
+	CHECK_EQ(itab_info(t, 40, &info), 0);
+	CHECK_EQ(info.cache_valid, 0);
 	/* Absent xattrs follow the promise. */
 	itab_update(t, &a, 1);
 	itab_set_xattr_absent(t, 40, 1, 1);
@@ -294,6 +332,7 @@ static void t_break_all(void)
 {
 	struct itab *t = new_table();
 	struct visit_count c = { 0, 0, 0 };
+	struct cairn_attr a3 = attr_of(3, 3 * 7 + 1, 1);
 	struct itab_info info;
 
 	CHECK_EQ(add(t, 1, "a", 2, 1, 1), 0);
@@ -301,12 +340,13 @@ static void t_break_all(void)
 	CHECK_EQ(add(t, 2, "c", 3, 1, 1), 0);
 	CHECK_EQ(itab_add_negative(t, 1, "no", 2), 0);
 	CHECK_EQ(itab_add_negative(t, 2, "no", 2), 0);
-	itab_set_cached(t, 3, 1);
+	itab_open_end(t, 3, &a3, 1, 0);
+	CHECK_EQ(keeps(t, 3), 1);
 	itab_break_all(t, count_visit, &c);
 	CHECK_EQ(c.inodes, 3);
 	CHECK_EQ(c.names, 3);
 	CHECK_EQ(c.negs, 2);
-	CHECK_EQ(itab_keep_cache(t, 3), 0);
+	CHECK_EQ(keeps(t, 3), 0);
 	CHECK_EQ(itab_info(t, 1, &info), 0);
 	CHECK_EQ(info.promise, 0);
 	CHECK_EQ(info.nnegs, 0);
@@ -342,8 +382,119 @@ static void t_break_dir(void)
 	CHECK_EQ(itab_info(t, 3, &info), 0);
 	CHECK_EQ(info.nnames, 0);
 	CHECK_EQ(info.nlookup, 1);
-	CHECK_EQ(itab_promised(t, 2), 0);
-	CHECK_EQ(itab_promised(t, 3), 1);
+	CHECK_EQ(promised(t, 2), 0);
+	CHECK_EQ(promised(t, 3), 1);
+	itab_destroy(t);
+}
+
+/* open in one look at the table: the FID, whether the page cache may stay,
+ * and the open count; and the end of an open that fetched attributes. */
+static void t_open(void)
+{
+	struct itab *t = new_table();
+	struct cairn_attr a = attr_of(50, 50 * 7 + 1, 3);
+	struct cairn_attr reused = attr_of(50, 999, 8);
+	struct cairn_attr other = attr_of(51, 51 * 7 + 1, 9);
+	char name[CAIRN_NAME_MAX + 1];
+	struct itab_info info;
+	struct cairn_fid fid;
+	uint64_t parent;
+
+	CHECK_EQ(itab_open_begin(t, 50, 1, 1, &fid), -ESTALE);
+	CHECK_EQ(add(t, 1, "f", 50, 3, 1), 0);
+	/* Never opened: the caller fetches attributes; nothing counted. */
+	memset(&fid, 0, sizeof(fid));
+	CHECK_EQ(itab_open_begin(t, 50, 1, 1, &fid), 0);
+	CHECK_EQ(fid.vnode, 50);
+	CHECK_EQ(fid.uniq, 50 * 7 + 1);
+	CHECK_EQ(itab_open_count(t, 50), 0);
+	itab_open_end(t, 50, &a, 1, 1);
+	CHECK_EQ(itab_open_count(t, 50), 1);
+	CHECK_EQ(itab_info(t, 50, &info), 0);
+	CHECK_EQ(info.cache_valid, 1);
+	CHECK_EQ(info.cache_dv, 3);
+	/* The fast path: kept and counted in the same call. */
+	memset(&fid, 0, sizeof(fid));
+	CHECK_EQ(itab_open_begin(t, 50, 1, 1, &fid), 1);
+	CHECK_EQ(fid.vnode, 50);
+	CHECK_EQ(itab_open_count(t, 50), 2);
+	/* O_TRUNC (keep 0) never keeps and counts nothing yet; a directory
+	 * (count 0) is never counted. */
+	CHECK_EQ(itab_open_begin(t, 50, 0, 1, &fid), 0);
+	CHECK_EQ(itab_open_begin(t, 50, 1, 0, &fid), 1);
+	CHECK_EQ(itab_open_count(t, 50), 2);
+	/* A break: the next open fetches attributes again. */
+	CHECK_EQ(itab_break(t, 50, NULL, NULL), 0);
+	CHECK_EQ(itab_open_begin(t, 50, 1, 1, &fid), 0);
+	CHECK_EQ(itab_open_count(t, 50), 2);
+	/* Its GETATTR raced with another break: counted, attributes taken,
+	 * neither promise nor cache. */
+	a.dv = 4;
+	itab_open_end(t, 50, &a, 0, 1);
+	CHECK_EQ(itab_open_count(t, 50), 3);
+	CHECK_EQ(itab_info(t, 50, &info), 0);
+	CHECK_EQ(info.dv, 4);
+	CHECK_EQ(info.promise, 0);
+	CHECK_EQ(info.cache_valid, 0);
+	/* Attributes of another object (a broken server) are not taken, and
+	 * the open still counts. */
+	itab_open_end(t, 50, &reused, 1, 1);
+	itab_open_end(t, 50, &other, 1, 0);
+	CHECK_EQ(itab_open_count(t, 50), 4);
+	CHECK_EQ(itab_info(t, 50, &info), 0);
+	CHECK_EQ(info.dv, 4);
+	CHECK_EQ(info.promise, 0);
+	CHECK_EQ(info.cache_valid, 0);
+	CHECK_EQ(keeps(t, 50), 0);
+	/* Unknown inodes: nothing happens. */
+	itab_open_end(t, 77, &a, 1, 1);
+	CHECK_EQ(itab_info(t, 77, &info), -ENOENT);
+	/* Every open counted is released once. */
+	for (int i = 0; i < 4; i++)
+		CHECK_EQ(itab_open_dec(t, 50, &parent, name, sizeof(name)), 0);
+	CHECK_EQ(itab_open_count(t, 50), 0);
+	itab_destroy(t);
+}
+
+/* lookup's looks: the directory's FID with its promise before the call,
+ * the entry with the promise that covers its name after it. */
+static void t_lookup_promise(void)
+{
+	struct itab *t = new_table();
+	struct cairn_attr d = attr_of(60, 60 * 7 + 1, 1);
+	struct cairn_attr f = attr_of(61, 61 * 7 + 1, 1);
+	struct cairn_fid fid;
+	int promise = -1, dp = -1;
+
+	CHECK_EQ(itab_fid_promise(t, 60, &fid, &promise), -ESTALE);
+	CHECK_EQ(itab_add_entry(t, 1, "d", 1, &d, 1, &dp), 0);
+	CHECK_EQ(dp, 1); /* the root is promised from the start */
+	memset(&fid, 0, sizeof(fid));
+	CHECK_EQ(itab_fid_promise(t, 60, &fid, &promise), 0);
+	CHECK_EQ(fid.vnode, 60);
+	CHECK_EQ(fid.uniq, 60 * 7 + 1);
+	CHECK_EQ(promise, 1);
+	CHECK_EQ(itab_add_entry(t, 60, "f", 1, &f, 1, &dp), 0);
+	CHECK_EQ(dp, 1);
+	/* A break on the directory: its names are not covered any more,
+	 * while the objects keep their own promises. */
+	CHECK_EQ(itab_break(t, 60, NULL, NULL), 0);
+	CHECK_EQ(itab_fid_promise(t, 60, &fid, &promise), 0);
+	CHECK_EQ(promise, 0);
+	CHECK_EQ(itab_add_entry(t, 60, "f", 1, &f, 1, &dp), 0);
+	CHECK_EQ(dp, 0);
+	CHECK_EQ(promised(t, 61), 1);
+	/* A reply for the directory itself brings its promise back. */
+	itab_update(t, &d, 1);
+	CHECK_EQ(itab_add_entry(t, 60, "f", 1, &f, 1, &dp), 0);
+	CHECK_EQ(dp, 1);
+	/* A name in an unknown directory is covered by nothing. */
+	CHECK_EQ(itab_add_entry(t, 999, "g", 1, &f, 1, &dp), 0);
+	CHECK_EQ(dp, 0);
+	/* Bad input: nothing taken, dp untouched. */
+	dp = -1;
+	CHECK_EQ(itab_add_entry(t, 60, "", 0, &f, 1, &dp), -EINVAL);
+	CHECK_EQ(dp, -1);
 	itab_destroy(t);
 }
 
@@ -391,6 +542,21 @@ static void *worker_main(void *arg)
 			 (unsigned long long)vnode, (int)(rand_r(&seed) % 3));
 		if (add(w->t, 1, name, vnode, (uint64_t)i, i & 1))
 			w->errors++;
+		if (i % 3 == 0) {
+			struct cairn_attr a = attr_of(vnode,
+						      (uint32_t)vnode * 7 + 1,
+						      (uint64_t)i);
+			struct cairn_fid fid;
+			uint64_t parent;
+			int rc = itab_open_begin(w->t, vnode, 1, 1, &fid);
+
+			/* Referenced by this thread: always known. */
+			if (rc < 0 || fid.vnode != vnode)
+				w->errors++;
+			if (rc == 0)
+				itab_open_end(w->t, vnode, &a, i & 2, 1);
+			itab_open_dec(w->t, vnode, &parent, name, sizeof(name));
+		}
 		if (i % 5 == 0)
 			itab_add_negative(w->t, 1, "neg", 3);
 		if (i % 7 == 0)
@@ -444,6 +610,8 @@ int main(void)
 	run("names: links, unlink, rename, exchange, cap", t_names);
 	run("negative entries and their caps", t_negative);
 	run("promise and page cache state", t_callback_state);
+	run("open: one look decides, counts, and ends", t_open);
+	run("lookup: directory promise before and after", t_lookup_promise);
 	run("break all visits every inode, name and negative entry",
 	    t_break_all);
 	run("break on a directory uncovers its entries", t_break_dir);
