@@ -60,7 +60,13 @@ struct notify {
 	int started;
 	pthread_t thread;
 
-	struct notify_stats st;     /* atomics */
+	struct {                    /* atomics; logged by notify_stop */
+		uint64_t breaks;        /* break records received */
+		uint64_t reconnects;
+		uint64_t invals_sent;   /* kernel notify calls made */
+		uint64_t invals_failed; /* ... that failed other than ENOENT */
+		uint64_t acks;          /* break acknowledgements sent */
+	} st;
 };
 
 struct nlist {
@@ -239,6 +245,11 @@ int notify_start(struct notify *n, struct fuse_session *se, struct itab *t,
 	return 0;
 }
 
+static uint64_t stat_get(const uint64_t *c)
+{
+	return __atomic_load_n(c, __ATOMIC_RELAXED);
+}
+
 void notify_stop(struct notify *n)
 {
 	if (!n || !n->started)
@@ -249,6 +260,13 @@ void notify_stop(struct notify *n)
 	pthread_mutex_unlock(&n->q_lock);
 	pthread_join(n->thread, NULL);
 	n->started = 0;
+	log_info("callback breaks: %llu records, %llu reconnects, %llu kernel "
+		 "invalidations (%llu failed), %llu acknowledgements",
+		 (unsigned long long)stat_get(&n->st.breaks),
+		 (unsigned long long)stat_get(&n->st.reconnects),
+		 (unsigned long long)stat_get(&n->st.invals_sent),
+		 (unsigned long long)stat_get(&n->st.invals_failed),
+		 (unsigned long long)stat_get(&n->st.acks));
 }
 
 void notify_destroy(struct notify *n)
@@ -451,15 +469,4 @@ int notify_reply_begin(struct notify *n, uint64_t seq)
 void notify_reply_end(struct notify *n)
 {
 	pthread_rwlock_unlock(&n->seq_lock);
-}
-
-void notify_get_stats(struct notify *n, struct notify_stats *st)
-{
-	st->breaks = __atomic_load_n(&n->st.breaks, __ATOMIC_RELAXED);
-	st->reconnects = __atomic_load_n(&n->st.reconnects, __ATOMIC_RELAXED);
-	st->invals_sent = __atomic_load_n(&n->st.invals_sent,
-					  __ATOMIC_RELAXED);
-	st->invals_failed = __atomic_load_n(&n->st.invals_failed,
-					    __ATOMIC_RELAXED);
-	st->acks = __atomic_load_n(&n->st.acks, __ATOMIC_RELAXED);
 }

@@ -49,7 +49,10 @@ int notify_create(struct notify **out);
 int notify_start(struct notify *n, struct fuse_session *se, struct itab *t,
 		 struct rpc *rpc);
 /* Stop the thread (pending invalidations are dropped: the session is
- * going away). Safe to call when not started. */
+ * going away) and log what it did: callback break records received,
+ * reconnects, kernel invalidations made and failed (other than ENOENT: a
+ * failure may leave the kernel caching what a break ended), and
+ * acknowledgements sent. Safe to call when not started. */
 void notify_stop(struct notify *n);
 void notify_destroy(struct notify *n);
 
@@ -64,15 +67,5 @@ uint64_t notify_seq(struct notify *n);
  * Must be paired with notify_reply_end() on the same thread. */
 int notify_reply_begin(struct notify *n, uint64_t seq);
 void notify_reply_end(struct notify *n);
-
-/* Counters for diagnostics. */
-struct notify_stats {
-	uint64_t breaks;       /* break records received */
-	uint64_t reconnects;
-	uint64_t invals_sent;  /* notify calls made */
-	uint64_t invals_failed;/* notify calls that failed other than ENOENT */
-	uint64_t acks;         /* break acknowledgements sent */
-};
-void notify_get_stats(struct notify *n, struct notify_stats *st);
 
 #endif
