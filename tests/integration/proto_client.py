@@ -5,6 +5,15 @@ A library for tests that talk to a live `cairn serve` without FUSE:
 frame encoding and decoding, HELLO, one helper per request op, and raw
 access for malformed-frame tests.
 
+No message layout is written here: at import the module reads the
+"## Frames", "## Value types" and "## Messages" tables of
+docs/PROTOCOL.md ($CAIRN_SRC_DIR/docs/PROTOCOL.md if set) and encodes and
+decodes every message by them (encode(), decode(), Conn.request()), so
+the document, this client and the C codec (tests/unit/test_msg_doc.c
+checks the same tables against it) agree; test_proto.py checks this
+client against the C encoders' bytes. The helpers below keep their
+argument lists and return shapes whatever the tables call the fields.
+
     from proto_client import Conn, CairnError
     c = Conn("127.0.0.1", port)
     root = c.hello()                       # attr dict of the root
@@ -25,6 +34,7 @@ and prints "ok - NAME" / "not ok - NAME" lines (exit 1 on failure).
 
 import errno as _errno
 import os
+import re
 import select
 import socket
 import struct
@@ -33,21 +43,11 @@ import time
 
 MAGIC = 0x4E524143
 VERSION = 1
-HDR = struct.Struct("<IHHIi")
-HDR_SIZE = 16
 MAX_PAYLOAD = (4 << 20) + 4096
 MAX_IO = 1 << 20
 
 WF_REPLY = 1
 WF_PUSH = 2
-
-OPS = ["", "HELLO", "PING", "GETATTR", "LOOKUP", "SETATTR", "CREATE",
-       "SYMLINK", "READLINK", "LINK", "REMOVE", "RENAME", "READDIR", "READ",
-       "WRITE", "FSYNC", "STATFS", "SETXATTR", "GETXATTR", "LISTXATTR",
-       "REMOVEXATTR", "FALLOCATE", "STATUS"]
-OP = {name: i for i, name in enumerate(OPS) if name}
-OP["CB_BREAK"] = 64
-globals().update({"OP_" + k: v for k, v in OP.items()})
 
 SA_MODE, SA_UID, SA_GID, SA_SIZE = 1, 2, 4, 8
 SA_ATIME, SA_MTIME, SA_ATIME_NOW, SA_MTIME_NOW, SA_CTIME = 16, 32, 64, 128, 256
@@ -59,21 +59,15 @@ FS_DATASYNC = 1
 XA_CREATE, XA_REPLACE = 1, 2
 
 
-class CairnError(Exception):
-    """A reply with a non-zero status; .errno is the positive errno."""
-
-    def __init__(self, op, status):
-        self.errno = -status
-        self.op = op
-        super().__init__("%s: %s" % (OPS[op] if op < len(OPS) else op,
-                                     os.strerror(-status)))
-
-
 class ProtocolError(Exception):
     pass
 
 
-# --- encoding ---------------------------------------------------------------
+class LayoutError(Exception):
+    """docs/PROTOCOL.md has a table or layout this module cannot read."""
+
+
+# --- primitive encoders (also the raw access for malformed frames) ------------
 
 def u8(v): return struct.pack("<B", v)
 def u16(v): return struct.pack("<H", v)
@@ -94,23 +88,6 @@ def blob(b):
         b = b.encode()
     return u32(len(b)) + b
 
-
-def fid(f):
-    return struct.pack("<IQI", *f)
-
-
-def ttime(t):
-    sec, nsec = t
-    return struct.pack("<qI", sec, nsec)
-
-
-def frame(op, payload=b"", flags=0, id=0, status=0, length=None):
-    """One frame; `length` overrides the header's len (for bad frames)."""
-    n = len(payload) if length is None else length
-    return HDR.pack(n, op, flags, id, status) + payload
-
-
-# --- decoding ---------------------------------------------------------------
 
 class Reader:
     def __init__(self, b):
@@ -133,27 +110,350 @@ class Reader:
     def u64(self): return self.unpack("Q")[0]
     def str(self): return self.take(self.unpack("H")[0])
     def blob(self): return self.take(self.u32())
-    def fid(self): return self.unpack("IQI")
-
-    def attr(self):
-        f = self.fid()
-        (mode, nlink, uid, gid, rdev, size, blocks, asec, ans, msec, mns,
-         csec, cns, dv) = self.unpack("IIIIIQQqIqIqIQ")
-        return {"fid": f, "mode": mode, "nlink": nlink, "uid": uid,
-                "gid": gid, "rdev": rdev, "size": size, "blocks": blocks,
-                "atime": (asec, ans), "mtime": (msec, mns),
-                "ctime": (csec, cns), "dv": dv}
+    def fid(self): return TYPES["fid"].decode(self)
+    def attr(self): return TYPES["attr"].decode(self)
 
     def end(self):
         if self.off != len(self.b):
             raise ProtocolError("%d trailing bytes" % (len(self.b) - self.off))
 
 
-def decode_breaks(payload):
+# --- the layouts, read from docs/PROTOCOL.md ------------------------------------
+#
+# The "## Messages" table gives each message's request and reply layout,
+# the "## Value types" table the composite types (fid, time, attr, statfs)
+# and "## Frames" the header. The same tables are checked against the C
+# encoders by tests/unit/test_msg_doc.c (same grammar), so this client, the
+# C codec and the document agree. A field's key is its name in the table,
+# lower case, spaces as "_" ("u64 server epoch": "server_epoch"); an
+# unnamed field is keyed by its type ("fid", "attr"); a "count × (...)"
+# group is keyed "items", a list of dicts. fid and time decode to tuples
+# (vol, vnode, uniq) and (sec, nsec), other composites to dicts; str and
+# blob decode to bytes and encode from bytes or str.
+
+INTS = {"u8": "B", "u16": "H", "u32": "I", "u64": "Q", "i32": "i", "i64": "q"}
+TUPLE_TYPES = ("fid", "time")
+TIMES = "\u00d7"
+EMPTY = "\u2013"
+
+
+def _doc_path():
+    root = os.environ.get("CAIRN_SRC_DIR") or os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "..", "..")
+    return os.path.join(root, "docs", "PROTOCOL.md")
+
+
+def _table(text, heading):
+    """Rows (lists of cells) of the first table after the line `heading`;
+    the header row first, the separator row dropped."""
+    lines = text.split("\n")
+    try:
+        i = lines.index(heading)
+    except ValueError:
+        raise LayoutError("PROTOCOL.md has no %r" % heading)
+    rows = []
+    for line in lines[i + 1:]:
+        if not line.startswith("|"):
+            if rows or line.startswith("## "):
+                break
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if all(set(c) <= set("-: ") for c in cells):
+            continue
+        rows.append(cells)
+    if len(rows) < 2:
+        raise LayoutError("PROTOCOL.md: no table under %r" % heading)
+    return rows
+
+
+def _split_items(text):
+    """Split at commas outside parentheses and backticks."""
+    items, cur, depth, tick = [], "", 0, False
+    for ch in text:
+        if ch == "`":
+            tick = not tick
+        elif not tick and ch == "(":
+            depth += 1
+        elif not tick and ch == ")":
+            depth -= 1
+        elif not tick and not depth and ch == ",":
+            items.append(cur.strip())
+            cur = ""
+            continue
+        cur += ch
+    items.append(cur.strip())
+    return items
+
+
+def _field_name(words):
+    """(name, value) of the words after a type: parenthesised remarks are
+    dropped, except "(`VALUE`)", which is the field's value."""
+    m = re.search(r"\(`([^`]*)`\)", words)
+    value = int(m.group(1), 0) if m else None
+    return " ".join(re.sub(r"\([^)]*\)", "", words).split()), value
+
+
+def _key(name, default):
+    return name.lower().replace(" ", "_") if name else default
+
+
+class Field:
+    __slots__ = ("kind", "key", "arg", "value", "sub")
+
+    def __init__(self, kind, key, arg=None, value=None, sub=None):
+        self.kind, self.key, self.arg = kind, key, arg
+        self.value, self.sub = value, sub
+
+
+class Layout:
+    """One layout cell, compiled: decode(Reader) -> dict, encode(dict) ->
+    bytes."""
+
+    def __init__(self, text, types):
+        self.text = text
+        self.fields = []
+        self.counts = {}     # key of a count field -> key of its group
+        if text == EMPTY or text.startswith("acknowledged:"):
+            return
+        for item in _split_items(text):
+            self._item(item[5:] if item.startswith("then ") else item,
+                       types)
+        keys = [f.key for f in self.fields]
+        if len(set(keys)) != len(keys):
+            raise LayoutError("%r: two fields with one name" % text)
+
+    def _item(self, item, types):
+        m = re.match(r"^(.+?) %s \((.*)\)$" % TIMES, item)
+        if m:
+            var = _key(_field_name(m.group(1))[0], None)
+            if var not in [f.key for f in self.fields if f.kind == "int"]:
+                raise LayoutError("%r: no integer %r before it" %
+                                  (self.text, var))
+            self.counts[var] = "items"
+            self.fields.append(Field("repeat", "items", var,
+                                     sub=Layout(m.group(2), types)))
+            return
+        m = re.match(r"^(\d+) bytes\b(.*)$", item)
+        if m:
+            name, _ = _field_name(m.group(2))
+            self.fields.append(Field("bytes", _key(name, "bytes"),
+                                     int(m.group(1))))
+            return
+        word, _, rest = item.partition(" ")
+        name, value = _field_name(rest)
+        if word in INTS:
+            self.fields.append(Field("int", _key(name, word),
+                                     struct.Struct("<" + INTS[word]), value))
+        elif word in ("str", "blob"):
+            self.fields.append(Field(word, _key(name, word)))
+        elif word in types:
+            self.fields.append(Field("type", _key(name, word), word))
+        else:
+            raise LayoutError("%r: unknown type %r" % (self.text, word))
+
+    def size(self):
+        """Encoded size if fixed, else None."""
+        n = 0
+        for f in self.fields:
+            if f.kind == "int":
+                n += f.arg.size
+            elif f.kind == "bytes":
+                n += f.arg
+            elif f.kind == "type" and TYPES[f.arg].layout.size() is not None:
+                n += TYPES[f.arg].layout.size()
+            else:
+                return None
+        return n
+
+    def decode(self, r):
+        out = {}
+        for f in self.fields:
+            k = f.kind
+            if k == "int":
+                v = f.arg.unpack(r.take(f.arg.size))[0]
+            elif k == "bytes":
+                v = r.take(f.arg)
+            elif k == "str":
+                v = r.str()
+            elif k == "blob":
+                v = r.blob()
+            elif k == "type":
+                v = TYPES[f.arg].decode(r)
+            else:
+                v = [f.sub.decode(r) for _ in range(out[f.arg])]
+            out[f.key] = v
+        return out
+
+    def encode(self, fields):
+        out = []
+        for f in self.fields:
+            k = f.kind
+            if k == "int":
+                if f.key in fields:
+                    v = fields[f.key]
+                elif f.value is not None:
+                    v = f.value
+                elif f.key in self.counts:
+                    v = len(fields[self.counts[f.key]])
+                else:
+                    raise KeyError("%r: no value for %r" % (self.text, f.key))
+                out.append(f.arg.pack(v))
+            elif k == "bytes":
+                v = fields[f.key]
+                if len(v) != f.arg:
+                    raise ValueError("%s: %d bytes, not %d" %
+                                     (f.key, len(v), f.arg))
+                out.append(v)
+            elif k == "str":
+                out.append(bstr(fields[f.key]))
+            elif k == "blob":
+                out.append(blob(fields[f.key]))
+            elif k == "type":
+                out.append(TYPES[f.arg].encode(fields[f.key]))
+            else:
+                out.extend(f.sub.encode(_as_dict(f.sub, it))
+                           for it in fields[f.key])
+        return b"".join(out)
+
+
+def _as_dict(layout, v):
+    """Fields given as a dict, or as a tuple in layout order."""
+    if isinstance(v, dict):
+        return v
+    keys = [f.key for f in layout.fields]
+    if len(v) != len(keys):
+        raise ValueError("%r: %d values for %d fields" %
+                         (layout.text, len(v), len(keys)))
+    return dict(zip(keys, v))
+
+
+class ValueType:
+    """A composite of the Value types table (fid, time, attr, statfs)."""
+
+    def __init__(self, name, text, types):
+        self.name = name
+        m = re.match(r"^(.*?)\s*\((\d+) bytes\)$", text)
+        self.layout = Layout(m.group(1) if m else text, types)
+        self.doc_size = int(m.group(2)) if m else None
+        self.as_tuple = name in TUPLE_TYPES
+
+    def decode(self, r):
+        d = self.layout.decode(r)
+        return tuple(d.values()) if self.as_tuple else d
+
+    def encode(self, v):
+        return self.layout.encode(_as_dict(self.layout, v))
+
+
+class Message:
+    def __init__(self, op, name, push, req, rep):
+        self.op, self.name, self.push = op, name, push
+        self.req, self.rep = req, rep
+
+
+def _load(path):
+    """The frame header's struct and {name: Message}, from the doc at
+    path; sets TYPES."""
+    global TYPES
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as e:
+        raise LayoutError("cannot read the protocol tables: %s" % e)
+    # Rows come in order of use: attr is made of fid and time.
+    TYPES = {}
+    for row in _table(text, "## Value types")[1:]:
+        if len(row) < 2 or "/" in row[0] or row[0] in ("str", "blob"):
+            continue
+        TYPES[row[0]] = ValueType(row[0], row[1], TYPES)
+    for t in TYPES.values():
+        if t.doc_size is not None and t.layout.size() != t.doc_size:
+            raise LayoutError("%s: %s bytes by its fields, %d in the doc" %
+                              (t.name, t.layout.size(), t.doc_size))
+    fmt, off = "<", 0
+    for row in _table(text, "## Frames")[1:]:
+        if int(row[0]) != off or row[1] not in INTS:
+            raise LayoutError("## Frames: row %r" % row)
+        fmt += INTS[row[1]]
+        off = struct.calcsize(fmt)
+    msgs = {}
+    head = _table(text, "## Messages")
+    if head[0] != ["op", "name", "request", "reply"]:
+        raise LayoutError("## Messages: columns %r" % head[0])
+    for row in head[1:]:
+        name = row[1]
+        push = name.endswith(" (push)")
+        if push:
+            name = name[:-len(" (push)")]
+        msgs[name] = Message(int(row[0]), name, push,
+                             Layout(row[2], TYPES), Layout(row[3], TYPES))
+    return struct.Struct(fmt), msgs
+
+
+TYPES = {}
+HDR, MESSAGES = _load(_doc_path())
+HDR_SIZE = HDR.size
+OP = {m.name: m.op for m in MESSAGES.values()}
+globals().update({"OP_" + k: v for k, v in OP.items()})
+OPS = [""] * (max(m.op for m in MESSAGES.values() if not m.push) + 1)
+for _m in MESSAGES.values():
+    if not _m.push:
+        OPS[_m.op] = _m.name
+del _m
+_NAMES = {m.op: m.name for m in MESSAGES.values()}
+
+
+def _message(op):
+    if isinstance(op, str):
+        return MESSAGES[op]
+    return MESSAGES[_NAMES[op]]
+
+
+def encode(op, reply=False, **fields):
+    """Payload of message op (name or number), request or reply, from its
+    fields by their PROTOCOL.md names."""
+    m = _message(op)
+    return (m.rep if reply else m.req).encode(fields)
+
+
+def decode(op, payload, reply=False):
+    """Fields of a payload of message op as a dict; ProtocolError unless
+    the layout consumes exactly the payload."""
+    m = _message(op)
     r = Reader(payload)
-    recs = [(r.fid(), r.str().decode()) for _ in range(r.u32())]
+    out = (m.rep if reply else m.req).decode(r)
     r.end()
-    return recs
+    return out
+
+
+class CairnError(Exception):
+    """A reply with a non-zero status; .errno is the positive errno."""
+
+    def __init__(self, op, status):
+        self.errno = -status
+        self.op = op
+        super().__init__("%s: %s" % (_NAMES.get(op, op), os.strerror(-status)))
+
+
+# --- encoding helpers ---------------------------------------------------------
+
+def fid(f):
+    return TYPES["fid"].encode(f)
+
+
+def ttime(t):
+    return TYPES["time"].encode(t)
+
+
+def frame(op, payload=b"", flags=0, id=0, status=0, length=None):
+    """One frame; `length` overrides the header's len (for bad frames)."""
+    n = len(payload) if length is None else length
+    return HDR.pack(n, op, flags, id, status) + payload
+
+
+def decode_breaks(payload):
+    return [(it["fid"], it["name"].decode())
+            for it in decode("CB_BREAK", payload)["items"]]
 
 
 # --- connection -------------------------------------------------------------
@@ -276,93 +576,75 @@ class Conn:
             self.poll_breaks(timeout)
         return self.breaks.pop(0) if self.breaks else None
 
-    # --- ops ----------------------------------------------------------------
+    # --- ops: fields by their PROTOCOL.md names -----------------------------
 
-    def hello(self, version=VERSION, magic=MAGIC, client_id=None):
+    def request(self, op, **fields):
+        """Send message op (name or number) with fields; its decoded reply
+        (a dict). Raises CairnError on a non-zero status."""
+        m = _message(op)
+        r = self.call(m.op, m.req.encode(fields))
+        return decode(m.name, r.b, reply=True)
+
+    def hello(self, version=VERSION, magic=MAGIC, client_id=None, flags=0):
         if client_id is not None:
             self.client_id = client_id
-        r = self.call(OP_HELLO, u32(magic) + u32(version) + self.client_id +
-                      u32(0))
-        v = r.u32()
-        self.server_id = r.take(16)
-        self.epoch = r.u64()
-        root = r.attr()
-        r.end()
-        self.version = v
-        return root
+        rep = self.request("HELLO", magic=magic, version=version,
+                           client_id=self.client_id, flags=flags)
+        self.server_id = rep["server_id"]
+        self.epoch = rep["server_epoch"]
+        self.version = rep["version"]
+        return rep["root"]
 
     def ping(self):
-        self.call(OP_PING).end()
+        self.request("PING")
 
     def getattr(self, f):
-        r = self.call(OP_GETATTR, fid(f))
-        a = r.attr()
-        r.end()
-        return a
+        return self.request("GETATTR", fid=f)["attr"]
 
     def lookup(self, d, name):
-        r = self.call(OP_LOOKUP, fid(d) + bstr(name))
-        a = r.attr()
-        r.end()
-        return a
+        return self.request("LOOKUP", dir=d, name=name)["child"]
 
     def setattr(self, f, valid, mode=0, uid=0, gid=0, size=0,
                 atime=(0, 0), mtime=(0, 0), ctime=(0, 0)):
-        r = self.call(OP_SETATTR, fid(f) + u32(valid) + u32(mode) + u32(uid) +
-                      u32(gid) + u64(size) + ttime(atime) + ttime(mtime) +
-                      ttime(ctime))
-        a = r.attr()
-        r.end()
-        return a
+        return self.request("SETATTR", fid=f, valid=valid, mode=mode,
+                            uid=uid, gid=gid, size=size, atime=atime,
+                            mtime=mtime, ctime=ctime)["attr"]
 
     def create(self, d, name, mode, uid=0, gid=0, rdev=0, flags=0):
-        r = self.call(OP_CREATE, fid(d) + bstr(name) + u32(mode) + u32(uid) +
-                      u32(gid) + u32(rdev) + u32(flags))
-        out = {"created": r.u8(), "child": r.attr(), "dir": r.attr()}
-        r.end()
-        return out
+        rep = self.request("CREATE", dir=d, name=name, mode=mode, uid=uid,
+                           gid=gid, rdev=rdev, flags=flags)
+        return {"created": rep["created"], "child": rep["child"],
+                "dir": rep["dir"]}
 
     def mkdir(self, d, name, mode=0o755):
         return self.create(d, name, 0o040000 | mode, flags=CR_EXCL)
 
     def symlink(self, d, name, target, uid=0, gid=0):
-        r = self.call(OP_SYMLINK, fid(d) + bstr(name) + bstr(target) +
-                      u32(uid) + u32(gid))
-        out = {"child": r.attr(), "dir": r.attr()}
-        r.end()
-        return out
+        rep = self.request("SYMLINK", dir=d, name=name, target=target,
+                           uid=uid, gid=gid)
+        return {"child": rep["child"], "dir": rep["dir"]}
 
     def readlink(self, f):
-        r = self.call(OP_READLINK, fid(f))
-        t = r.str()
-        r.end()
-        return t.decode()
+        return self.request("READLINK", fid=f)["target"].decode()
 
     def link(self, f, d, name):
-        r = self.call(OP_LINK, fid(f) + fid(d) + bstr(name))
-        out = {"target": r.attr(), "dir": r.attr()}
-        r.end()
-        return out
+        rep = self.request("LINK", target=f, dir=d, name=name)
+        return {"target": rep["target"], "dir": rep["dir"]}
 
     def remove(self, d, name, flags=0):
-        r = self.call(OP_REMOVE, fid(d) + bstr(name) + u32(flags))
-        a = r.attr()
-        r.end()
-        return a
+        return self.request("REMOVE", dir=d, name=name, flags=flags)["dir"]
 
     def rename(self, sd, sname, dd, dname, flags=0):
-        r = self.call(OP_RENAME, fid(sd) + bstr(sname) + fid(dd) +
-                      bstr(dname) + u32(flags))
-        out = {"src": r.attr(), "dst": r.attr()}
-        r.end()
-        return out
+        rep = self.request("RENAME", src_dir=sd, src_name=sname, dst_dir=dd,
+                           dst_name=dname, flags=flags)
+        return {"src": rep["src_dir"], "dst": rep["dst_dir"]}
 
     def readdir(self, d, cookie=0, max_entries=1000):
-        r = self.call(OP_READDIR, fid(d) + u64(cookie) + u32(max_entries))
-        n, eof = r.u32(), r.u8()
-        ents = [(r.u64(), r.str().decode(), r.attr()) for _ in range(n)]
-        r.end()
-        return ents, eof
+        rep = self.request("READDIR", dir=d, cookie=cookie,
+                           max_entries=max_entries)
+        ents = [(e["next_cookie"], e["name"].decode(), e["attr"])
+                for e in rep["items"]]
+        return ents, rep["eof"]
 
     def listdir(self, d, chunk=1000):
         """Every entry name, following cookies."""
@@ -375,59 +657,41 @@ class Conn:
             cookie = ents[-1][0]
 
     def read(self, f, off, length):
-        r = self.call(OP_READ, fid(f) + u64(off) + u32(length))
-        out = {"attr": r.attr(), "data": r.blob()}
-        r.end()
-        return out
+        rep = self.request("READ", fid=f, offset=off, length=length)
+        return {"attr": rep["attr"], "data": rep["data"]}
 
     def write(self, f, off, data, flags=0):
-        r = self.call(OP_WRITE, fid(f) + u64(off) + u32(flags) + blob(data))
-        a = r.attr()
-        r.end()
-        return a
+        return self.request("WRITE", fid=f, offset=off, flags=flags,
+                            data=data)["attr"]
 
     def fsync(self, f, flags=0):
-        self.call(OP_FSYNC, fid(f) + u32(flags)).end()
+        self.request("FSYNC", fid=f, flags=flags)
 
     def statfs(self):
-        r = self.call(OP_STATFS)
-        keys = ["blocks", "bfree", "bavail", "files", "ffree", "bsize",
-                "namemax"]
-        out = dict(zip(keys, r.unpack("QQQQQII")))
-        r.end()
-        return out
+        return self.request("STATFS")["statfs"]
 
     def setxattr(self, f, name, value, flags=0):
-        self.call(OP_SETXATTR, fid(f) + bstr(name) + u32(flags) +
-                  blob(value)).end()
+        self.request("SETXATTR", fid=f, name=name, flags=flags, value=value)
 
     def getxattr(self, f, name, size=65536):
-        r = self.call(OP_GETXATTR, fid(f) + bstr(name) + u32(size))
-        n, v = r.u32(), r.blob()
-        r.end()
-        return n, v
+        rep = self.request("GETXATTR", fid=f, name=name, size=size)
+        return rep["value_size"], rep["value"]
 
     def listxattr(self, f, size=65536):
-        r = self.call(OP_LISTXATTR, fid(f) + u32(size))
-        n, v = r.u32(), r.blob()
-        r.end()
-        return n, [x.decode() for x in v.split(b"\0") if x]
+        rep = self.request("LISTXATTR", fid=f, size=size)
+        return rep["list_size"], [x.decode() for x in rep["names"].split(b"\0")
+                                  if x]
 
     def removexattr(self, f, name):
-        self.call(OP_REMOVEXATTR, fid(f) + bstr(name)).end()
+        self.request("REMOVEXATTR", fid=f, name=name)
 
     def fallocate(self, f, mode, off, length):
-        r = self.call(OP_FALLOCATE, fid(f) + u32(mode) + u64(off) +
-                      u64(length))
-        a = r.attr()
-        r.end()
-        return a
+        return self.request("FALLOCATE", fid=f, mode=mode, offset=off,
+                            length=length)["attr"]
 
     def status(self):
         """STATUS text parsed into {key: int-or-str}."""
-        r = self.call(OP_STATUS)
-        text = r.blob().decode()
-        r.end()
+        text = self.request("STATUS")["text"].decode()
         out = {}
         for line in text.splitlines():
             k, _, v = line.partition(" ")
