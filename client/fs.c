@@ -33,9 +33,10 @@ static void on_interrupt(fuse_req_t req, void *data)
 	rpc_interrupt(data);
 }
 
-/* Send w and wait for the reply, interruptibly when there is a req. */
-static int call(fuse_req_t req, struct fs *fs, uint16_t op,
-		const struct wbuf *w, struct rpc_reply *rep)
+/* Send w and wait for the reply, interruptibly when there is a req
+ * (docs/LOCKING.md, "Interrupts"). */
+static int fs_call(fuse_req_t req, struct fs *fs, uint16_t op,
+		   const struct wbuf *w, struct rpc_reply *rep)
 {
 	struct rpc_intr intr;
 	int rc;
@@ -67,7 +68,7 @@ int fs_rpc(fuse_req_t req, struct fs *fs, uint16_t op, const void *reqm,
 		*keep = rep;
 	wbuf_init(&w);
 	msg_encode(op, 0, &w, reqm);
-	rc = w.err ? w.err : call(req, fs, op, &w, &rep);
+	rc = w.err ? w.err : fs_call(req, fs, op, &w, &rep);
 	wbuf_free(&w);
 	if (rc)
 		return rc;

@@ -182,7 +182,7 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size,
 		}
 		msg_str_copy(name, &de.name);
 		/* Skipped, not fatal: the rest of the directory stays
-		 * readable, and `next` still resumes after it. */
+		 * readable (the next entry's cookie resumes past it). */
 		if ((why = bad_dirent(name, len, a->fid.vnode, ino))) {
 			log_warn("READDIR of vnode %llu: skipped an entry from "
 				 "the server (%s)", (unsigned long long)ino, why);
