@@ -25,7 +25,7 @@ LDLIBS  += $(shell pkg-config --libs fuse3 2>/dev/null) -llmdb -pthread
 
 ifeq ($(SAN),1)
 CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer \
-           -fno-sanitize-recover=undefined
+           -fno-sanitize-recover=undefined -DCAIRN_DEBUG
 LDFLAGS += -fsanitize=address,undefined
 endif
 
