@@ -35,7 +35,7 @@ def name_hash(s):
 # (tag bits, mask) per struct format: msg_cases.h's tag_value/tag_mask.
 def tag(fmt, name):
     h = name_hash(name)
-    return {"B": (h & 0xFF, 0xFF),
+    return {"B": (1, 0xFF),   # a u8 is a flag: 1
             "H": (0xB200 | (h & 0xFF), 0xFFFF),
             "I": (0x34000000 | (h & 0xFFF) << 12, 0xFFFFF000),
             "i": (0xC4000000 | (h & 0xFFF) << 12, 0xFFFFF000),

@@ -10,8 +10,8 @@
  * Fill variants: TAGGED, BIG and EXTREME (below). TAGGED values let a
  * reader of the bytes tell the fields apart: an integer field carries a
  * type tag in its top byte and a hash of its PROTOCOL.md field name below
- * it ("u32 uid" holds 0x34 | hash("uid") | counter), a str or blob starts
- * with its name and a '#'. test_msg_doc.c's layout interpreter recomputes
+ * it ("u32 uid" holds 0x34 | hash("uid") | counter; a u8 is a flag and
+ * holds 1), a str or blob starts with its name and a '#'. test_msg_doc.c's layout interpreter recomputes
  * the tag from the name the layout gives at each position, so a layout
  * that swaps uid and gid, or calls a u64 a u32, fails even where the byte
  * count comes out right. The fill functions are therefore also the one
@@ -61,7 +61,9 @@ static uint64_t tag_value(int kind, const char *name, unsigned ctr)
 	uint64_t h = name_hash(name);
 
 	switch (kind) {
-	case K_U8:  return h & 0xff;
+	/* Every u8 of the protocol is a flag (created, eof) that lib/msg
+	 * encodes as 0 or 1: no room for a name, so it holds 1. */
+	case K_U8:  return 1;
 	case K_U16: return 0xb200u | (h & 0xff);
 	/* 0x34......: below 10^9, so a time's nsec can carry a tag too */
 	case K_U32: return 0x34000000u | (h & 0xfff) << 12 | (ctr & 0xfff);
@@ -77,8 +79,8 @@ static uint64_t tag_value(int kind, const char *name, unsigned ctr)
  * How one message struct gets filled. Variants: TAGGED (tagged values,
  * short strings: what the doc walk reads), BIG (tagged, every str 65535
  * bytes and every blob CAIRN_MAX_IO), EXTREME (every integer all ones or
- * INT64_MIN, a time's nsec 999999999, empty strings and blobs, no
- * records).
+ * INT64_MIN, a time's nsec 999999999, a flag 1, empty strings and blobs,
+ * no records).
  */
 enum { TAGGED, BIG, EXTREME, NVARIANT };
 static const char *const variant_name[] = { "tagged", "big", "extreme" };
@@ -108,8 +110,7 @@ static void fill_free(struct fill *f)
 static uint8_t v8(struct fill *f, const char *name)
 {
 	f->ctr++;
-	return f->variant == EXTREME ? UINT8_MAX :
-	       (uint8_t)tag_value(K_U8, name, f->ctr);
+	return (uint8_t)tag_value(K_U8, name, f->ctr);
 }
 
 static uint32_t v32(struct fill *f, const char *name)

@@ -84,8 +84,9 @@ static int readable(const char *dir, char *path, size_t size)
 {
 	char lib[PATH_MAX];
 
-	snprintf(path, size, "%s/docs/PROTOCOL.md", dir);
-	snprintf(lib, sizeof(lib), "%s/lib/msg.h", dir);
+	if (snprintf(path, size, "%s/docs/PROTOCOL.md", dir) >= (int)size ||
+	    snprintf(lib, sizeof(lib), "%s/lib/msg.h", dir) >= (int)sizeof(lib))
+		return 0;
 	return !access(path, R_OK) && !access(lib, R_OK);
 }
 
@@ -390,6 +391,17 @@ static int walk_composite(struct walk *wk, const struct row *r, const char *s,
 	return 0;
 }
 
+/* The first pat in s[0..n), or NULL. */
+static const char *find(const char *s, size_t n, const char *pat)
+{
+	size_t k = strlen(pat);
+
+	for (size_t i = 0; i + k <= n; i++)
+		if (!strncmp(s + i, pat, k))
+			return s + i;
+	return NULL;
+}
+
 static int walk_item(struct walk *wk, const char *s, size_t n)
 {
 	const char *x, *sp;
@@ -397,7 +409,7 @@ static int walk_item(struct walk *wk, const char *s, size_t n)
 
 	if (n >= 5 && !memcmp(s, "then ", 5))
 		s += 5, n -= 5;
-	x = memmem(s, n, " " TIMES " (", strlen(" " TIMES " ("));
+	x = find(s, n, " " TIMES " (");
 	if (x) {
 		const char *in = x + strlen(" " TIMES " (");
 		char var[48];
