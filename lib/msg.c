@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <string.h>
+#include "debug.h"
 #include "msg.h"
 
 /* Largest str/blob the structural decoder accepts; receivers apply the
@@ -32,6 +33,17 @@ static void get_str(struct rbuf *r, struct msg_str *s)
 	s->p = wire_get_str(r, &s->len, STR_ANY);
 	if (!s->p)
 		s->len = 0;
+}
+
+/* A u8 that is 0 or 1; anything else would be a second encoding of the
+ * same reply. */
+static uint8_t get_bool(struct rbuf *r)
+{
+	uint8_t v = wire_get_u8(r);
+
+	if (v > 1)
+		r->err = -EPROTO;
+	return v;
 }
 
 static void put_bytes(struct wbuf *w, const struct msg_bytes *b)
@@ -230,7 +242,7 @@ static void enc_create_rep(struct wbuf *w, const void *m)
 {
 	const struct msg_create_rep *p = m;
 
-	wire_put_u8(w, p->created);
+	wire_put_u8(w, p->created ? 1 : 0);
 	wire_put_attr(w, &p->child);
 	wire_put_attr(w, &p->dir);
 }
@@ -239,7 +251,7 @@ static int dec_create_rep(struct rbuf *r, void *m)
 {
 	struct msg_create_rep *p = m;
 
-	p->created = wire_get_u8(r);
+	p->created = get_bool(r);
 	wire_get_attr(r, &p->child);
 	wire_get_attr(r, &p->dir);
 	return dec_end(r);
@@ -415,7 +427,7 @@ static void enc_readdir_rep(struct wbuf *w, const void *m)
 	const struct msg_readdir_rep *p = m;
 
 	wire_put_u32(w, p->count);
-	wire_put_u8(w, p->eof);
+	wire_put_u8(w, p->eof ? 1 : 0);
 	wire_put_bytes(w, p->ents.len ? p->ents.p : "", p->ents.len);
 }
 
@@ -425,7 +437,7 @@ static int dec_readdir_rep(struct rbuf *r, void *m)
 	struct msg_dirent e;
 
 	p->count = wire_get_u32(r);
-	p->eof = wire_get_u8(r);
+	p->eof = get_bool(r);
 	get_records(r, p->count, DIRENT_MIN, next_dirent, &e, &p->ents);
 	return dec_end(r);
 }
@@ -515,6 +527,8 @@ void msg_read_rep_finish(struct wbuf *w, size_t at,
 {
 	if (w->err)
 		return;
+	/* n never exceeds what msg_read_rep_reserve set aside. */
+	CAIRN_ASSERT(at + WIRE_ATTR_SIZE + 4 + (size_t)n <= w->len);
 	w->len = at;
 	wire_put_attr(w, a);
 	wire_put_u32(w, n);
@@ -681,6 +695,7 @@ void msg_sized_rep_finish(struct wbuf *w, size_t at, uint32_t size,
 {
 	if (w->err)
 		return;
+	CAIRN_ASSERT(at + 8 + (size_t)n <= w->len);
 	w->len = at;
 	wire_put_u32(w, size);
 	wire_put_u32(w, n);

@@ -8,7 +8,8 @@
  * those against the encoders' output, by tests/unit/test_msg.c.
  *
  * Decoding is structural only: a decoder checks that the payload has exactly
- * the fields the layout gives, each within its wire bounds, and returns
+ * the fields the layout gives, each within its wire bounds (a u8 flag such
+ * as eof or created is 0 or 1, so every message has one encoding), and returns
  * -EPROTO otherwise (the peer is broken: the caller drops the connection or
  * fails the call). Whether a well-formed value is acceptable (a name with a
  * '/', an unknown flag bit, an oversized write) is the receiver's policy and

@@ -642,6 +642,34 @@ static void test_xattr_name_check(void)
 	CHECK(!strcmp(msg_str_copy(dst, &s), ""));
 }
 
+/* created and eof are 0 or 1: any other byte would be a second encoding
+ * of the same reply (found by fuzz_msg: tests/fuzz/crashes/fuzz_msg). */
+static void test_bools(void)
+{
+	static const struct {
+		unsigned op;
+		size_t at;  /* offset of the u8 in an encoding of the reply */
+	} bools[] = { { OP_CREATE, 0 }, { OP_READDIR, 4 } };
+
+	for (size_t i = 0; i < sizeof(bools) / sizeof(bools[0]); i++) {
+		union msg_any m;
+		struct wbuf w;
+		const char *why = NULL;
+
+		memset(&m, 0, sizeof(m));
+		wbuf_init(&w);
+		msg_encode(bools[i].op, 1, &w, &m);
+		CHECK(w.err == 0 && w.len > bools[i].at);
+		for (unsigned v = 0; v < 256 && !w.err; v++) {
+			w.data[bools[i].at] = (uint8_t)v;
+			int rc = msg_decode(bools[i].op, 1, w.data, w.len, &m,
+					    &why);
+			CHECK_EQ(rc, v <= 1 ? 0 : -EPROTO);
+		}
+		wbuf_free(&w);
+	}
+}
+
 int main(void)
 {
 	run("msg every descriptor has a test case", test_case_table);
@@ -655,6 +683,7 @@ int main(void)
 	run("msg in-place builders match msg_encode", test_builders);
 	run("msg str over 65535 not encoded, nsec >= 10^9 not decoded",
 	    test_encode_limits);
+	run("msg u8 flags created and eof are 0 or 1", test_bools);
 	run("msg name check edges", test_name_check);
 	run("msg xattr name check edges", test_xattr_name_check);
 	return failed_total ? 1 : 0;
