@@ -1,8 +1,10 @@
 /*
  * status.c - `cairn status`: print a server's counters.
  *
- * Speaks the protocol directly (lib/wire.h, lib/net.h): HELLO, then
- * STATUS, reading replies in order and skipping any pushed frame.
+ * Speaks the protocol directly (lib/msg.h, lib/net.h): HELLO, then
+ * STATUS, reading replies in order and skipping any pushed frame. The
+ * HELLO reply is not decoded: a server that refused it says so in the
+ * status, and STATUS's reply is what is shown.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -14,6 +16,7 @@
 #include <unistd.h>
 
 #include "../lib/net.h"
+#include "../lib/msg.h"
 #include "../lib/proto.h"
 #include "../lib/wire.h"
 #include "cli.h"
@@ -31,12 +34,12 @@ static void usage(FILE *f)
 }
 
 /*
- * Send request op (payload req, may be empty) with id and wait for its
+ * Send request op (the op's request struct m) with id and wait for its
  * reply. Returns the reply status, or a transport error (< -4095 never;
  * transport errors are reported through *terr as non-zero). On success
  * *payload is malloc'ed (NULL when empty).
  */
-static int call(int fd, uint16_t op, uint32_t id, const struct wbuf *req,
+static int call(int fd, uint16_t op, uint32_t id, const void *m,
 		uint8_t **payload, size_t *len, int *terr)
 {
 	struct wbuf w;
@@ -50,8 +53,7 @@ static int call(int fd, uint16_t op, uint32_t id, const struct wbuf *req,
 	*terr = 0;
 	wbuf_init(&w);
 	at = wire_frame_begin(&w, op, 0, id, 0);
-	if (req && req->len)
-		wire_put_bytes(&w, req->data, req->len);
+	msg_encode(op, 0, &w, m);
 	wire_frame_end(&w, at);
 	ret = w.err ? w.err : net_write_full(fd, w.data, w.len);
 	wbuf_free(&w);
@@ -92,10 +94,12 @@ int cmd_status(int argc, char **argv)
 	const char *addr = "127.0.0.1";
 	uint8_t client_id[16], *p = NULL;
 	struct timeval tv = { .tv_sec = STATUS_TIMEOUT_MS / 1000 };
-	struct wbuf req;
-	struct rbuf r;
-	size_t len, tlen;
-	const char *text;
+	struct msg_hello_req hello = { .magic = CAIRN_MAGIC,
+				       .version = CAIRN_PROTO_VERSION };
+	struct msg_empty none = { 0 };
+	struct msg_status_rep st;
+	const char *why = "";
+	size_t len;
 	int fd, port, ret, terr, rc = 1;
 
 	if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
@@ -123,14 +127,9 @@ int cmd_status(int argc, char **argv)
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	if (getrandom(client_id, sizeof(client_id), 0) != sizeof(client_id))
 		memset(client_id, 0x5a, sizeof(client_id));
+	memcpy(hello.client_id, client_id, sizeof(client_id));
 
-	wbuf_init(&req);
-	wire_put_u32(&req, CAIRN_MAGIC);
-	wire_put_u32(&req, CAIRN_PROTO_VERSION);
-	wire_put_bytes(&req, client_id, sizeof(client_id));
-	wire_put_u32(&req, 0);
-	ret = call(fd, OP_HELLO, 1, &req, &p, &len, &terr);
-	wbuf_free(&req);
+	ret = call(fd, OP_HELLO, 1, &hello, &p, &len, &terr);
 	free(p);
 	p = NULL;
 	if (terr)
@@ -140,7 +139,7 @@ int cmd_status(int argc, char **argv)
 			"%s\n", host, port, strerror(-ret));
 		goto out;
 	}
-	ret = call(fd, OP_STATUS, 2, NULL, &p, &len, &terr);
+	ret = call(fd, OP_STATUS, 2, &none, &p, &len, &terr);
 	if (terr)
 		goto transport;
 	if (ret) {
@@ -148,14 +147,12 @@ int cmd_status(int argc, char **argv)
 			host, port, strerror(-ret));
 		goto out;
 	}
-	rbuf_init(&r, p, len);
-	text = wire_get_blob(&r, &tlen, WIRE_MAX_PAYLOAD);
-	if (wire_get_end(&r)) {
+	if (msg_decode(OP_STATUS, 1, p, len, &st, &why)) {
 		fprintf(stderr, "cairn status: %s:%d: malformed STATUS "
-			"reply\n", host, port);
+			"reply: %s\n", host, port, why);
 		goto out;
 	}
-	fwrite(text, 1, tlen, stdout);
+	fwrite(st.text.p, 1, st.text.len, stdout);
 	rc = fflush(stdout) ? 1 : 0;
 	goto out;
 transport:
