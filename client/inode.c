@@ -32,12 +32,19 @@
  * Invariants: cache_valid and xabsent imply promise; an inode owns at most
  * ITAB_NAMES_MAX names; a negative entry is always on its directory's kids;
  * t->nnegs is the sum of every inode's nnegs and t->nnames the number of
- * inames in the entry hash.
+ * inames in the entry hash. Debug builds (lib/debug.h) check the first
+ * three where inodes and entries change (inode_check, iname_insert,
+ * iname_drop), the counters as they are decremented, and that both are 0
+ * once itab_destroy has dropped every entry.
  *
- * Locking: everything is guarded by itab.lock. The calls a FUSE request
- * makes on its fast path are shaped so that it takes the lock and searches
- * once: open through itab_open_begin (FID, keep-cache decision and open
- * count), lookup through itab_fid_promise before its LOOKUP and
+ * Locking: everything is guarded by itab.lock. Every exported function
+ * takes it itself, through table_lock, which asserts that the caller does
+ * not hold it already: a visitor of itab_break/itab_break_all (run under
+ * the lock) that called back into the table would deadlock. The helpers
+ * that read or change the table assert that it is held. The calls a FUSE
+ * request makes on its fast path are shaped so that it takes the lock and
+ * searches once: open through itab_open_begin (FID, keep-cache decision
+ * and open count), lookup through itab_fid_promise before its LOOKUP and
  * itab_add_entry (which reports the directory's promise) after it.
  */
 #include <errno.h>
@@ -46,6 +53,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "inode.h"
+#include "../lib/debug.h"
 
 struct inode;
 
@@ -96,6 +104,27 @@ struct itab {
 
 #define ITAB_INITIAL_BUCKETS 1024u
 
+static void table_lock(struct itab *t)
+{
+	LOCK_ASSERT_NOT_HELD(&t->lock);
+	pthread_mutex_lock(&t->lock);
+}
+
+static void table_unlock(struct itab *t)
+{
+	LOCK_ASSERT_HELD(&t->lock);
+	pthread_mutex_unlock(&t->lock);
+}
+
+/* The per-inode invariants of the file head, for an inode in the table
+ * (lock held). */
+static void inode_check(const struct inode *n)
+{
+	CAIRN_ASSERT(n->nlookup >= 1);
+	CAIRN_ASSERT(n->promise || (!n->cache_valid && !n->xabsent));
+	CAIRN_ASSERT(n->nnames <= ITAB_NAMES_MAX);
+}
+
 static size_t hash_ino(uint64_t ino)
 {
 	ino *= 0x9e3779b97f4a7c15ull;
@@ -135,7 +164,10 @@ static struct iname **ebucket(struct itab *t, uint64_t parent,
 
 static struct inode *find(struct itab *t, uint64_t ino)
 {
-	struct inode *n = *ibucket(t, ino);
+	struct inode *n;
+
+	LOCK_ASSERT_HELD(&t->lock);
+	n = *ibucket(t, ino);
 
 	while (n && n->ino != ino)
 		n = n->hnext;
@@ -152,7 +184,10 @@ static int iname_eq(const struct iname *in, uint64_t parent, const char *name,
 static struct iname *find_entry(struct itab *t, uint64_t parent,
 				const char *name, size_t len)
 {
-	struct iname *in = *ebucket(t, parent, name, len);
+	struct iname *in;
+
+	LOCK_ASSERT_HELD(&t->lock);
+	in = *ebucket(t, parent, name, len);
 
 	while (in && !iname_eq(in, parent, name, len))
 		in = in->hnext;
@@ -243,8 +278,12 @@ static void names_unlink(struct iname *in)
 static void iname_insert(struct itab *t, struct iname *in, struct inode *owner,
 			 struct inode *dir)
 {
-	struct iname **b = ebucket(t, in->parent, in->name, in->len);
+	struct iname **b;
 
+	/* Recorded at most once; a negative entry is on its directory. */
+	CAIRN_ASSERT(!find_entry(t, in->parent, in->name, in->len));
+	CAIRN_ASSERT(owner || dir);
+	b = ebucket(t, in->parent, in->name, in->len);
 	in->hnext = *b;
 	*b = in;
 	t->nnames++;
@@ -269,17 +308,24 @@ static void iname_insert(struct itab *t, struct iname *in, struct inode *owner,
 /* Remove `in` from the hash and both lists, and free it. */
 static void iname_drop(struct itab *t, struct iname *in)
 {
-	struct iname **p = ebucket(t, in->parent, in->name, in->len);
+	struct iname **p;
 
-	while (*p != in)
+	LOCK_ASSERT_HELD(&t->lock);
+	CAIRN_ASSERT(in->owner || in->dir);
+	p = ebucket(t, in->parent, in->name, in->len);
+	while (*p != in) {
+		CAIRN_ASSERT(*p); /* in is in the entry hash */
 		p = &(*p)->hnext;
+	}
 	*p = in->hnext;
+	CAIRN_ASSERT(t->nnames > 0);
 	t->nnames--;
 	if (in->dir) {
 		*in->kpprev = in->knext;
 		if (in->knext)
 			in->knext->kpprev = in->kpprev;
 		if (!in->owner) {
+			CAIRN_ASSERT(in->dir->nnegs > 0 && t->nnegs > 0);
 			in->dir->nnegs--;
 			t->nnegs--;
 		}
@@ -374,16 +420,27 @@ int itab_create(const struct cairn_attr *root, struct itab **out)
 
 void itab_destroy(struct itab *t)
 {
+	size_t freed = 0;
+
 	if (!t)
 		return;
+	/* Nobody else uses the table any more; the lock is for the
+	 * helpers' checks. */
+	table_lock(t);
 	for (size_t i = 0; i < t->inodes.n; i++) {
 		struct inode *n = t->inodes.b[i], *next;
 
 		for (; n; n = next) {
 			next = n->hnext;
 			inode_free(t, n);
+			freed++;
 		}
 	}
+	/* Every entry was dropped through iname_drop, which decrements the
+	 * counters: anything left means they were wrong. */
+	CAIRN_ASSERT(freed == t->count);
+	CAIRN_ASSERT(t->nnames == 0 && t->nnegs == 0);
+	table_unlock(t);
 	free(t->inodes.b);
 	free(t->entries.b);
 	pthread_mutex_destroy(&t->lock);
@@ -408,7 +465,7 @@ int itab_add_entry(struct itab *t, uint64_t parent, const char *name,
 		free(in);
 		return -ENOMEM;
 	}
-	pthread_mutex_lock(&t->lock);
+	table_lock(t);
 	n = find(t, ino);
 	if (!n) {
 		n = fresh;
@@ -439,9 +496,10 @@ int itab_add_entry(struct itab *t, uint64_t parent, const char *name,
 		iname_insert(t, in, n, dir);
 	}
 	trim_names(t, n);
+	inode_check(n);
 	if (dir_promise)
 		*dir_promise = dir && dir->promise;
-	pthread_mutex_unlock(&t->lock);
+	table_unlock(t);
 	free(fresh);
 	return 0;
 }
@@ -450,7 +508,7 @@ void itab_forget(struct itab *t, uint64_t ino, uint64_t cnt)
 {
 	struct inode **p;
 
-	pthread_mutex_lock(&t->lock);
+	table_lock(t);
 	for (p = ibucket(t, ino); *p; p = &(*p)->hnext)
 		if ((*p)->ino == ino)
 			break;
@@ -464,7 +522,7 @@ void itab_forget(struct itab *t, uint64_t ino, uint64_t cnt)
 			inode_free(t, n);
 		}
 	}
-	pthread_mutex_unlock(&t->lock);
+	table_unlock(t);
 }
 
 int itab_add_negative(struct itab *t, uint64_t parent, const char *name,
@@ -479,7 +537,7 @@ int itab_add_negative(struct itab *t, uint64_t parent, const char *name,
 	in = iname_new(parent, name, len);
 	if (!in)
 		return -ENOMEM;
-	pthread_mutex_lock(&t->lock);
+	table_lock(t);
 	dir = find(t, parent);
 	if (!dir) {
 		rc = -ESTALE;
@@ -499,8 +557,10 @@ int itab_add_negative(struct itab *t, uint64_t parent, const char *name,
 	}
 	iname_insert(t, in, NULL, dir);
 	in = NULL;
+	CAIRN_ASSERT(dir->nnegs <= ITAB_NEGS_DIR_MAX &&
+		     t->nnegs <= ITAB_NEGS_TOTAL_MAX);
 out:
-	pthread_mutex_unlock(&t->lock);
+	table_unlock(t);
 	free(in);
 	return rc;
 }
@@ -510,11 +570,11 @@ void itab_remove_entry(struct itab *t, uint64_t parent, const char *name,
 {
 	struct iname *in;
 
-	pthread_mutex_lock(&t->lock);
+	table_lock(t);
 	in = find_entry(t, parent, name, len);
 	if (in)
 		iname_drop(t, in);
-	pthread_mutex_unlock(&t->lock);
+	table_unlock(t);
 }
 
 /* Re-key positive entry `in` under (parent, name), which must not be
@@ -538,7 +598,7 @@ void itab_rename(struct itab *t, uint64_t oldparent, const char *oldname,
 {
 	struct iname *src, *dst;
 
-	pthread_mutex_lock(&t->lock);
+	table_lock(t);
 	src = find_entry(t, oldparent, oldname, oldlen);
 	dst = find_entry(t, newparent, newname, newlen);
 	if (exchange && src && dst && src->owner && dst->owner) {
@@ -548,6 +608,8 @@ void itab_rename(struct itab *t, uint64_t oldparent, const char *oldname,
 		names_unlink(dst);
 		names_push(b, src);
 		names_push(a, dst);
+		inode_check(a);
+		inode_check(b);
 	} else if (exchange) {
 		if (src)
 			iname_drop(t, src);
@@ -561,7 +623,7 @@ void itab_rename(struct itab *t, uint64_t oldparent, const char *oldname,
 		else if (src)
 			iname_drop(t, src);
 	}
-	pthread_mutex_unlock(&t->lock);
+	table_unlock(t);
 }
 
 /*
@@ -581,7 +643,7 @@ static int snap(struct itab *t, uint64_t ino, struct isnap *s)
 {
 	struct inode *n;
 
-	pthread_mutex_lock(&t->lock);
+	table_lock(t);
 	n = find(t, ino);
 	if (n) {
 		s->info.fid = n->fid;
@@ -597,7 +659,7 @@ static int snap(struct itab *t, uint64_t ino, struct isnap *s)
 		s->xabsent = n->xabsent;
 		s->silly = n->silly != NULL;
 	}
-	pthread_mutex_unlock(&t->lock);
+	table_unlock(t);
 	return n ? 0 : -ESTALE;
 }
 
@@ -638,11 +700,13 @@ void itab_update(struct itab *t, const struct cairn_attr *a, int promise)
 {
 	struct inode *n;
 
-	pthread_mutex_lock(&t->lock);
+	table_lock(t);
 	n = find(t, a->fid.vnode);
-	if (n && n->fid.uniq == a->fid.uniq)
+	if (n && n->fid.uniq == a->fid.uniq) {
 		apply_attr(n, a, promise);
-	pthread_mutex_unlock(&t->lock);
+		inode_check(n);
+	}
+	table_unlock(t);
 }
 
 int itab_open_begin(struct itab *t, uint64_t ino, int keep, int count,
@@ -651,16 +715,17 @@ int itab_open_begin(struct itab *t, uint64_t ino, int keep, int count,
 	struct inode *n;
 	int rc = -ESTALE;
 
-	pthread_mutex_lock(&t->lock);
+	table_lock(t);
 	n = find(t, ino);
 	if (n) {
+		inode_check(n);
 		*fid = n->fid;
 		rc = keep && n->promise && n->cache_valid &&
 		     n->cache_dv == n->dv;
 		if (rc && count)
 			n->nopen++;
 	}
-	pthread_mutex_unlock(&t->lock);
+	table_unlock(t);
 	return rc;
 }
 
@@ -669,7 +734,7 @@ void itab_open_end(struct itab *t, uint64_t ino, const struct cairn_attr *a,
 {
 	struct inode *n;
 
-	pthread_mutex_lock(&t->lock);
+	table_lock(t);
 	n = find(t, ino);
 	if (n && a->fid.vnode == ino && n->fid.uniq == a->fid.uniq) {
 		apply_attr(n, a, promise);
@@ -682,7 +747,9 @@ void itab_open_end(struct itab *t, uint64_t ino, const struct cairn_attr *a,
 	}
 	if (n && count)
 		n->nopen++;
-	pthread_mutex_unlock(&t->lock);
+	if (n)
+		inode_check(n);
+	table_unlock(t);
 }
 
 unsigned itab_xattr_absent(struct itab *t, uint64_t ino, unsigned mask)
@@ -696,13 +763,15 @@ void itab_set_xattr_absent(struct itab *t, uint64_t ino, unsigned mask, int v)
 {
 	struct inode *n;
 
-	pthread_mutex_lock(&t->lock);
+	table_lock(t);
 	n = find(t, ino);
 	if (n && v && n->promise)
 		n->xabsent |= mask & 0xffu;
 	else if (n && !v)
 		n->xabsent &= ~mask & 0xffu;
-	pthread_mutex_unlock(&t->lock);
+	if (n)
+		inode_check(n);
+	table_unlock(t);
 }
 
 /* Visit and drop every entry in directory n (lock held). */
@@ -723,13 +792,14 @@ int itab_break(struct itab *t, uint64_t ino, itab_visit_fn fn, void *arg)
 {
 	struct inode *n;
 
-	pthread_mutex_lock(&t->lock);
+	table_lock(t);
 	n = find(t, ino);
 	if (n) {
 		clear_promise(n);
 		drop_kids(t, n, fn, arg);
+		inode_check(n);
 	}
-	pthread_mutex_unlock(&t->lock);
+	table_unlock(t);
 	return n ? 0 : -ENOENT;
 }
 
@@ -737,16 +807,16 @@ void itab_set_promised(struct itab *t, uint64_t ino)
 {
 	struct inode *n;
 
-	pthread_mutex_lock(&t->lock);
+	table_lock(t);
 	n = find(t, ino);
 	if (n)
 		n->promise = 1;
-	pthread_mutex_unlock(&t->lock);
+	table_unlock(t);
 }
 
 void itab_break_all(struct itab *t, itab_visit_fn fn, void *arg)
 {
-	pthread_mutex_lock(&t->lock);
+	table_lock(t);
 	for (size_t i = 0; i < t->inodes.n; i++) {
 		for (struct inode *n = t->inodes.b[i]; n; n = n->hnext) {
 			clear_promise(n);
@@ -763,7 +833,7 @@ void itab_break_all(struct itab *t, itab_visit_fn fn, void *arg)
 	for (size_t i = 0; i < t->inodes.n; i++)
 		for (struct inode *n = t->inodes.b[i]; n; n = n->hnext)
 			drop_entries(t, n);
-	pthread_mutex_unlock(&t->lock);
+	table_unlock(t);
 }
 
 int itab_open_dec(struct itab *t, uint64_t ino, uint64_t *parent, char *name,
@@ -772,13 +842,13 @@ int itab_open_dec(struct itab *t, uint64_t ino, uint64_t *parent, char *name,
 	struct iname *silly = NULL;
 	struct inode *n;
 
-	pthread_mutex_lock(&t->lock);
+	table_lock(t);
 	n = find(t, ino);
 	if (n && n->nopen > 0 && --n->nopen == 0) {
 		silly = n->silly;
 		n->silly = NULL;
 	}
-	pthread_mutex_unlock(&t->lock);
+	table_unlock(t);
 	if (!silly)
 		return 0;
 	*parent = silly->parent;
@@ -803,7 +873,7 @@ int itab_set_silly(struct itab *t, uint64_t ino, uint64_t parent,
 
 	if (!in)
 		return -ENOMEM;
-	pthread_mutex_lock(&t->lock);
+	table_lock(t);
 	n = find(t, ino);
 	if (!n)
 		rc = -ENOENT;
@@ -811,7 +881,7 @@ int itab_set_silly(struct itab *t, uint64_t ino, uint64_t parent,
 		rc = -EBUSY;
 	else
 		n->silly = in;
-	pthread_mutex_unlock(&t->lock);
+	table_unlock(t);
 	if (rc)
 		free(in);
 	return rc;
@@ -838,9 +908,9 @@ size_t itab_count(struct itab *t)
 {
 	size_t c;
 
-	pthread_mutex_lock(&t->lock);
+	table_lock(t);
 	c = t->count;
-	pthread_mutex_unlock(&t->lock);
+	table_unlock(t);
 	return c;
 }
 
@@ -850,10 +920,10 @@ int64_t itab_entry(struct itab *t, uint64_t parent, const char *name,
 	struct iname *in;
 	int64_t rc = -ENOENT;
 
-	pthread_mutex_lock(&t->lock);
+	table_lock(t);
 	in = find_entry(t, parent, name, len);
 	if (in)
 		rc = in->owner ? (int64_t)in->owner->ino : 0;
-	pthread_mutex_unlock(&t->lock);
+	table_unlock(t);
 	return rc;
 }

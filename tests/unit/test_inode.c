@@ -3,17 +3,22 @@
  * recorded names (hard links, rename, exchange, unlink, the per-inode cap),
  * negative entries and their caps, the callback and page-cache state, what
  * open and lookup see in their one look at the table, the reconnect walk,
- * and concurrent use from several threads.
+ * and concurrent use from several threads. In a CAIRN_DEBUG build (make
+ * SAN=1), also that the lock checks fire: a visitor that calls back into
+ * the table aborts instead of deadlocking.
  *
  * Output: one "ok - NAME" or "not ok - NAME" line per test; exit status 1
  * if any failed.
  */
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "../../client/inode.h"
 #include "check.h"
@@ -603,6 +608,74 @@ static void t_concurrent(void)
 	itab_destroy(t);
 }
 
+#ifdef CAIRN_DEBUG
+/* A visitor breaking its contract ("runs with the table's lock held: it
+ * must only copy and queue"): it asks the table for a count. */
+static void reentering_visit(void *arg, uint64_t ino, uint64_t parent,
+			     const char *name, size_t len)
+{
+	(void)itab_count(arg);
+	(void)ino;
+	(void)parent;
+	(void)name;
+	(void)len;
+}
+
+/*
+ * Run itab_break with that visitor in a child. Without the checks the
+ * child deadlocks on the table's (non-recursive) mutex, which the alarm
+ * turns into SIGALRM; with them it aborts (SIGABRT), naming the lock.
+ */
+static void t_lock_check_fires(void)
+{
+	char out[4096], sink[512];
+	size_t got = 0;
+	int fds[2], status;
+	ssize_t r;
+	pid_t pid;
+
+	if (pipe(fds)) {
+		CHECK(!"pipe");
+		return;
+	}
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0) {
+		CHECK(!"fork");
+		return;
+	}
+	if (pid == 0) {
+		struct itab *t = new_table();
+
+		dup2(fds[1], 2);
+		close(fds[0]);
+		alarm(5);
+		add(t, 1, "d", 2, 1, 1);
+		add(t, 2, "f", 3, 1, 1);
+		itab_break(t, 2, reentering_visit, t);
+		_exit(0); /* the visitor returned: nothing was checked */
+	}
+	close(fds[1]);
+	/* Read to the end (a sanitizer's stack trace may follow): a child
+	 * writing to a closed pipe would die of SIGPIPE instead. */
+	while (got < sizeof(out) - 1 &&
+	       (r = read(fds[0], out + got, sizeof(out) - 1 - got)) > 0)
+		got += (size_t)r;
+	out[got] = '\0';
+	while (read(fds[0], sink, sizeof(sink)) > 0)
+		;
+	close(fds[0]);
+	CHECK_EQ(waitpid(pid, &status, 0), pid);
+	/* SIGABRT; or, when ASAN_OPTIONS has handle_abort=1, ASan's report
+	 * and a failure exit. Never a clean exit nor the alarm. */
+	CHECK((WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT) ||
+	      (WIFEXITED(status) && WEXITSTATUS(status) != 0));
+	CHECK(strstr(out, "BUG: lock &t->lock held by this thread") != NULL);
+	if (failed_here)
+		fprintf(stderr, "  child's stderr: %s\n", out);
+}
+#endif
+
 int main(void)
 {
 	run("root is present and pinned", t_root);
@@ -617,5 +690,9 @@ int main(void)
 	run("break on a directory uncovers its entries", t_break_dir);
 	run("many inodes (table growth)", t_many);
 	run("concurrent lookups, forgets and breaks", t_concurrent);
+#ifdef CAIRN_DEBUG
+	run("debug build: a visitor calling back into the table aborts",
+	    t_lock_check_fires);
+#endif
 	return failed_total ? 1 : 0;
 }
