@@ -13,6 +13,7 @@
 #include "fs_int.h"
 #include "inode.h"
 #include "notify.h"
+#include "../lib/debug.h"
 #include "../lib/log.h"
 
 /* st_blksize reported to applications: stdio and cp size their buffers by
@@ -34,13 +35,18 @@ static void on_interrupt(fuse_req_t req, void *data)
 }
 
 /* Send w and wait for the reply, interruptibly when there is a req
- * (docs/LOCKING.md, "Interrupts"). */
+ * (docs/LOCKING.md, "Interrupts"). No lock of ours may be held: not
+ * seq_lock (no reply section open on this thread; the reply needs the rpc
+ * reader, which needs seq_lock for writing), not sf_lock. The inode
+ * table's lock is held only inside inode.c. */
 static int fs_call(fuse_req_t req, struct fs *fs, uint16_t op,
 		   const struct wbuf *w, struct rpc_reply *rep)
 {
 	struct rpc_intr intr;
 	int rc;
 
+	notify_assert_not_held(fs->ntf);
+	LOCK_ASSERT_NOT_HELD(&fs->sf_lock);
 	if (!req)
 		return rpc_call(fs->rpc, op, w, rep);
 	rpc_intr_init(&intr, fs->rpc);

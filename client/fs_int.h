@@ -27,7 +27,8 @@
  * is then interruptible (fs_rpc). An interrupted call returns -EINTR,
  * which the handler answers like any error. No call is ever made between
  * notify_reply_begin and notify_reply_end (docs/LOCKING.md): the rpc
- * reader needs seq_lock for writing to deliver any reply.
+ * reader needs seq_lock for writing to deliver any reply. Debug builds
+ * check this on every call (fs_call, notify_assert_not_held).
  *
  * Errors from the server are negative errnos; they become FUSE errors only
  * in the handlers, through reply_error().

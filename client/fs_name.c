@@ -321,6 +321,9 @@ void fs_release_open(struct fs *fs, uint64_t ino)
 	uint64_t parent;
 	int rc;
 
+	/* Checked on every release, not only when a silly name makes the
+	 * server call below (fs_int.h). */
+	notify_assert_not_held(fs->ntf);
 	if (!itab_open_dec(fs->itab, ino, &parent, name, sizeof(name)))
 		return;
 	if ((rc = remove_rpc(NULL, fs, parent, name, strlen(name), 0,

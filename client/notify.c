@@ -1,14 +1,28 @@
 /*
  * notify.c - callback-break notifier (see notify.h for the contract).
  *
- * Threads and locks:
+ * Threads and locks (the order between them: docs/LOCKING.md):
  *   seq_lock (rwlock, writer-preferring) orders breaks against replies:
  *     the rpc reader takes it for writing to advance `seq`, update the inode
  *     table and queue work; FUSE handlers hold it for reading while they
- *     reply to the kernel. Lock order: seq_lock -> itab's lock -> q_lock.
+ *     reply to the kernel.
  *   q_lock guards the work queue; the notifier thread holds it only to pop.
  *   The notifier thread calls into the kernel with no lock held, and sends
  *   acknowledgements holding only the rpc's send lock.
+ *
+ * Invariants: `seq` changes only under seq_lock held for writing, and work
+ * is queued only there too (so a break's invalidations are queued after
+ * every reply section that began before it has ended); a thread holds
+ * seq_lock at most once (reply sections do not nest: with a writer waiting,
+ * a second read lock would wait for the writer, which waits for the
+ * first); the queue is empty exactly when qlen is 0; only the notifier
+ * thread calls into the kernel.
+ *
+ * glibc records the thread that holds an rwlock for writing, but not which
+ * threads hold it for reading; seq_held below records how the calling
+ * thread holds seq_lock, which the debug checks (lib/debug.h) need to tell
+ * "this thread is in a reply section". It is kept in every build (one
+ * thread-local store).
  *
  * Queue order is what makes an acknowledgement true: a push's items are
  * queued together, followed by its NK_ACK item, and the single notifier
@@ -24,6 +38,7 @@
 #include "inode.h"
 #include "notify.h"
 #include "rpc.h"
+#include "../lib/debug.h"
 #include "../lib/log.h"
 #include "../lib/msg.h"
 
@@ -74,6 +89,33 @@ struct nlist {
 	size_t n;
 };
 
+/* How the calling thread holds seq_lock (it is taken and released only
+ * through the two calls below), and whether it is the notifier thread. */
+enum { SEQ_NONE, SEQ_READ, SEQ_WRITE };
+static __thread int seq_held;
+static __thread int on_notifier;
+
+static void seq_take(struct notify *n, int mode)
+{
+	CAIRN_ASSERT(seq_held == SEQ_NONE);
+	if (mode == SEQ_READ)
+		pthread_rwlock_rdlock(&n->seq_lock);
+	else
+		pthread_rwlock_wrlock(&n->seq_lock);
+	seq_held = mode;
+}
+
+static void seq_release(struct notify *n)
+{
+	CAIRN_ASSERT(seq_held != SEQ_NONE);
+	if (seq_held == SEQ_WRITE)
+		RWLOCK_ASSERT_WRHELD(&n->seq_lock);
+	else
+		RWLOCK_ASSERT_HELD(&n->seq_lock);
+	seq_held = SEQ_NONE;
+	pthread_rwlock_unlock(&n->seq_lock);
+}
+
 static struct nitem *nitem_new(enum nkind kind, uint64_t ino, uint64_t parent,
 			       const char *name, size_t len)
 {
@@ -118,9 +160,11 @@ static void nlist_free(struct nlist *l)
 /* Hand a list to the notifier thread (takes ownership). */
 static void enqueue(struct notify *n, struct nlist *l)
 {
+	RWLOCK_ASSERT_WRHELD(&n->seq_lock);
 	if (!l->head)
 		return;
 	pthread_mutex_lock(&n->q_lock);
+	CAIRN_ASSERT((n->head == NULL) == (n->qlen == 0));
 	if (n->tail)
 		n->tail->next = l->head;
 	else
@@ -171,6 +215,11 @@ static void run_item(struct notify *n, const struct nitem *it)
 {
 	int rc;
 
+	/* The kernel calls below may wait for any request of this mount:
+	 * never from a handler or the rpc reader, never under a lock. */
+	CAIRN_ASSERT(on_notifier);
+	CAIRN_ASSERT(seq_held == SEQ_NONE);
+	LOCK_ASSERT_NOT_HELD(&n->q_lock);
 	switch (it->kind) {
 	case NK_INODE:
 		rc = fuse_lowlevel_notify_inval_inode(n->se, it->ino, 0, 0);
@@ -205,6 +254,7 @@ static void *notify_main(void *arg)
 {
 	struct notify *n = arg;
 
+	on_notifier = 1;
 	for (;;) {
 		struct nitem *it;
 
@@ -220,6 +270,7 @@ static void *notify_main(void *arg)
 		if (!n->head)
 			n->tail = NULL;
 		n->qlen--;
+		CAIRN_ASSERT((n->head == NULL) == (n->qlen == 0));
 		pthread_mutex_unlock(&n->q_lock);
 
 		run_item(n, it);
@@ -233,11 +284,11 @@ int notify_start(struct notify *n, struct fuse_session *se, struct itab *t,
 {
 	int rc;
 
-	pthread_rwlock_wrlock(&n->seq_lock);
+	seq_take(n, SEQ_WRITE);
 	n->se = se;
 	n->itab = t;
 	n->rpc = rpc;
-	pthread_rwlock_unlock(&n->seq_lock);
+	seq_release(n);
 	rc = pthread_create(&n->thread, NULL, notify_main, n);
 	if (rc)
 		return -rc;
@@ -288,6 +339,7 @@ void notify_destroy(struct notify *n)
 
 static void bump_seq(struct notify *n)
 {
+	RWLOCK_ASSERT_WRHELD(&n->seq_lock);
 	__atomic_store_n(&n->seq, n->seq + 1, __ATOMIC_RELEASE);
 }
 
@@ -312,6 +364,7 @@ static void visit_all(void *arg, uint64_t ino, uint64_t parent,
  * Called with seq_lock held for writing. */
 static void break_everything(struct notify *n, struct nlist *l)
 {
+	RWLOCK_ASSERT_WRHELD(&n->seq_lock);
 	bump_seq(n);
 	if (n->itab)
 		itab_break_all(n->itab, visit_all, l);
@@ -323,12 +376,12 @@ void notify_on_reconnect(void *arg, int epoch_changed)
 	struct nlist l = { 0 };
 
 	__atomic_add_fetch(&n->st.reconnects, 1, __ATOMIC_RELAXED);
-	pthread_rwlock_wrlock(&n->seq_lock);
+	seq_take(n, SEQ_WRITE);
 	break_everything(n, &l);
 	log_info("reconnected to server%s: invalidating %zu cached inodes and "
 		 "entries", epoch_changed ? " (server restarted)" : "", l.n);
 	enqueue(n, &l);
-	pthread_rwlock_unlock(&n->seq_lock);
+	seq_release(n);
 }
 
 /*
@@ -396,6 +449,7 @@ static void apply_breaks(struct notify *n, struct nlist *in, struct nlist *out)
 {
 	struct nitem *it, *next;
 
+	RWLOCK_ASSERT_WRHELD(&n->seq_lock);
 	for (it = in->head; it; it = next) {
 		struct kid_visit v = { out, it };
 		uint64_t ino = it->kind == NK_INODE ? it->ino : it->parent;
@@ -435,7 +489,7 @@ void notify_on_push(void *arg, uint16_t op, uint32_t id,
 				  "be acknowledged", id);
 	}
 	rc = parse_break(payload, len, &parsed);
-	pthread_rwlock_wrlock(&n->seq_lock);
+	seq_take(n, SEQ_WRITE);
 	if (rc < 0) {
 		/* We cannot tell what broke, so everything did. */
 		log_warn("malformed callback break (%s): invalidating "
@@ -452,7 +506,7 @@ void notify_on_push(void *arg, uint16_t op, uint32_t id,
 	if (ack)
 		nlist_add(&work, ack);
 	enqueue(n, &work);
-	pthread_rwlock_unlock(&n->seq_lock);
+	seq_release(n);
 }
 
 uint64_t notify_seq(struct notify *n)
@@ -462,11 +516,18 @@ uint64_t notify_seq(struct notify *n)
 
 int notify_reply_begin(struct notify *n, uint64_t seq)
 {
-	pthread_rwlock_rdlock(&n->seq_lock);
+	seq_take(n, SEQ_READ);
 	return n->seq == seq;
 }
 
 void notify_reply_end(struct notify *n)
 {
-	pthread_rwlock_unlock(&n->seq_lock);
+	CAIRN_ASSERT(seq_held == SEQ_READ);
+	seq_release(n);
+}
+
+void notify_assert_not_held(struct notify *n)
+{
+	CAIRN_ASSERT(seq_held == SEQ_NONE);
+	LOCK_ASSERT_NOT_HELD(&n->q_lock);
 }

@@ -64,8 +64,18 @@ void notify_on_reconnect(void *arg, int epoch_changed);
 /* Current break sequence number (see above). */
 uint64_t notify_seq(struct notify *n);
 /* Enter the reply section; returns 1 if no break since `seq`, else 0.
- * Must be paired with notify_reply_end() on the same thread. */
+ * Must be paired with notify_reply_end() on the same thread; sections do
+ * not nest, and nothing inside one waits for the server. */
 int notify_reply_begin(struct notify *n, uint64_t seq);
 void notify_reply_end(struct notify *n);
+
+/*
+ * Debug check (CAIRN_DEBUG builds; nothing otherwise): abort unless the
+ * calling thread holds none of n's locks, i.e. is neither inside a reply
+ * section nor applying a break. Called before anything that waits for the
+ * server: the rpc reader needs seq_lock for writing to deliver any reply
+ * (docs/LOCKING.md).
+ */
+void notify_assert_not_held(struct notify *n);
 
 #endif
