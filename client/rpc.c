@@ -18,10 +18,20 @@
  * executing it twice (docs/PROTOCOL.md, "Retransmission after a
  * reconnect").
  *
- * Locks: r->send_mu serialises writes to the socket and is held whenever
- * fd changes; r->mu guards everything else. Order: send_mu before mu.
- * Neither is held across a blocking read; only send_mu is held across a
- * write.
+ * Invariants (under mu): UP has fd >= 0 and DOWN has fd == -1; a call is
+ * on r->pending exactly while it waits for its reply (done == 0), and its
+ * interrupt handle, if any, points back to it (intr->p) just as long; no
+ * call has id PING_ID.
+ *
+ * Threads: the reader thread is the only one that reads the socket and
+ * delivers replies, so it never makes a call and never sends an
+ * acknowledgement (either could wait for itself); it alone touches the
+ * heartbeat fields.
+ *
+ * Locks (their order with each other and with the rest of the client:
+ * docs/LOCKING.md): r->send_mu serialises writes to the socket and is held
+ * whenever fd changes; r->mu guards everything else. Neither is held
+ * across a blocking read; only send_mu is held across a write.
  */
 #include <errno.h>
 #include <poll.h>
@@ -35,6 +45,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "rpc.h"
+#include "../lib/debug.h"
 #include "../lib/log.h"
 #include "../lib/msg.h"
 #include "../lib/net.h"
@@ -84,6 +95,9 @@ struct rpc {
 	int dead_ms;               /* silence that makes the server lost */
 	int beat_ms;               /* poll interval while calls wait */
 };
+
+/* The connection whose reader this thread is, if any. */
+static __thread const struct rpc *reader_of;
 
 static void deadline_in(struct timespec *ts, int ms)
 {
@@ -295,11 +309,22 @@ int rpc_connect(const struct rpc_opts *o, struct rpc **out,
 	return 0;
 }
 
+/* The state invariant of the file head. Caller holds r->mu. */
+static void check_state(const struct rpc *r)
+{
+	LOCK_ASSERT_HELD(&r->mu);
+	CAIRN_ASSERT(r->state != RPC_UP || r->fd >= 0);
+	CAIRN_ASSERT(r->state != RPC_DOWN || r->fd == -1);
+}
+
 /* Complete every pending call with `status`. Caller holds r->mu. */
 static void fail_pending(struct rpc *r, int status)
 {
 	struct pending *p;
+
+	LOCK_ASSERT_HELD(&r->mu);
 	while ((p = r->pending)) {
+		CAIRN_ASSERT(!p->done && (!p->intr || p->intr->p == p));
 		r->pending = p->next;
 		if (p->intr)
 			p->intr->p = NULL;
@@ -324,6 +349,7 @@ static void conn_lost(struct rpc *r, const char *why)
 		r->fd = -1;
 	}
 	fail_pending(r, r->state == RPC_SHUTDOWN ? -ESHUTDOWN : RETRY);
+	check_state(r);
 	pthread_cond_broadcast(&r->state_cv);
 	pthread_mutex_unlock(&r->mu);
 	pthread_mutex_unlock(&r->send_mu);
@@ -338,6 +364,7 @@ static void complete(struct rpc *r, const struct wire_hdr *h, uint8_t *payload)
 		if (p->id == h->id)
 			break;
 	if (p) {
+		CAIRN_ASSERT(!p->done && (!p->intr || p->intr->p == p));
 		*pp = p->next;
 		if (p->intr)
 			p->intr->p = NULL;
@@ -476,6 +503,7 @@ static void reconnect_loop(struct rpc *r)
 				r->epoch = epoch;
 				r->state = RPC_UP;
 			}
+			check_state(r);
 			pthread_cond_broadcast(&r->state_cv);
 			pthread_mutex_unlock(&r->mu);
 			pthread_mutex_unlock(&r->send_mu);
@@ -501,6 +529,7 @@ static void *reader_main(void *arg)
 {
 	struct rpc *r = arg;
 
+	reader_of = r;
 	for (;;) {
 		pthread_mutex_lock(&r->mu);
 		enum rpc_state st = r->state;
@@ -555,6 +584,7 @@ void rpc_destroy(struct rpc *r)
 static int wait_up(struct rpc *r, const struct timespec *dl,
 		   const struct rpc_intr *ir)
 {
+	check_state(r);
 	while (r->state == RPC_DOWN) {
 		if (ir && ir->fired)
 			return -EINTR;
@@ -583,12 +613,15 @@ void rpc_interrupt(struct rpc_intr *ir)
 	struct rpc *r = ir->r;
 	struct pending **pp, *p;
 
+	/* libfuse's lock on the request is held: take only mu. */
+	LOCK_ASSERT_NOT_HELD(&r->mu);
 	pthread_mutex_lock(&r->mu);
 	ir->fired = 1;
 	p = ir->p;
 	if (p) {
 		for (pp = &r->pending; *pp && *pp != p; pp = &(*pp)->next)
 			;
+		CAIRN_ASSERT(*pp && !p->done);
 		if (*pp)
 			*pp = p->next;
 		ir->p = NULL;
@@ -607,6 +640,12 @@ int rpc_call_intr(struct rpc *r, uint16_t op, const struct wbuf *req,
 	struct timespec dl;
 	int ret;
 
+	/* The reply comes through the reader thread, and mu and send_mu are
+	 * taken below. The callers' own locks are checked by the callers
+	 * (fs_call: no reply section is open on this thread). */
+	CAIRN_ASSERT(reader_of != r);
+	LOCK_ASSERT_NOT_HELD(&r->mu);
+	LOCK_ASSERT_NOT_HELD(&r->send_mu);
 	if (rep) {
 		rep->buf = NULL;
 		rep->len = 0;
@@ -630,11 +669,13 @@ int rpc_call_intr(struct rpc *r, uint16_t op, const struct wbuf *req,
 			pthread_mutex_unlock(&r->send_mu);
 			continue;
 		}
+		check_state(r);
 		if (p.id == 0) { /* first send; a resend keeps its id */
 			p.id = r->next_id++;
 			if (p.id == PING_ID)
 				p.id = r->next_id++;
 		}
+		CAIRN_ASSERT(p.id != PING_ID);
 		if (ir && ir->fired) {
 			pthread_mutex_unlock(&r->mu);
 			pthread_mutex_unlock(&r->send_mu);
@@ -676,6 +717,10 @@ int rpc_send_ack(struct rpc *r, uint16_t op, uint32_t id)
 {
 	int ret;
 
+	/* send_mu may be held by a sender the server stopped reading from
+	 * until we read its replies. */
+	CAIRN_ASSERT(reader_of != r);
+	LOCK_ASSERT_NOT_HELD(&r->send_mu);
 	pthread_mutex_lock(&r->send_mu);
 	pthread_mutex_lock(&r->mu);
 	int fd = r->state == RPC_UP ? r->fd : -1;
