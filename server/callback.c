@@ -9,7 +9,18 @@
  * exists only while it has at least one promise.
  *
  * Locking: one mutex (t->lock) guards everything in the table, including
- * the cb_client fields. Nothing here blocks or does I/O while holding it.
+ * the cb_client fields but acks and gone (ack_lock, below). Nothing here
+ * blocks or does I/O while holding it. Where the table's locks stand in
+ * the server's lock order: docs/LOCKING.md.
+ *
+ * Invariants (checked in debug builds, lib/debug.h): t->count is the
+ * number of promises and each client's count the number on its list;
+ * t->count <= t->max once cb_register returns; the age list is empty iff
+ * t->count is 0; an object record has a promise; a recent[] slot's seq
+ * only grows and other_seq <= seq; a wait's outstanding is the number of
+ * its entries in t->acks; the helpers below run under the lock their
+ * section names; a wait's done callback, like cb_expire's lost, runs with
+ * neither lock held.
  *
  * Recent breaks: t->recent[] is a fixed array of slots indexed by FID hash.
  * A slot remembers the sequence number of the last break of a FID hashing
@@ -31,11 +42,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "../lib/debug.h"
 #include "../lib/msg.h"
 #include "callback.h"
 
 #define CB_RECENT_SLOTS 4096u
-#define CB_MAX_CHANGES  32
 #define CB_ACK_BUCKETS  1024u
 /* Clients a cycle check follows before it assumes the worst. */
 #define CB_GRAPH_MAX    64
@@ -115,6 +126,34 @@ static int fid_eq(const struct cairn_fid *a, const struct cairn_fid *b)
 	return a->vnode == b->vnode && a->vol == b->vol && a->uniq == b->uniq;
 }
 
+/* The table's two locks are never held together. */
+static void table_lock(struct cb_table *t)
+{
+	LOCK_ASSERT_NOT_HELD(&t->ack_lock);
+	pthread_mutex_lock(&t->lock);
+}
+
+/* The promise bookkeeping agrees with itself (cheap checks only). */
+static void table_unlock(struct cb_table *t)
+{
+	CAIRN_ASSERT((t->count == 0) == (t->oldest == NULL));
+	CAIRN_ASSERT((t->oldest == NULL) == (t->newest == NULL));
+	pthread_mutex_unlock(&t->lock);
+}
+
+static void ack_lock(struct cb_table *t)
+{
+	LOCK_ASSERT_NOT_HELD(&t->lock);
+	pthread_mutex_lock(&t->ack_lock);
+}
+
+/* Hooks and done callbacks run with neither lock held. */
+static void assert_unlocked(struct cb_table *t)
+{
+	LOCK_ASSERT_NOT_HELD(&t->lock);
+	LOCK_ASSERT_NOT_HELD(&t->ack_lock);
+}
+
 struct cb_table *cb_table_create(size_t max_promises, void (*hold)(void *))
 {
 	struct cb_table *t = calloc(1, sizeof(*t));
@@ -142,6 +181,7 @@ void cb_table_destroy(struct cb_table *t)
 {
 	if (!t)
 		return;
+	CAIRN_ASSERT(t->count == 0); /* every client dropped */
 	/* Clients should be gone; free whatever is left anyway. */
 	while (t->oldest) {
 		struct cb_promise *p = t->oldest;
@@ -175,14 +215,14 @@ void cb_table_destroy(struct cb_table *t)
 
 void cb_client_init(struct cb_table *t, struct cb_client *cl, void *owner)
 {
-	pthread_mutex_lock(&t->lock);
+	table_lock(t);
 	cl->owner = owner;
 	cl->id = t->next_client_id++;
 	cl->head = NULL;
 	cl->count = 0;
 	cl->acks = 0;
 	cl->gone = 0;
-	pthread_mutex_unlock(&t->lock);
+	table_unlock(t);
 }
 
 uint64_t cb_seq(struct cb_table *t)
@@ -192,9 +232,9 @@ uint64_t cb_seq(struct cb_table *t)
 
 size_t cb_count(struct cb_table *t)
 {
-	pthread_mutex_lock(&t->lock);
+	table_lock(t);
 	size_t n = t->count;
-	pthread_mutex_unlock(&t->lock);
+	table_unlock(t);
 	return n;
 }
 
@@ -210,7 +250,11 @@ static struct cb_obj **obj_slot(struct cb_table *t, const struct cairn_fid *f)
 
 static struct cb_obj *obj_find(struct cb_table *t, const struct cairn_fid *f)
 {
-	return *obj_slot(t, f);
+	struct cb_obj *o = *obj_slot(t, f);
+
+	/* An object record exists only while it has a promise. */
+	CAIRN_ASSERT(!o || o->holders);
+	return o;
 }
 
 static void age_unlink(struct cb_table *t, struct cb_promise *p)
@@ -249,6 +293,7 @@ static void promise_drop(struct cb_table *t, struct cb_promise *p)
 	if (p->cnext)
 		p->cnext->cprev = p->cprev;
 	age_unlink(t, p);
+	CAIRN_ASSERT(p->cl->count > 0 && t->count > 0);
 	p->cl->count--;
 	t->count--;
 	free(p);
@@ -280,6 +325,7 @@ static struct cb_batch *batch_for(struct cb_table *t, struct cb_batch **list,
 {
 	struct cb_batch *b;
 
+	LOCK_ASSERT_HELD(&t->lock);
 	for (b = *list; b; b = b->next)
 		if (b->owner == cl->owner && b->count < b->cap)
 			return b;
@@ -304,8 +350,11 @@ static int batch_add(struct cb_batch *b, const struct cairn_fid *fid,
 		if (fid_eq(&b->rec[i].fid, fid) && b->rec[i].namelen == namelen &&
 		    (!namelen || !memcmp(b->rec[i].name, name, namelen)))
 			return 0;
+	/* batch_for returns a batch with room, and cap = the number of
+	 * changes, each adding at most one record per client. */
+	CAIRN_ASSERT(b->count < b->cap);
 	if (b->count == b->cap)
-		return -ENOBUFS; /* cannot happen: cap = number of changes */
+		return -ENOBUFS;
 	b->rec[b->count++] = (struct cb_record){ *fid, name, namelen };
 	return 1;
 }
@@ -341,9 +390,12 @@ static int evict_oldest(struct cb_table *t, uint32_t cap,
 			struct cb_batch **evicted)
 {
 	struct cb_promise *p = t->oldest;
-	struct cb_batch *b = batch_for(t, evicted, p->cl, cap);
+	struct cb_batch *b;
 	int ret = 0;
 
+	LOCK_ASSERT_HELD(&t->lock);
+	CAIRN_ASSERT(p); /* called while count > max >= 1 */
+	b = batch_for(t, evicted, p->cl, cap);
 	if (b)
 		batch_add(b, &p->obj->fid, NULL, 0);
 	else
@@ -358,6 +410,7 @@ static int register_one(struct cb_table *t, struct cb_client *cl,
 	struct cb_obj **slot = obj_slot(t, fid), *o = *slot;
 	struct cb_promise *p = promise_find(o, cl);
 
+	LOCK_ASSERT_HELD(&t->lock);
 	if (p) {
 		age_unlink(t, p);
 		age_append(t, p);
@@ -399,7 +452,7 @@ int cb_register(struct cb_table *t, struct cb_client *cl,
 {
 	int ret = 0;
 
-	pthread_mutex_lock(&t->lock);
+	table_lock(t);
 	for (int i = 0; i < n; i++) {
 		int r = register_one(t, cl, &fids[i]);
 		if (r < 0) {
@@ -416,7 +469,8 @@ int cb_register(struct cb_table *t, struct cb_client *cl,
 		if (r < 0)
 			ret = r;
 	}
-	pthread_mutex_unlock(&t->lock);
+	CAIRN_ASSERT(t->count <= t->max);
+	table_unlock(t);
 	return ret;
 }
 
@@ -427,11 +481,14 @@ static void recent_note(struct cb_table *t, const struct cairn_fid *fid,
 {
 	struct cb_recent *s = &t->recent[fid_hash(fid) % CB_RECENT_SLOTS];
 
+	LOCK_ASSERT_HELD(&t->lock);
 	if (s->changer != changer) {
 		s->other_seq = s->seq;
 		s->changer = changer;
 	}
+	CAIRN_ASSERT(seq >= s->seq); /* seq only grows, under t->lock */
 	s->seq = seq;
+	CAIRN_ASSERT(s->other_seq <= s->seq);
 }
 
 /* Sequence of the last break of fid's slot by anyone but client `me`. */
@@ -440,6 +497,7 @@ static uint64_t recent_by_other(struct cb_table *t,
 {
 	struct cb_recent *s = &t->recent[fid_hash(fid) % CB_RECENT_SLOTS];
 
+	LOCK_ASSERT_HELD(&t->lock);
 	return s->changer != me ? s->seq : s->other_seq;
 }
 
@@ -451,7 +509,7 @@ int cb_break(struct cb_table *t, const struct cb_client *changer,
 
 	if (n > CB_MAX_CHANGES)
 		return -EINVAL;
-	pthread_mutex_lock(&t->lock);
+	table_lock(t);
 	uint64_t seq = __atomic_add_fetch(&t->seq, 1, __ATOMIC_SEQ_CST);
 
 	/* Pass 1: records. Promises stay until every change has been seen,
@@ -492,7 +550,7 @@ int cb_break(struct cb_table *t, const struct cb_client *changer,
 			p = next;
 		}
 	}
-	pthread_mutex_unlock(&t->lock);
+	table_unlock(t);
 	return ret < 0 ? ret : records;
 }
 
@@ -505,7 +563,7 @@ int cb_recheck(struct cb_table *t, struct cb_client *cl, uint64_t seq0,
 	 * lock: a break bumps seq under the lock before it records. */
 	if (__atomic_load_n(&t->seq, __ATOMIC_SEQ_CST) == seq0)
 		return 0;
-	pthread_mutex_lock(&t->lock);
+	table_lock(t);
 	for (int i = 0; i < n; i++) {
 		if (recent_by_other(t, &fids[i], cl->id) <= seq0)
 			continue;
@@ -521,16 +579,17 @@ int cb_recheck(struct cb_table *t, struct cb_client *cl, uint64_t seq0,
 			records++;
 	}
 out:
-	pthread_mutex_unlock(&t->lock);
+	table_unlock(t);
 	return records;
 }
 
 void cb_drop_client(struct cb_table *t, struct cb_client *cl)
 {
-	pthread_mutex_lock(&t->lock);
+	table_lock(t);
 	while (cl->head)
 		promise_drop(t, cl->head);
-	pthread_mutex_unlock(&t->lock);
+	CAIRN_ASSERT(cl->count == 0);
+	table_unlock(t);
 	cb_client_gone(t, cl);
 }
 
@@ -546,6 +605,7 @@ static uint64_t now_ms(void)
 
 static uint32_t ack_id_next(struct cb_table *t)
 {
+	LOCK_ASSERT_HELD(&t->ack_lock);
 	if (++t->next_ack == 0)
 		++t->next_ack;
 	return t->next_ack;
@@ -580,6 +640,7 @@ static int graph_reaches(struct cb_table *t, struct cb_client *from,
 	struct cb_client *seen[CB_GRAPH_MAX];
 	int n = 0, grew = 1;
 
+	LOCK_ASSERT_HELD(&t->ack_lock);
 	if (from == to)
 		return 1;
 	seen[n++] = from;
@@ -604,6 +665,7 @@ static void ack_settle(struct cb_table *t, struct cb_ackent *e,
 {
 	struct cb_wait *w = e->w;
 
+	LOCK_ASSERT_HELD(&t->ack_lock);
 	*ack_slot(t, e->id) = e->hnext;
 	if (e->aprev)
 		e->aprev->anext = e->anext;
@@ -612,6 +674,7 @@ static void ack_settle(struct cb_table *t, struct cb_ackent *e,
 	if (e->anext)
 		e->anext->aprev = e->aprev;
 	free(e);
+	CAIRN_ASSERT(w->outstanding > 0);
 	if (--w->outstanding || !w->armed)
 		return;
 	if (w->prev)
@@ -640,8 +703,10 @@ static void ack_settle_gone(struct cb_table *t, struct cb_wait **done)
 }
 
 /* Without the lock: run and free completed waits. */
-static void run_done(struct cb_wait *w)
+static void run_done(struct cb_table *t, struct cb_wait *w)
 {
+	if (w)
+		assert_unlocked(t);
 	while (w) {
 		struct cb_wait *next = w->next;
 
@@ -676,7 +741,7 @@ uint32_t cb_wait_add(struct cb_table *t, struct cb_wait *w,
 	struct cb_ackent *e = w ? malloc(sizeof(*e)) : NULL;
 	uint32_t id;
 
-	pthread_mutex_lock(&t->ack_lock);
+	ack_lock(t);
 	id = ack_id_next(t);
 	if (!e || !cl->acks || cl->gone) {
 		/* not waited for */
@@ -703,14 +768,14 @@ uint32_t cb_wait_add(struct cb_table *t, struct cb_wait *w,
 
 void cb_client_set_acks(struct cb_table *t, struct cb_client *cl, int on)
 {
-	pthread_mutex_lock(&t->ack_lock);
+	ack_lock(t);
 	cl->acks = on;
 	pthread_mutex_unlock(&t->ack_lock);
 }
 
 uint64_t cb_ack_cycles(struct cb_table *t)
 {
-	pthread_mutex_lock(&t->ack_lock);
+	ack_lock(t);
 	uint64_t n = t->cycles;
 	pthread_mutex_unlock(&t->ack_lock);
 	return n;
@@ -718,7 +783,8 @@ uint64_t cb_ack_cycles(struct cb_table *t)
 
 int cb_wait_arm(struct cb_table *t, struct cb_wait *w)
 {
-	pthread_mutex_lock(&t->ack_lock);
+	ack_lock(t);
+	CAIRN_ASSERT(!w->armed);
 	if (!w->outstanding) {
 		pthread_mutex_unlock(&t->ack_lock);
 		free(w);
@@ -742,7 +808,7 @@ int cb_ack(struct cb_table *t, struct cb_client *cl, uint32_t id)
 	struct cb_wait *done = NULL;
 	struct cb_ackent *e;
 
-	pthread_mutex_lock(&t->ack_lock);
+	ack_lock(t);
 	e = *ack_slot(t, id);
 	if (!e || e->cl != cl) {
 		pthread_mutex_unlock(&t->ack_lock);
@@ -750,7 +816,7 @@ int cb_ack(struct cb_table *t, struct cb_client *cl, uint32_t id)
 	}
 	ack_settle(t, e, &done);
 	pthread_mutex_unlock(&t->ack_lock);
-	run_done(done);
+	run_done(t, done);
 	return 0;
 }
 
@@ -758,11 +824,11 @@ void cb_client_gone(struct cb_table *t, struct cb_client *cl)
 {
 	struct cb_wait *done = NULL;
 
-	pthread_mutex_lock(&t->ack_lock);
+	ack_lock(t);
 	cl->gone = 1;
 	ack_settle_gone(t, &done);
 	pthread_mutex_unlock(&t->ack_lock);
-	run_done(done);
+	run_done(t, done);
 }
 
 int cb_expire(struct cb_table *t, void (*lost)(void *arg, void *owner),
@@ -773,7 +839,7 @@ int cb_expire(struct cb_table *t, void (*lost)(void *arg, void *owner),
 	uint64_t now = now_ms();
 	int n = 0;
 
-	pthread_mutex_lock(&t->ack_lock);
+	ack_lock(t);
 	/* Deadline order: stop at the first wait still in time. */
 	for (struct cb_wait *w = t->armed_head;
 	     w && w->deadline_ms <= now && n < CB_LOST_MAX; w = w->next) {
@@ -790,8 +856,10 @@ int cb_expire(struct cb_table *t, void (*lost)(void *arg, void *owner),
 	if (n)
 		ack_settle_gone(t, &done);
 	pthread_mutex_unlock(&t->ack_lock);
+	if (n)
+		assert_unlocked(t);
 	for (int i = 0; i < n; i++)
 		lost(arg, owners[i]);
-	run_done(done);
+	run_done(t, done);
 	return n;
 }

@@ -110,9 +110,10 @@ struct cb_batch {
 
 /*
  * Create a table holding at most max_promises (>= 1) promises. hold, if
- * not NULL, is called under the table lock with the owner of every client
- * put into a batch, so the caller can take a reference that keeps the
- * owner alive until the batch is sent. Returns NULL on allocation failure.
+ * not NULL, is called under one of the table's locks with the owner of
+ * every client put into a batch or passed to cb_expire's lost, so the
+ * caller can take a reference that keeps the owner alive until the batch
+ * is sent; it must take no lock. Returns NULL on allocation failure.
  */
 struct cb_table *cb_table_create(size_t max_promises, void (*hold)(void *));
 /* Every client must have been dropped (cb_drop_client) first. */
@@ -132,10 +133,14 @@ uint64_t cb_seq(struct cb_table *t);
 int cb_register(struct cb_table *t, struct cb_client *cl,
 		const struct cairn_fid *fids, int n, struct cb_batch **evicted);
 
+/* Changes one cb_break call takes at most. */
+#define CB_MAX_CHANGES 32
+
 /*
- * A change by `changer` (may be NULL) touched ch[0..n) (n <= 32). Every
- * other client holding a promise on a changed fid gets one batch with one
- * record per change it holds a promise on; those promises are dropped.
+ * A change by `changer` (may be NULL) touched ch[0..n) (n <=
+ * CB_MAX_CHANGES, else -EINVAL). Every other client holding a promise on
+ * a changed fid gets one batch with one record per change it holds a
+ * promise on; those promises are dropped.
  * Bumps the break sequence. Appends batches to *out. Returns the number
  * of records, or -ENOMEM (then the affected clients' promises on the
  * changed fids are dropped without notice being possible; the caller

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../lib/debug.h"
 #include "../lib/log.h"
 #include "../lib/msg.h"
 #include "../lib/proto.h"
@@ -298,11 +299,19 @@ int deliver_reply(const struct srv_ctx *ctx, struct conn *c,
 	struct cb_wait *wait = NULL;
 	int ret = 0;
 
+	/* A cache entry belongs to a cache handle. A request run on the
+	 * reader thread (MSG_INLINE) only reads LMDB: it changes nothing, so
+	 * it never waits for a group commit or for acknowledgements, and the
+	 * reader keeps reading acknowledgements (docs/LOCKING.md). */
+	CAIRN_ASSERT(!d->de || d->dc);
+	CAIRN_ASSERT(!out->nch || !msg_has(h->op, MSG_INLINE));
 	memcpy(local.close_after, out->close_after, sizeof(local.close_after));
 	wbuf_init(&out->w); /* the reply belongs to the delivery now */
 	d->de = NULL;
 	if (out->nch)
 		p = break_changes(ctx, c, &local, out, &wait);
+	/* Parked on the heap exactly when a wait is open for it. */
+	CAIRN_ASSERT((p != &local) == (wait != NULL));
 	if (out->np && cb_register(ctx->cb, conn_cb_client(c), out->pfid,
 				   out->np, &p->evicted) < 0)
 		log_warn("peer %s: callback table out of memory",

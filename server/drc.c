@@ -6,6 +6,14 @@
  * age list (oldest first), from which finished entries are dropped once
  * there are more than DRC_MAX_DONE. Lookups cost a hash chain walk; the
  * lock is held for a few pointer updates and one small copy.
+ *
+ * Entry states: in progress (done 0, no reply; duplicates may be parked
+ * on it) -> done (drc_finish: done 1, a reply, no parked duplicates), or
+ * unlinked and freed (drc_abort, or drc_finish out of memory). Only done
+ * entries are counted (ndone, nentries) and dropped by trim; a client
+ * handle with refs 0 has no entry in progress (a request in progress
+ * belongs to a connection holding a ref), so expiry frees only done
+ * entries. Debug builds check these (lib/debug.h).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -13,6 +21,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../lib/debug.h"
 #include "drc.h"
 
 #define DRC_BUCKETS 128  /* per client; ~2-3 entries per chain when full */
@@ -24,7 +33,7 @@ struct drc_entry {
 	uint16_t op;
 	int done;
 	struct drc_waiter *waiters;    /* duplicates parked while in progress */
-	struct drc_reply *rep;         /* once done (NULL: out of memory) */
+	struct drc_reply *rep;         /* once done (never NULL then) */
 };
 
 struct drc_client {
@@ -54,6 +63,14 @@ static time_t now_s(void)
 	return ts.tv_sec;
 }
 
+/* A leaf lock: taken holding none of the cache's (the park hook, which
+ * runs under it, must not come back in). */
+static void drc_lock(struct drc *d)
+{
+	LOCK_ASSERT_NOT_HELD(&d->lock);
+	pthread_mutex_lock(&d->lock);
+}
+
 struct drc *drc_create(void (*park)(void *owner))
 {
 	struct drc *d = calloc(1, sizeof(*d));
@@ -77,6 +94,7 @@ static void entry_unlink(struct drc_client *dc, struct drc_entry *e)
 {
 	struct drc_entry **pp = &dc->hash[e->id % DRC_BUCKETS];
 
+	LOCK_ASSERT_HELD(&dc->d->lock);
 	while (*pp != e)
 		pp = &(*pp)->hnext;
 	*pp = e->hnext;
@@ -89,15 +107,19 @@ static void entry_unlink(struct drc_client *dc, struct drc_entry *e)
 	else
 		dc->newest = e->prev;
 	if (e->done) {
+		CAIRN_ASSERT(dc->ndone > 0 && dc->d->nentries > 0);
 		dc->ndone--;
 		dc->d->nentries--;
 	}
 }
 
+/* Caller holds d->lock. */
 static void client_free(struct drc_client *dc)
 {
+	CAIRN_ASSERT(dc->refs == 0);
 	while (dc->oldest) {
 		struct drc_entry *e = dc->oldest;
+		CAIRN_ASSERT(e->done && !e->waiters);
 		entry_unlink(dc, e);
 		entry_free(e);
 	}
@@ -108,11 +130,13 @@ void drc_destroy(struct drc *d)
 {
 	if (!d)
 		return;
+	drc_lock(d); /* no other user is left; the helpers expect it */
 	while (d->clients) {
 		struct drc_client *dc = d->clients;
 		d->clients = dc->next;
 		client_free(dc);
 	}
+	pthread_mutex_unlock(&d->lock);
 	pthread_mutex_destroy(&d->lock);
 	free(d);
 }
@@ -123,6 +147,7 @@ static void expire_locked(struct drc *d, time_t now)
 {
 	struct drc_client **pp = &d->clients;
 
+	LOCK_ASSERT_HELD(&d->lock);
 	d->last_expire = now;
 	while (*pp) {
 		struct drc_client *dc = *pp;
@@ -140,7 +165,7 @@ void drc_expire(struct drc *d)
 {
 	time_t now = now_s();
 
-	pthread_mutex_lock(&d->lock);
+	drc_lock(d);
 	if (now != d->last_expire)
 		expire_locked(d, now);
 	pthread_mutex_unlock(&d->lock);
@@ -150,7 +175,7 @@ struct drc_client *drc_client_get(struct drc *d, const uint8_t id[16])
 {
 	struct drc_client *dc, *fresh = calloc(1, sizeof(*fresh));
 
-	pthread_mutex_lock(&d->lock);
+	drc_lock(d);
 	expire_locked(d, now_s());
 	for (dc = d->clients; dc; dc = dc->next)
 		if (!memcmp(dc->id, id, 16))
@@ -178,7 +203,8 @@ void drc_client_put(struct drc_client *dc)
 	if (!dc)
 		return;
 	d = dc->d;
-	pthread_mutex_lock(&d->lock);
+	drc_lock(d);
+	CAIRN_ASSERT(dc->refs > 0);
 	if (--dc->refs == 0)
 		dc->idle_since = now_s();
 	pthread_mutex_unlock(&d->lock);
@@ -225,11 +251,12 @@ enum drc_verdict drc_begin(struct drc_client *dc, void *owner, uint32_t id,
 
 	*out = NULL;
 	*rep = NULL;
-	pthread_mutex_lock(&d->lock);
+	drc_lock(d);
 	e = find(dc, id);
 	if (e && e->op != op) {
 		v = DRC_UNCACHED; /* the client broke its promise of unique ids */
 	} else if (e && e->done) {
+		CAIRN_ASSERT(e->rep && !e->waiters);
 		*rep = e->rep ? reply_copy(e->rep) : NULL;
 		v = *rep ? DRC_REPLAY : DRC_NOMEM;
 		if (*rep)
@@ -275,6 +302,7 @@ static void trim(struct drc_client *dc, struct drc_entry **dead)
 {
 	struct drc_entry *e = dc->oldest;
 
+	LOCK_ASSERT_HELD(&dc->d->lock);
 	while (dc->ndone > DRC_MAX_DONE && e) {
 		struct drc_entry *n = e->next;
 		if (e->done) {
@@ -284,6 +312,7 @@ static void trim(struct drc_client *dc, struct drc_entry **dead)
 		}
 		e = n;
 	}
+	CAIRN_ASSERT(dc->ndone <= DRC_MAX_DONE);
 }
 
 struct drc_waiter *drc_finish(struct drc_client *dc, struct drc_entry *e,
@@ -294,7 +323,8 @@ struct drc_waiter *drc_finish(struct drc_client *dc, struct drc_entry *e,
 	struct drc_entry *dead = NULL;
 	struct drc_waiter *w;
 
-	pthread_mutex_lock(&d->lock);
+	drc_lock(d);
+	CAIRN_ASSERT(!e->done); /* finished once */
 	w = e->waiters;
 	e->waiters = NULL;
 	if (copy) {
@@ -323,7 +353,8 @@ struct drc_waiter *drc_abort(struct drc_client *dc, struct drc_entry *e)
 	struct drc *d = dc->d;
 	struct drc_waiter *w;
 
-	pthread_mutex_lock(&d->lock);
+	drc_lock(d);
+	CAIRN_ASSERT(!e->done);
 	w = e->waiters;
 	e->waiters = NULL;
 	entry_unlink(dc, e);
@@ -339,7 +370,7 @@ uint64_t drc_hits(struct drc *d)
 
 void drc_counts(struct drc *d, long *clients, long *entries)
 {
-	pthread_mutex_lock(&d->lock);
+	drc_lock(d);
 	*clients = d->nclients;
 	*entries = d->nentries;
 	pthread_mutex_unlock(&d->lock);

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../lib/debug.h"
 #include "../lib/log.h"
 #include "../lib/msg.h"
 #include "../lib/proto.h"
@@ -81,8 +82,9 @@ static void change(struct op_req *q, const struct cairn_fid *fid,
 {
 	struct handler_out *o = q->out;
 
+	CAIRN_ASSERT(o->nch < HANDLER_MAX_CHANGES); /* no op records more */
 	if (o->nch == HANDLER_MAX_CHANGES)
-		return; /* cannot happen: no op records more */
+		return;
 	o->ch[o->nch++] = (struct cb_change){ *fid, name ? name->p : NULL,
 					      name ? name->len : 0, all };
 }
@@ -91,6 +93,7 @@ static void change(struct op_req *q, const struct cairn_fid *fid,
  * the changer included, must refetch them. */
 static void change_all(struct op_req *q, const struct store_changed *sc)
 {
+	CAIRN_ASSERT(sc->n >= 0 && sc->n <= 4);
 	for (int i = 0; i < sc->n && i < 4; i++)
 		change(q, &sc->fid[i], NULL, 1);
 }

@@ -40,6 +40,8 @@ struct srv_ctx {
 };
 
 #define HANDLER_MAX_CHANGES 12
+_Static_assert(HANDLER_MAX_CHANGES <= CB_MAX_CHANGES,
+	       "one request's changes must fit one cb_break call");
 
 /*
  * What one request produced, for delivery. Filled by handler_run, read

@@ -38,12 +38,10 @@
  *               parked requests (parked is an atomic, so conn_park takes
  *               no lock and can be the duplicate request cache's hook)
  *   s->elock    the expiry thread's stop flag
- *   drc.lock    the duplicate request cache (drc.c); a leaf
- * Order: s->lock before c->wlock, and s->lock before the callback table's
- * lock (cb_client_init in conn_start); qlock and elock are never held with
- * another. The full order is in docs/LOCKING.md.
- * The callback table never calls back into a connection except through
- * conn_get (an atomic), so no lock is taken under its lock.
+ * The order in which they, the callback table's, the duplicate request
+ * cache's and the store's locks may be taken is stated once, in
+ * docs/LOCKING.md; debug builds check the rules that apply here
+ * (lib/debug.h).
  *
  * Replies are built as one contiguous frame (header and payload in one
  * wbuf), so one send() per frame does what writev would.
@@ -61,6 +59,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../lib/debug.h"
 #include "../lib/log.h"
 #include "../lib/msg.h"
 #include "../lib/net.h"
@@ -161,6 +160,8 @@ struct server {
 
 /* --- connections ----------------------------------------------------------- */
 
+static int conn_parked(struct conn *c);
+
 void conn_get(struct conn *c)
 {
 	__atomic_add_fetch(&c->refs, 1, __ATOMIC_ACQ_REL);
@@ -180,8 +181,13 @@ static void outq_free(struct conn *c)
 
 void conn_put(struct conn *c)
 {
-	if (__atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL))
+	int left = __atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL);
+
+	CAIRN_ASSERT(left >= 0);
+	if (left)
 		return;
+	/* The last reference: nothing runs, waits or writes for c. */
+	CAIRN_ASSERT(!c->inflight && !conn_parked(c) && !c->writing);
 	outq_free(c);
 	drc_client_put(c->drc);
 	close(c->fd);
@@ -237,13 +243,18 @@ struct drc *server_drc(struct server *s)
  */
 void conn_park(struct conn *c)
 {
+	/* The request's own count: it cannot drop while the request runs
+	 * (read without wlock, which may not be taken here). */
+	CAIRN_ASSERT(__atomic_load_n(&c->inflight, __ATOMIC_RELAXED) > 0);
 	conn_get(c);
 	__atomic_add_fetch(&c->parked, 1, __ATOMIC_ACQ_REL);
 }
 
 void conn_unpark(struct conn *c)
 {
-	__atomic_sub_fetch(&c->parked, 1, __ATOMIC_ACQ_REL);
+	int left = __atomic_sub_fetch(&c->parked, 1, __ATOMIC_ACQ_REL);
+
+	CAIRN_ASSERT(left >= 0);
 	/* Under wlock, so a reader between its check and its wait cannot
 	 * miss the wake-up. */
 	pthread_mutex_lock(&c->wlock);
@@ -318,6 +329,7 @@ int conn_send(struct conn *c, struct wbuf *w)
 		return w->err;
 	if (!w->len)
 		return 0;
+	LOCK_ASSERT_NOT_HELD(&c->wlock);
 	pthread_mutex_lock(&c->wlock);
 	if (c->closing) {
 		pthread_mutex_unlock(&c->wlock);
@@ -385,6 +397,8 @@ static void *conn_writer(void *arg)
 		pthread_mutex_unlock(&c->wlock);
 
 		int err = 0;
+		/* A blocking send must not hold up conn_send's callers. */
+		LOCK_ASSERT_NOT_HELD(&c->wlock);
 		while (o->off < o->len) {
 			/* Blocking, bounded by SO_SNDTIMEO. */
 			ssize_t n = send(c->fd, o->data + o->off,
@@ -472,6 +486,7 @@ static int inflight_enter(struct conn *c)
 static void inflight_leave(struct conn *c)
 {
 	pthread_mutex_lock(&c->wlock);
+	CAIRN_ASSERT(c->inflight > 0);
 	c->inflight--;
 	pthread_cond_broadcast(&c->icond);
 	pthread_mutex_unlock(&c->wlock);
@@ -531,6 +546,9 @@ static int read_frame(struct conn *c, struct wire_hdr *h, uint8_t **payload)
 	uint8_t *p = NULL;
 	int rc, partial = 0;
 
+	/* Blocks on the peer: no lock may be held. */
+	LOCK_ASSERT_NOT_HELD(&c->wlock);
+	LOCK_ASSERT_NOT_HELD(&c->srv->lock);
 	*payload = NULL;
 	rc = read_header(c, hb, &partial);
 	if (rc) {
@@ -595,6 +613,11 @@ static int serve_request(struct server *s, struct conn *c,
 	struct handler_out out;
 	struct delivery d;
 
+	/* deliver.h: the request runs holding no lock (its store call may
+	 * wait for a group commit, its delivery sends). */
+	LOCK_ASSERT_NOT_HELD(&c->wlock);
+	LOCK_ASSERT_NOT_HELD(&s->lock);
+	LOCK_ASSERT_NOT_HELD(&s->qlock);
 	if (deliver_begin(&s->ctx, c, h, &d))
 		return 0;
 	if (handler_run(&s->ctx, c, h, payload, &out)) {
@@ -807,6 +830,7 @@ static int conn_start(struct server *s, int fd)
 	pthread_t reader;
 	int ret;
 
+	LOCK_ASSERT_HELD(&s->lock);
 	if (!c) {
 		close(fd);
 		return -ENOMEM;
@@ -1064,6 +1088,7 @@ void server_stop(struct server *s)
 		conn_mark_closing(c, 1);
 	while (s->conns)
 		pthread_cond_wait(&s->cond, &s->lock);
+	CAIRN_ASSERT(s->nconns == 0);
 	pthread_mutex_unlock(&s->lock);
 
 	expiry_stop(s);
