@@ -93,6 +93,14 @@ void store_os_reset(void)
 
 /* ---- small helpers ---------------------------------------------------- */
 
+/*
+ * Per-thread bookkeeping for the rules of store_int.h, read only by debug
+ * builds' asserts (a thread-local add each; no lock): read transactions
+ * this thread has open, and whether it is running a batch's functions.
+ */
+static __thread int rtxn_open;
+static __thread int in_batch;
+
 int store_lmdb_err(int rc)
 {
 	switch (rc) {
@@ -399,6 +407,9 @@ void store_data_path(uint64_t vn, char *buf, size_t sz)
 
 pthread_mutex_t *store_vlock(struct store *st, uint64_t vn)
 {
+	/* A batch leader holds LMDB's write lock: a vlock taken in it would
+	 * reverse the order. */
+	CAIRN_ASSERT(!in_batch);
 	return &st->vlock[(vn * 0x9e3779b97f4a7c15ull) >> 58];
 }
 
@@ -408,8 +419,12 @@ void store_data_drop(struct store *st, uint64_t vn, int locked)
 	pthread_mutex_t *l = store_vlock(st, vn);
 
 	store_data_path(vn, path, sizeof(path));
-	if (!locked)
+	if (locked) {
+		LOCK_ASSERT_HELD(l);
+	} else {
+		LOCK_ASSERT_NOT_HELD(l);
 		pthread_mutex_lock(l);
+	}
 	/* Unlink first: see store_fdc.c for why the order matters. */
 	store_os.unlinkat(st->dirfd, path, 0);
 	store_fdc_forget(st, vn);
@@ -476,6 +491,11 @@ int store_tx(struct store *st, store_tx_fn fn, void *arg)
 	struct wop *batch, *last, *w, *next;
 	int n;
 
+	/* From a store_tx_fn this would wait for its own batch; under a
+	 * read transaction it would pin a snapshot across a commit. */
+	CAIRN_ASSERT(!in_batch);
+	CAIRN_ASSERT(rtxn_open == 0);
+	LOCK_ASSERT_NOT_HELD(&st->gc_lock);
 	pthread_mutex_lock(&st->gc_lock);
 	*st->gc_tail = &op;
 	st->gc_tail = &op.next;
@@ -494,7 +514,11 @@ int store_tx(struct store *st, store_tx_fn fn, void *arg)
 		last->next = NULL;
 		pthread_mutex_unlock(&st->gc_lock);
 
+		/* Without gc_lock (callers queue for the next batch), holding
+		 * LMDB's write lock; maybe the caller's vlock too. */
+		in_batch = 1;
 		gc_run(st, batch);
+		in_batch = 0;
 
 		pthread_mutex_lock(&st->gc_lock);
 		/* Owners return once done is set and gc_lock is dropped. */
@@ -516,7 +540,9 @@ int store_tx(struct store *st, store_tx_fn fn, void *arg)
 int store_rtxn(struct store *st, MDB_txn **txn)
 {
 	MDB_txn *t = NULL;
+	int rc;
 
+	CAIRN_ASSERT(!in_batch); /* a store_tx_fn reads through its txn */
 	pthread_mutex_lock(&st->rt_lock);
 	if (st->rt_n > 0)
 		t = st->rt_pool[--st->rt_n];
@@ -524,15 +550,21 @@ int store_rtxn(struct store *st, MDB_txn **txn)
 	if (t) {
 		if (mdb_txn_renew(t) == 0) {
 			*txn = t;
+			rtxn_open++;
 			return 0;
 		}
 		mdb_txn_abort(t);
 	}
-	return store_lmdb_err(mdb_txn_begin(st->env, NULL, MDB_RDONLY, txn));
+	rc = store_lmdb_err(mdb_txn_begin(st->env, NULL, MDB_RDONLY, txn));
+	if (rc == 0)
+		rtxn_open++;
+	return rc;
 }
 
 void store_rtxn_end(struct store *st, MDB_txn *txn)
 {
+	CAIRN_ASSERT(rtxn_open > 0); /* ended by the thread that began it */
+	rtxn_open--;
 	mdb_txn_reset(txn);
 	pthread_mutex_lock(&st->rt_lock);
 	if (st->rt_n < STORE_RTXN_POOL) {
@@ -1003,6 +1035,7 @@ void store_close(struct store *st)
 {
 	if (!st)
 		return;
+	CAIRN_ASSERT(!st->gc_head && !st->gc_leader); /* nothing runs */
 	store_fdc_destroy(st);
 	while (st->rt_n > 0)
 		mdb_txn_abort(st->rt_pool[--st->rt_n]);

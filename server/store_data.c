@@ -133,6 +133,7 @@ static int data_sync_failed(struct store *st, const struct cairn_fid *fid,
 	struct lost_args a = { fid };
 	int mrc;
 
+	LOCK_ASSERT_HELD(store_vlock(st, fid->vnode));
 	store_fdc_forget(st, fid->vnode);
 	mrc = store_tx(st, lost_tx, &a);
 	if (mrc && mrc != -ESTALE) {
@@ -173,6 +174,8 @@ static int data_name_sync(struct store *st, uint64_t vn)
 
 	pthread_mutex_lock(&st->nm_lock);
 	want = st->nm_created[xx];
+	/* nm_synced only ever takes values nm_created had. */
+	CAIRN_ASSERT(st->nm_synced[xx] <= want);
 	if (st->nm_synced[xx] >= want)
 		want = 0;
 	if (st->nm_failed[xx])
@@ -309,12 +312,15 @@ static int write_tx(struct store *st, MDB_txn *txn, void *arg)
 }
 
 /* Commit fn; drop the data file again if the object vanished meanwhile
- * (this operation may have created it). */
+ * (this operation may have created it). Caller holds vn's vlock, from
+ * reading the size it reasoned about until this commit. */
 static int data_commit_tx(struct store *st, uint64_t vn, store_tx_fn fn,
 			  void *arg)
 {
-	int rc = store_tx(st, fn, arg);
+	int rc;
 
+	LOCK_ASSERT_HELD(store_vlock(st, vn));
+	rc = store_tx(st, fn, arg);
 	if (rc == -ESTALE)
 		store_data_drop(st, vn, 1); /* the caller holds the vlock */
 	return rc;
@@ -544,7 +550,8 @@ static int setattr_tx(struct store *st, MDB_txn *txn, void *arg)
 	return store_inode_put(st, txn, a->fid->vnode, ino);
 }
 
-/* Bring the data file in line with a new size before it is committed. */
+/* Bring the data file in line with a new size before it is committed.
+ * Caller holds the vlock. */
 static int setattr_data(struct store *st, const struct cairn_fid *fid,
 			uint64_t size)
 {
@@ -552,6 +559,7 @@ static int setattr_data(struct store *st, const struct cairn_fid *fid,
 	struct store_fh fh;
 	int rc;
 
+	LOCK_ASSERT_HELD(store_vlock(st, fid->vnode));
 	if ((rc = file_get(st, fid, &ino, -EISDIR, -EINVAL)))
 		return rc;
 	if (size != 0 && (rc = data_usable(st, &ino)))

@@ -15,7 +15,9 @@
  *          closes fd and frees the entry.
  * Invariant: a vnode has at most one entry in the hash, and the hash
  * holds only descriptors of data files that were linked when the entry
- * was made and have not been forgotten since.
+ * was made and have not been forgotten since. Debug builds check the
+ * states at each transition (lib/debug.h). A data file is created
+ * (store_fdc_get with create) only under its vnode's vlock.
  *
  * Removing a data file is unlink, then store_fdc_forget. A descriptor
  * opened while a forget ran (fdc.gen moved between the lookup and the
@@ -109,6 +111,7 @@ static int ent_free(struct fdc *c, struct fdc_ent *e)
 {
 	int fd = e->fd;
 
+	CAIRN_ASSERT(e->ref == 0); /* from idle, dead, or a fresh array */
 	e->fd = -1;
 	e->dead = 0;
 	e->hnext = c->free;
@@ -119,6 +122,7 @@ static int ent_free(struct fdc *c, struct fdc_ent *e)
 /* Take a reference on a hashed entry. */
 static void ent_hold(struct fdc *c, struct fdc_ent *e, struct store_fh *fh)
 {
+	CAIRN_ASSERT(!e->dead && e->fd >= 0); /* hashed: busy or idle */
 	if (e->ref++ == 0)
 		lru_del(c, e);
 	fh->fd = e->fd;
@@ -154,9 +158,11 @@ void store_fdc_destroy(struct store *st)
 	struct fdc *c = &st->fdc;
 
 	if (c->ents)
-		for (unsigned i = 0; i < c->cap; i++)
+		for (unsigned i = 0; i < c->cap; i++) {
+			CAIRN_ASSERT(c->ents[i].ref == 0);
 			if (c->ents[i].fd >= 0)
 				store_os.close(c->ents[i].fd);
+		}
 	free(c->ents);
 	free(c->bucket);
 	c->ents = NULL;
@@ -173,6 +179,8 @@ int store_fdc_get(struct store *st, uint64_t vn, int create,
 	uint64_t gen;
 	int fd, spare = -1;
 
+	if (create)
+		LOCK_ASSERT_HELD(store_vlock(st, vn));
 	pthread_mutex_lock(&c->lock);
 	if ((e = fdc_find(c, vn))) {
 		ent_hold(c, e, fh);
@@ -208,6 +216,7 @@ int store_fdc_get(struct store *st, uint64_t vn, int create,
 	if ((e = c->free)) {
 		c->free = e->hnext;
 	} else if ((e = c->lru_tail)) {
+		CAIRN_ASSERT(e->ref == 0 && !e->dead); /* idle */
 		lru_del(c, e);
 		hash_del(c, e);
 		spare = e->fd;
@@ -251,6 +260,7 @@ void store_fdc_put(struct store *st, struct store_fh *fh)
 		fd = fh->fd;
 	} else {
 		pthread_mutex_lock(&c->lock);
+		CAIRN_ASSERT(e->ref > 0);
 		if (--e->ref == 0) {
 			if (e->dead)
 				fd = ent_free(c, e);

@@ -16,12 +16,14 @@
  * come and go (cookies come from the directory's next_cookie and are never
  * reused).
  *
- * Lock order: a vnode stripe (vlock), then gc_lock. The LMDB write lock is
- * taken only by a batch leader inside store_tx, which holds no gc_lock
- * while running the batch and never takes a vlock. No read transaction is
- * held across store_tx (a readdir callback must not call the store).
- * rt_lock, fdc_lock and nm_lock are leaves: nothing else is taken while
- * holding them.
+ * Locks: the vnode stripes (vlock), gc_lock, LMDB's write lock, rt_lock,
+ * fdc.lock and nm_lock; the order in which they may be taken is stated
+ * once, in docs/LOCKING.md ("Lock order (server)"). Rules the code relies
+ * on, checked in debug builds (lib/debug.h): a store_tx_fn runs on the
+ * batch leader, which holds no gc_lock, and never takes a vlock, opens a
+ * read transaction or calls store_tx; no read transaction is held across
+ * store_tx (a readdir callback must not call the store); functions that
+ * say "caller holds the vlock" assert it.
  */
 #ifndef CAIRN_STORE_INT_H
 #define CAIRN_STORE_INT_H
@@ -29,6 +31,7 @@
 #include <lmdb.h>
 #include <pthread.h>
 #include <stdint.h>
+#include "../lib/debug.h"
 #include "store.h"
 #include "store_os.h"
 #include "store_rec.h"
@@ -153,6 +156,7 @@ void store_touch_mc(struct sinode *ino, struct cairn_time now);
 
 /* "objects/XX/N" of vnode vn, into buf (at least 40 bytes). */
 void store_data_path(uint64_t vn, char *buf, size_t sz);
+/* vn's stripe lock; never taken inside a store_tx_fn. */
 pthread_mutex_t *store_vlock(struct store *st, uint64_t vn);
 /* Remove vn's data file (after the inode is gone): forgets its cached
  * descriptor and unlinks it. Takes the vlock unless the caller holds it
