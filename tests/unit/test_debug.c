@@ -6,7 +6,10 @@
  * and the parent expects SIGABRT and the "BUG:" line naming the check on
  * the child's stderr. In a build without CAIRN_DEBUG the checks compile
  * to nothing: those tests are reported as TAP skips, and one test checks
- * that a condition is then not even evaluated.
+ * that a condition is then not even evaluated. The last tests break a
+ * rule of the server's modules through their own API and expect the
+ * module's check to fire, so the checks are known to be compiled in
+ * where the rules are.
  */
 #include <pthread.h>
 #include <signal.h>
@@ -14,10 +17,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "../../lib/debug.h"
+#include "../../server/callback.h"
+#include "../../server/drc.h"
+#include "../../server/store.h"
 #include "check.h"
 
 #ifdef CAIRN_DEBUG
@@ -313,6 +320,85 @@ static void test_assert(void)
 	expect_abort(assert_false, &seven, "assert_false");
 }
 
+/* --- the server's rules ------------------------------------------------------ */
+
+static char store_dir[64];
+
+/* A readdir callback runs inside a read transaction: it must not call
+ * the store (store_int.h). This one changes the directory's mode. */
+static int readdir_calls_store(void *arg, uint64_t next_cookie,
+			       const char *name, size_t namelen,
+			       const struct cairn_attr *attr)
+{
+	struct store *st = arg;
+	struct store_setattr sa = { .valid = SA_MODE, .mode = 0755 };
+	struct cairn_attr root, out;
+
+	store_root(st, &root);
+	store_setattr(st, &root.fid, &sa, &out);
+	return 1;
+}
+
+static void store_rule(void *arg)
+{
+	char err[256];
+	struct cairn_attr root, a, d;
+	struct store *st;
+	int created, eof;
+
+	if (store_open(store_dir, &st, err, sizeof(err)) ||
+	    store_root(st, &root) ||
+	    store_create(st, &root.fid, "f", S_IFREG | 0644, 0, 0, 0, 0,
+			 &created, &a, &d))
+		_exit(3);
+	store_readdir(st, &root.fid, 0, 10, readdir_calls_store, st, &eof);
+	_exit(4); /* not reached: the check fires */
+}
+
+/* An entry of the duplicate request cache is finished once. */
+static void drc_rule(void *arg)
+{
+	static const uint8_t id[16] = { 1 };
+	struct drc *d = drc_create(NULL);
+	struct drc_client *dc = drc_client_get(d, id);
+	struct drc_reply r = { .frame = (const uint8_t *)"x", .len = 1 };
+	struct drc_entry *e;
+	struct drc_reply *rep;
+
+	if (drc_begin(dc, NULL, 7, OP_REMOVE, &e, &rep) != DRC_RUN)
+		_exit(3);
+	drc_finish(dc, e, &r);
+	drc_finish(dc, e, &r);
+	_exit(4);
+}
+
+/* The callback table is destroyed only after every client was dropped. */
+static void callback_rule(void *arg)
+{
+	struct cb_table *t = cb_table_create(16, NULL);
+	struct cairn_fid fid = { .vol = 1, .vnode = 2, .uniq = 3 };
+	struct cb_batch *ev = NULL;
+	struct cb_client cl;
+
+	cb_client_init(t, &cl, NULL);
+	cb_register(t, &cl, &fid, 1, &ev);
+	cb_table_destroy(t);
+	_exit(4);
+}
+
+static void test_server_rules(void)
+{
+	char cmd[96];
+
+	snprintf(store_dir, sizeof(store_dir), "/tmp/cairn-test-debug.%d",
+		 (int)getpid());
+	expect_abort(store_rule, NULL, "rtxn_open == 0");
+	expect_abort(drc_rule, NULL, "!e->done");
+	expect_abort(callback_rule, NULL, "t->count == 0");
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", store_dir);
+	CHECK(system(cmd) == 0);
+}
+
 #endif /* CAIRN_DEBUG */
 
 static int calls;
@@ -359,11 +445,14 @@ int main(void)
 		"debug RWLOCK_ASSERT_WRHELD/NOT_WRHELD/HELD",
 		"debug CAIRN_ASSERT passes, and aborts naming the condition "
 		"and place",
+		"debug server rules fire: store called from a readdir "
+		"callback, a cache entry finished twice, a table destroyed "
+		"with promises",
 	};
 #ifdef CAIRN_DEBUG
 	void (*const fns[])(void) = { test_mutex, test_mutex_other_thread,
 				      test_mutex_kinds, test_rwlock,
-				      test_assert };
+				      test_assert, test_server_rules };
 
 	for (size_t i = 0; i < sizeof(fns) / sizeof(fns[0]); i++)
 		run(names[i], fns[i]);
