@@ -396,6 +396,10 @@ static long ms_since(const struct timespec *t)
  */
 static int wait_readable(struct rpc *r, int fd)
 {
+	/* The reader blocks here: callers waiting on mu or send_mu would
+	 * wait for the server. */
+	LOCK_ASSERT_NOT_HELD(&r->mu);
+	LOCK_ASSERT_NOT_HELD(&r->send_mu);
 	for (;;) {
 		struct pollfd pfd = { .fd = fd, .events = POLLIN };
 		int n = poll(&pfd, 1, r->beat_ms);
@@ -721,6 +725,7 @@ int rpc_send_ack(struct rpc *r, uint16_t op, uint32_t id)
 	 * until we read its replies. */
 	CAIRN_ASSERT(reader_of != r);
 	LOCK_ASSERT_NOT_HELD(&r->send_mu);
+	LOCK_ASSERT_NOT_HELD(&r->mu);
 	pthread_mutex_lock(&r->send_mu);
 	pthread_mutex_lock(&r->mu);
 	int fd = r->state == RPC_UP ? r->fd : -1;
