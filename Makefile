@@ -57,7 +57,7 @@ REPLAY_BIN := $(FUZZ_NAMES:%=$(BUILD)/fuzz/replay_%)
 FUZZ_CFLAGS := -O1 -g -std=gnu11 -Wall -Wextra -Werror -Wshadow \
            -Wno-unused-parameter -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 \
            -fno-omit-frame-pointer -fsanitize=address,undefined \
-           -fno-sanitize-recover=undefined -MMD -MP
+           -fno-sanitize-recover=undefined -MMD -MP $(FUZZ_DEFS)
 FUZZ_LIB_OBJ := $(FUZZ_LIB_SRC:%.c=$(BUILD)/fuzz/obj/%.o)
 
 .PHONY: all deps demo demo-stop check check-plain check-asan unit bench \
@@ -103,7 +103,8 @@ fuzz-build: $(FUZZ_BIN)
 
 # make fuzz [FUZZ_TIME=s] [FUZZ_ONLY=fuzz_msg] [FUZZ_SAVE=1]: new inputs go
 # to BUILD/fuzz/new/ (into tests/fuzz/corpus/ with FUZZ_SAVE=1), crash
-# reproducers to BUILD/fuzz/crashes/.
+# reproducers to BUILD/fuzz/crashes/. FUZZ_DEFS adds -D options to the
+# targets (use a BUILD of its own): -DFUZZ_OP=N fuzzes message N alone.
 fuzz: deps
 	@$(MAKE) --no-print-directory fuzz-build
 	@tests/fuzz/fuzz.sh $(BUILD)/fuzz $(FUZZ_TIME) $(FUZZ_SAVE) $(FUZZ_ONLY)

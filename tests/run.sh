@@ -209,7 +209,8 @@ if [ -n "${CAIRN_CLANG_BUILD:-}" ] && matches_only clang; then
 			grep -E "(error|warning):" "$2/build.log" | head -n 40 | sed "s/^/# /"
 			tail -n 5 "$2/build.log" | sed "s/^/# /"
 			exit 1
-		fi' _ "$ROOT" "$ROOT/$CAIRN_CLANG_BUILD"
+		fi' _ "$ROOT" "$(cd "$ROOT" && mkdir -p "$CAIRN_CLANG_BUILD" &&
+			cd "$CAIRN_CLANG_BUILD" && pwd)"
 fi
 
 for build in "$@"; do
