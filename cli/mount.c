@@ -4,10 +4,12 @@
  *
  * Order matters: the server is reached first (so a wrong address fails at
  * once with a clear message, before anything is mounted), then the FUSE
- * session is created and mounted, then the process daemonizes (the parent
- * exits 0 only once the mount exists), and only then are threads started
- * (rpc reader, notifier, FUSE workers): fork() keeps only the calling
- * thread.
+ * session is created and mounted, then the process daemonizes, and only
+ * then are threads started (rpc reader, notifier, FUSE workers): fork()
+ * keeps only the calling thread. The parent exits 0 only once the daemon
+ * serves: the kernel's INIT answered and the readahead raised, so the
+ * first read after `cairn mount` returns already goes in 1 MiB requests;
+ * it exits 1 if the daemon dies before that.
  */
 #define FUSE_USE_VERSION 35
 #include <errno.h>
@@ -16,12 +18,14 @@
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
 #include <getopt.h>
+#include <poll.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 #include "cli.h"
 #include "mnt_util.h"
@@ -219,6 +223,7 @@ out:
 }
 
 struct mount_state {
+	int ready_fd;     /* the waiting parent's pipe; -1 when none */
 	struct notify *ntf;
 	struct rpc *rpc;
 	struct itab *itab;
@@ -228,6 +233,7 @@ struct mount_state {
 	int signals;
 	char pidfile[PATH_MAX];
 	char runfile[PATH_MAX];
+	char mnt[PATH_MAX];
 };
 
 static void teardown(struct mount_state *m)
@@ -252,45 +258,109 @@ static void teardown(struct mount_state *m)
 		unlink(m->runfile);
 }
 
-/* After daemonizing: start the threads and serve until unmounted. */
+/* How long the parent waits for the daemon to serve. */
+#define MOUNT_READY_TIMEOUT_MS 15000
+
 /*
  * One READ per MiB instead of per 128 KiB for sequential reads. The
  * kernel lowers the mount's readahead to what the FUSE INIT reply allows
- * (at most its 128 KiB default), so raise it in sysfs only after INIT: this
- * thread retries for a few seconds from the start of the session loop. A
- * failure (not root, no sysfs) only costs round trips.
+ * (at most its 128 KiB default) when it applies that reply, so raise it in
+ * sysfs after: wait until INIT was answered, then make one system call on
+ * the mount (the kernel holds it until INIT is applied), then raise. Then
+ * tell the waiting parent. A failure (not root, no sysfs) only costs round
+ * trips.
  */
 static void *readahead_main(void *arg)
 {
-	const char *mnt = arg;
-	struct timespec ts = { 0, 100 * 1000 * 1000 };
-	int rc = 0;
+	struct mount_state *m = arg;
+	struct statvfs sv;
+	int rc;
 
-	for (int i = 0; i < 30; i++) {
-		nanosleep(&ts, NULL);
-		rc = mnt_set_readahead(mnt, CAIRN_MAX_IO / 1024);
-		if (rc < 0)
-			break;
-	}
+	rc = fs_wait_init(m->fs, MOUNT_READY_TIMEOUT_MS);
+	if (!rc && statvfs(m->mnt, &sv) < 0)
+		rc = -errno;
+	if (!rc)
+		rc = mnt_set_readahead(m->mnt, CAIRN_MAX_IO / 1024);
 	if (rc < 0)
-		log_debug("cannot raise readahead on %s: %s", mnt,
-			  strerror(-rc));
+		log_warn("cannot raise readahead on %s: %s", m->mnt,
+			 strerror(-rc));
+	if (m->ready_fd >= 0) {
+		if (write(m->ready_fd, "R", 1) != 1)
+			log_warn("cannot tell the parent we serve: %s",
+				 strerror(errno));
+		close(m->ready_fd);
+		m->ready_fd = -1;
+	}
 	return NULL;
 }
 
-static void readahead_start(const char *mnt)
+static void readahead_start(struct mount_state *m)
 {
-	static char path[PATH_MAX];
 	pthread_attr_t attr;
 	pthread_t t;
 
-	snprintf(path, sizeof(path), "%s", mnt);
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	pthread_create(&t, &attr, readahead_main, path);
+	if (pthread_create(&t, &attr, readahead_main, m) != 0)
+		log_warn("cannot start the readahead thread");
 	pthread_attr_destroy(&attr);
 }
 
+/*
+ * Detach from the terminal like fuse_daemonize(), but the parent waits on
+ * a pipe until the child writes one byte (it serves) or closes the pipe by
+ * dying. Returns 0 in the child (*ready_fd is the pipe's end to write); the
+ * parent never returns.
+ */
+static int daemonize(const char *cache, int *ready_fd)
+{
+	int p[2], nul;
+	pid_t pid;
+
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -errno;
+	pid = fork();
+	if (pid < 0) {
+		close(p[0]);
+		close(p[1]);
+		return -errno;
+	}
+	if (pid > 0) {
+		struct pollfd pfd = { .fd = p[0], .events = POLLIN };
+		char c = 0;
+
+		close(p[1]);
+		if (poll(&pfd, 1, MOUNT_READY_TIMEOUT_MS) == 0) {
+			fprintf(stderr, "cairn mount: the daemon has not "
+				"started serving after %d s; leaving it "
+				"running (log: %s/cairn.log)\n",
+				MOUNT_READY_TIMEOUT_MS / 1000, cache);
+			_exit(0);
+		}
+		if (read(p[0], &c, 1) == 1 && c == 'R')
+			_exit(0);
+		fprintf(stderr, "cairn mount: the daemon exited while "
+			"starting; see %s/cairn.log\n", cache);
+		_exit(1);
+	}
+	close(p[0]);
+	if (setsid() < 0 || chdir("/") < 0) {
+		close(p[1]);
+		return -errno;
+	}
+	nul = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (nul >= 0) {
+		dup2(nul, 0);
+		dup2(nul, 1);
+		dup2(nul, 2);
+		if (nul > 2)
+			close(nul);
+	}
+	*ready_fd = p[1];
+	return 0;
+}
+
+/* After daemonizing: start the threads and serve until unmounted. */
 static int serve_mount(struct mount_state *m, const struct mount_args *a,
 		       const char *mnt)
 {
@@ -311,7 +381,7 @@ static int serve_mount(struct mount_state *m, const struct mount_args *a,
 	if ((rc = fs_refresh_statfs(m->fs)) < 0)
 		log_warn("statfs: %s", strerror(-rc));
 	log_info("serving %s:%d on %s", a->host, a->port, mnt);
-	readahead_start(mnt);
+	readahead_start(m);
 	rc = fuse_session_loop_mt(m->se, &cfg);
 	log_info("session ended (%d); unmounting %s", rc, mnt);
 	return rc < 0 ? 1 : 0;
@@ -328,6 +398,7 @@ int cmd_mount(int argc, char **argv)
 	int rc, status = 1;
 
 	memset(&m, 0, sizeof(m));
+	m.ready_fd = -1;
 	rc = parse_args(argc, argv, &a);
 	if (rc)
 		return rc < 0 ? 0 : rc;
@@ -410,11 +481,12 @@ int cmd_mount(int argc, char **argv)
 		goto out;
 	}
 	m.mounted = 1;
+	snprintf(m.mnt, sizeof(m.mnt), "%s", mnt);
 	if (!a.foreground) {
-		/* The parent exits 0 here once the child is ready; the mount
-		 * already exists. */
-		if (fuse_daemonize(0) != 0) {
-			fprintf(stderr, "cairn mount: cannot daemonize\n");
+		/* The parent exits in here once the child serves. */
+		if ((rc = daemonize(cache, &m.ready_fd)) < 0) {
+			fprintf(stderr, "cairn mount: cannot daemonize: %s\n",
+				strerror(-rc));
 			goto out;
 		}
 		log_to_file(cache);

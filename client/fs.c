@@ -202,6 +202,33 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	log_info("kernel FUSE protocol %u.%u, max_write %u, max_readahead %u",
 		 conn->proto_major, conn->proto_minor, conn->max_write,
 		 conn->max_readahead);
+
+	struct fs *fs = userdata;
+	pthread_mutex_lock(&fs->init_lock);
+	fs->inited = 1;
+	pthread_cond_broadcast(&fs->init_cond);
+	pthread_mutex_unlock(&fs->init_lock);
+}
+
+int fs_wait_init(struct fs *fs, int timeout_ms)
+{
+	struct timespec until;
+	int rc = 0;
+
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_sec += timeout_ms / 1000;
+	until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&fs->init_lock);
+	while (!fs->inited && rc != ETIMEDOUT)
+		rc = pthread_cond_timedwait(&fs->init_cond, &fs->init_lock,
+					    &until);
+	rc = fs->inited ? 0 : -ETIMEDOUT;
+	pthread_mutex_unlock(&fs->init_lock);
+	return rc;
 }
 
 /* --- attributes --------------------------------------------------------- */
@@ -455,6 +482,12 @@ int fs_create(struct rpc *r, struct itab *t, struct notify *n,
 	fs->itab = t;
 	fs->ntf = n;
 	pthread_mutex_init(&fs->sf_lock, NULL);
+	pthread_mutex_init(&fs->init_lock, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&fs->init_cond, &ca);
+	pthread_condattr_destroy(&ca);
 	*out = fs;
 	return 0;
 }
@@ -464,5 +497,7 @@ void fs_destroy(struct fs *fs)
 	if (!fs)
 		return;
 	pthread_mutex_destroy(&fs->sf_lock);
+	pthread_mutex_destroy(&fs->init_lock);
+	pthread_cond_destroy(&fs->init_cond);
 	free(fs);
 }

@@ -31,6 +31,15 @@ void fs_destroy(struct fs *fs);
 const struct fuse_lowlevel_ops *fs_ops(void);
 
 /*
+ * Wait until the kernel's FUSE INIT has been answered (the session loop
+ * must be running), at most timeout_ms. Returns 0 or -ETIMEDOUT. The
+ * kernel applies the reply after the daemon writes it, i.e. a moment
+ * after this returns; a system call on the mount made afterwards waits
+ * for that.
+ */
+int fs_wait_init(struct fs *fs, int timeout_ms);
+
+/*
  * Fetch the server's statfs now (after rpc_start) so that statfs(2) can
  * always be answered from a recent value without waiting on the network.
  * Returns 0 or a negative errno.

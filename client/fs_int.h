@@ -59,6 +59,10 @@ struct fs {
 	struct timespec sf_when;     /* guarded by sf_lock; CLOCK_MONOTONIC */
 	int sf_valid;                /* guarded by sf_lock */
 	int sf_refreshing;           /* guarded by sf_lock */
+
+	pthread_mutex_t init_lock;
+	pthread_cond_t init_cond;
+	int inited;                  /* guarded by init_lock: INIT answered */
 };
 
 static inline struct fs *req_fs(fuse_req_t req)
