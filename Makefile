@@ -21,7 +21,7 @@ CFLAGS  ?= -O2 -g
 CFLAGS  += -std=gnu11 -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter \
            -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -pthread -MMD -MP \
            $(shell pkg-config --cflags fuse3 2>/dev/null)
-LDLIBS  += $(shell pkg-config --libs fuse3 2>/dev/null) -llmdb -pthread
+LDLIBS  += $(shell pkg-config --libs fuse3 2>/dev/null) -llmdb -lz -pthread
 
 ifeq ($(SAN),1)
 CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer \
@@ -43,7 +43,8 @@ TOOL_BIN := $(TOOL_SRC:bench/tools/%.c=$(BUILD)/tools/%)
 # BUILD/fuzz/fuzz_NAME (make fuzz), and with $(CC) and a plain main that
 # runs each corpus file once into BUILD/fuzz/replay_fuzz_NAME (make all;
 # tests/run.sh replays the corpora with it, so no clang is needed there).
-# Only the pure decoders are linked: lib/ and the store's record codec.
+# Only the pure decoders are linked: lib/ and the store's and the chunk
+# cache's record codecs.
 # Debian's clang-14 package installs clang-14, not clang.
 CLANG     ?= $(firstword $(shell command -v clang-14 clang 2>/dev/null) clang)
 FUZZ_TIME ?= 60
@@ -51,7 +52,8 @@ FUZZ_SAVE ?= 0
 FUZZ_SRC  := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_NAMES := $(FUZZ_SRC:tests/fuzz/%.c=%)
 FUZZ_ONLY ?= $(FUZZ_NAMES)
-FUZZ_LIB_SRC := $(wildcard lib/*.c) $(wildcard server/store_rec.c)
+FUZZ_LIB_SRC := $(wildcard lib/*.c) $(wildcard server/store_rec.c) \
+                $(wildcard client/ccache_rec.c)
 FUZZ_BIN  := $(FUZZ_NAMES:%=$(BUILD)/fuzz/%)
 REPLAY_BIN := $(FUZZ_NAMES:%=$(BUILD)/fuzz/replay_%)
 FUZZ_CFLAGS := -O1 -g -std=gnu11 -Wall -Wextra -Werror -Wshadow \
