@@ -475,6 +475,78 @@ int msg_dirent_next(struct rbuf *it, struct msg_dirent *e)
 	return it->err ? 0 : 1;
 }
 
+/* --- BULKSTAT ---------------------------------------------------------------- */
+
+static void enc_bulkstat_req(struct wbuf *w, const void *m)
+{
+	const struct msg_bulkstat_req *q = m;
+
+	wire_put_fid(w, &q->dir);
+	wire_put_u64(w, q->cookie);
+	wire_put_u32(w, q->max);
+	wire_put_u32(w, q->flags);
+}
+
+static int dec_bulkstat_req(struct rbuf *r, void *m)
+{
+	struct msg_bulkstat_req *q = m;
+
+	wire_get_fid(r, &q->dir);
+	q->cookie = wire_get_u64(r);
+	q->max = wire_get_u32(r);
+	q->flags = wire_get_u32(r);
+	return dec_end(r);
+}
+
+static void enc_bulkstat_rep(struct wbuf *w, const void *m)
+{
+	const struct msg_bulkstat_rep *p = m;
+
+	wire_put_attr(w, &p->dir);
+	wire_put_u64(w, p->new_cookie);
+	wire_put_u32(w, p->count);
+	wire_put_u8(w, p->eof ? 1 : 0);
+	wire_put_bytes(w, p->ents.len ? p->ents.p : "", p->ents.len);
+}
+
+static int dec_bulkstat_rep(struct rbuf *r, void *m)
+{
+	struct msg_bulkstat_rep *p = m;
+	struct msg_dirent e;
+
+	wire_get_attr(r, &p->dir);
+	p->new_cookie = wire_get_u64(r);
+	p->count = wire_get_u32(r);
+	p->eof = get_bool(r);
+	get_records(r, p->count, DIRENT_MIN, next_dirent, &e, &p->ents);
+	return dec_end(r);
+}
+
+size_t msg_bulkstat_rep_begin(struct wbuf *w)
+{
+	static const struct cairn_attr zero;
+	size_t at = w->len;
+
+	wire_put_attr(w, &zero);
+	wire_put_u64(w, 0);
+	wire_put_u32(w, 0);
+	wire_put_u8(w, 0);
+	return at;
+}
+
+void msg_bulkstat_rep_end(struct wbuf *w, size_t at,
+			  const struct cairn_attr *dir, uint64_t new_cookie,
+			  uint32_t count, int eof)
+{
+	PATCH(w, at, (wire_put_attr(w, dir), wire_put_u64(w, new_cookie),
+		      wire_put_u32(w, count), wire_put_u8(w, eof ? 1 : 0)));
+}
+
+size_t msg_dirent_size(size_t namelen)
+{
+	return DIRENT_MIN + namelen;
+}
+
 /* --- data -------------------------------------------------------------------- */
 
 static void enc_read_req(struct wbuf *w, const void *m)
@@ -850,6 +922,17 @@ static const struct msg_desc descs[] = {
 	  CODEC(fallocate_req, attr) },
 	{ OP_STATUS, "STATUS", 0, "–", "blob text",
 	  CODEC(empty, status_rep) },
+	/* Not MSG_INLINE although it changes nothing a client sees: with
+	 * BS_LIST at cookie 0 it may commit a relatime atime (a group commit
+	 * and a sync), and a full page is about a millisecond of LMDB reads
+	 * during which the reader would not read acknowledgements. The
+	 * hand-off to a worker costs one wake-up per page of up to
+	 * thousands of entries. */
+	{ OP_BULKSTAT, "BULKSTAT", 0,
+	  "fid dir, u64 cookie, u32 max bytes, u32 flags",
+	  "attr dir, u64 new entry cookie, u32 count, u8 eof, then count × "
+	  "(u64 next cookie, str name, attr)",
+	  CODEC(bulkstat_req, bulkstat_rep) },
 	{ OP_CB_BREAK, "CB_BREAK", MSG_PUSH, "u32 count, count × (fid, str name)",
 	  "acknowledged: an empty `WF_REPLY` frame with the push's id "
 	  "(see Callbacks)", CODEC(cb_break, empty) },

@@ -147,6 +147,25 @@ struct msg_readdir_rep {
 	struct msg_bytes ents;
 };
 
+struct msg_bulkstat_req {
+	struct cairn_fid dir;
+	uint64_t cookie;
+	uint32_t max;            /* bytes of entries wanted; 0: none */
+	uint32_t flags;          /* BS_* */
+};
+/*
+ * BULKSTAT reply: the directory's attributes and the cookie its next new
+ * entry will get, read with the entries in one store transaction; count
+ * entries follow (walk them with msg_dirent_next, as READDIR's).
+ */
+struct msg_bulkstat_rep {
+	struct cairn_attr dir;
+	uint64_t new_cookie;
+	uint32_t count;
+	uint8_t eof;
+	struct msg_bytes ents;
+};
+
 struct msg_read_req {
 	struct cairn_fid fid;
 	uint64_t off;
@@ -241,6 +260,8 @@ union msg_any {
 	struct msg_rename_req rename_req;
 	struct msg_readdir_req readdir_req;
 	struct msg_readdir_rep readdir_rep;
+	struct msg_bulkstat_req bulkstat_req;
+	struct msg_bulkstat_rep bulkstat_rep;
 	struct msg_read_req read_req;
 	struct msg_read_rep read_rep;
 	struct msg_write_req write_req;
@@ -318,7 +339,17 @@ void msg_encode(unsigned op, int reply, struct wbuf *w, const void *m);
 size_t msg_readdir_rep_begin(struct wbuf *w);
 void msg_dirent_put(struct wbuf *w, const struct msg_dirent *e);
 void msg_readdir_rep_end(struct wbuf *w, size_t at, uint32_t count, int eof);
-/* Iterate a decoded READDIR reply: it starts as rbuf over rep->ents.
+/* BULKSTAT replies likewise: begin reserves the directory's attributes,
+ * the new entry cookie, count and eof; entries go in with
+ * msg_dirent_put; end patches the reserved part. */
+size_t msg_bulkstat_rep_begin(struct wbuf *w);
+void msg_bulkstat_rep_end(struct wbuf *w, size_t at,
+			  const struct cairn_attr *dir, uint64_t new_cookie,
+			  uint32_t count, int eof);
+/* The encoded size of an entry with a name of namelen bytes. */
+size_t msg_dirent_size(size_t namelen);
+/* Iterate a decoded READDIR (or BULKSTAT) reply: it starts as rbuf over
+ * rep->ents.
  * Returns 1 with *e filled, 0 at the end. Never fails on a reply that
  * msg_decode accepted. */
 int msg_dirent_next(struct rbuf *it, struct msg_dirent *e);

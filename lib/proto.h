@@ -65,6 +65,7 @@ enum cairn_op {
 	OP_REMOVEXATTR,
 	OP_FALLOCATE,
 	OP_STATUS,
+	OP_BULKSTAT,
 	OP__COUNT,          /* number of request opcodes + 1 */
 	OP_CB_BREAK = 64,
 };
@@ -101,6 +102,10 @@ enum { RM_DIR = 1u << 0 };
 enum { RN_NOREPLACE = 1u << 0, RN_EXCHANGE = 1u << 1 };
 /* WRITE flags. */
 enum { WR_SYNC = 1u << 0 };
+/* BULKSTAT flags. */
+enum { BS_LIST = 1u << 0 };
+/* Largest BULKSTAT page the server builds (its entries' bytes). */
+#define CAIRN_BULKSTAT_MAX   (256u * 1024u)
 /* FSYNC flags. */
 enum { FS_DATASYNC = 1u << 0 };
 /* SETXATTR flags: the Linux XATTR_CREATE / XATTR_REPLACE values. */

@@ -8,8 +8,8 @@
  * one with an errno as Linux would (a bad name, an unknown flag bit, an
  * oversized write), calls the store and encodes the reply after the frame
  * header handler_run began in q->w: with msg_encode, or in place with the
- * builders of msg.h for replies the store writes into (READDIR, READ,
- * GETXATTR, LISTXATTR). As it goes it records in q->out the FIDs whose
+ * builders of msg.h for replies the store writes into (READDIR, BULKSTAT,
+ * READ, GETXATTR, LISTXATTR). As it goes it records in q->out the FIDs whose
  * attributes the reply carries and the things it changed; deliver.c does
  * the rest.
  */
@@ -447,6 +447,59 @@ static int op_readdir(struct op_req *q)
 	return 0;
 }
 
+struct bulkstat_state {
+	struct op_req *q;
+	uint32_t count;
+	size_t used;             /* bytes of entries encoded */
+	size_t cap;
+};
+
+/* Called inside the store's read transaction: encode only. An entry that
+ * would pass the byte cap ends the page (it begins the next one). */
+static int bulkstat_entry(void *arg, uint64_t next_cookie, const char *name,
+			  size_t namelen, const struct cairn_attr *attr)
+{
+	struct bulkstat_state *bs = arg;
+	struct msg_dirent e = { next_cookie, { name, namelen }, *attr };
+	size_t need = msg_dirent_size(namelen);
+
+	if (bs->used + need > bs->cap)
+		return 1;
+	msg_dirent_put(bs->q->w, &e);
+	promise(bs->q, &attr->fid);
+	bs->used += need;
+	bs->count++;
+	return bs->q->w->err || bs->q->out->nomem;
+}
+
+static int op_bulkstat(struct op_req *q)
+{
+	const struct msg_bulkstat_req *m = &q->m.bulkstat_req;
+	struct bulkstat_state bs = { q, 0, 0, m->max };
+	struct cairn_attr dir;
+	uint64_t next_cookie = 0;
+	size_t at;
+	int ret, eof = 0;
+
+	if (m->flags & ~(uint32_t)BS_LIST)
+		return -EINVAL;
+	if (bs.cap > CAIRN_BULKSTAT_MAX)
+		bs.cap = CAIRN_BULKSTAT_MAX;
+	at = msg_bulkstat_rep_begin(q->w);
+	ret = store_readdir_attr(q->ctx->st, &m->dir, m->cookie,
+				 bs.cap ? UINT32_MAX : 0, m->flags & BS_LIST,
+				 bulkstat_entry, &bs, &eof, &dir, &next_cookie);
+	if (ret)
+		return ret;
+	if (q->w->err)
+		return q->w->err;
+	/* The listing is cached with the directory's promise, and each
+	 * entry's status with its own. */
+	promise(q, &m->dir);
+	msg_bulkstat_rep_end(q->w, at, &dir, next_cookie, bs.count, eof);
+	return 0;
+}
+
 static int op_read(struct op_req *q)
 {
 	const struct msg_read_req *m = &q->m.read_req;
@@ -645,6 +698,7 @@ static const op_fn handlers[OP__COUNT] = {
 	[OP_REMOVEXATTR] = op_removexattr,
 	[OP_FALLOCATE] = op_fallocate,
 	[OP_STATUS] = op_status,
+	[OP_BULKSTAT] = op_bulkstat,
 };
 
 static op_fn handler_of(unsigned op)

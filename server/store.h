@@ -139,6 +139,19 @@ typedef int (*store_dirent_fn)(void *arg, uint64_t next_cookie,
 int store_readdir(struct store *st, const struct cairn_fid *dir,
 		  uint64_t cookie, uint32_t max, store_dirent_fn fn, void *arg,
 		  int *eof);
+/*
+ * store_readdir, and with it the directory's attributes (dir_out) and the
+ * cookie its next new entry will get (next_cookie), read in the same
+ * read transaction as the entries: they describe exactly the listing
+ * given (either may be NULL). With atime set, a listing from cookie 0
+ * applies relatime to the directory's atime as store_readdir does (best
+ * effort), and dir_out carries the new atime; without it the atime is
+ * not touched.
+ */
+int store_readdir_attr(struct store *st, const struct cairn_fid *dir,
+		       uint64_t cookie, uint32_t max, int atime,
+		       store_dirent_fn fn, void *arg, int *eof,
+		       struct cairn_attr *dir_out, uint64_t *next_cookie);
 
 /* Read up to len bytes at off into buf; *n = bytes read (short only at
  * EOF). Applies relatime rules to atime. out = attributes after the read. */

@@ -699,17 +699,20 @@ int store_rename(struct store *st, const struct cairn_fid *sdir,
  * store_tx must not be called inside one.
  */
 static void readdir_atime(struct store *st, const struct cairn_fid *dir,
-			  const struct sinode *dino)
+			  struct sinode *dino)
 {
 	struct store_atime_args a = { dir, { 0 } };
 
-	if (store_atime_due(dino, store_now()))
-		store_tx(st, store_atime_tx, &a); /* best effort */
+	/* Best effort; on success dino follows (only its atime changed). */
+	if (store_atime_due(dino, store_now()) &&
+	    store_tx(st, store_atime_tx, &a) == 0 && a.ino.dv == dino->dv)
+		dino->atime = a.ino.atime;
 }
 
-int store_readdir(struct store *st, const struct cairn_fid *dir,
-		  uint64_t cookie, uint32_t max, store_dirent_fn fn, void *arg,
-		  int *eof)
+int store_readdir_attr(struct store *st, const struct cairn_fid *dir,
+		       uint64_t cookie, uint32_t max, int atime,
+		       store_dirent_fn fn, void *arg, int *eof,
+		       struct cairn_attr *dir_out, uint64_t *next_cookie)
 {
 	MDB_txn *txn;
 	MDB_cursor *cur = NULL;
@@ -724,14 +727,19 @@ int store_readdir(struct store *st, const struct cairn_fid *dir,
 	int rc;
 
 	*eof = 0;
-	if (cookie == UINT64_MAX) {
-		*eof = 1;
+	if (cookie == UINT64_MAX && !dir_out && !next_cookie) {
+		*eof = 1; /* past every cookie: nothing to read */
 		return 0;
 	}
 	if ((rc = store_rtxn(st, &txn)))
 		return rc;
-	if ((rc = dir_get(st, txn, dir, &dino)) ||
-	    (rc = store_lmdb_err(mdb_cursor_open(txn, st->db_dirseq, &cur))))
+	if ((rc = dir_get(st, txn, dir, &dino)))
+		goto out;
+	if (cookie == UINT64_MAX) {
+		*eof = 1;
+		goto out;
+	}
+	if ((rc = store_lmdb_err(mdb_cursor_open(txn, st->db_dirseq, &cur))))
 		goto out;
 	dirseq_key(dir->vnode, cookie < CAIRN_COOKIE_FIRST ?
 		   CAIRN_COOKIE_FIRST : cookie + 1, kb, &k);
@@ -768,7 +776,21 @@ out:
 	if (cur)
 		mdb_cursor_close(cur);
 	store_rtxn_end(st, txn);
-	if (rc == 0 && cookie == 0)
+	if (rc)
+		return rc;
+	if (atime && cookie == 0)
 		readdir_atime(st, dir, &dino);
-	return rc;
+	if (dir_out)
+		store_attr_fill(st, dir->vnode, &dino, dir_out);
+	if (next_cookie)
+		*next_cookie = dino.next_cookie;
+	return 0;
+}
+
+int store_readdir(struct store *st, const struct cairn_fid *dir,
+		  uint64_t cookie, uint32_t max, store_dirent_fn fn, void *arg,
+		  int *eof)
+{
+	return store_readdir_attr(st, dir, cookie, max, 1, fn, arg, eof, NULL,
+				  NULL);
 }

@@ -13,9 +13,10 @@
  * ends, so ASan sees any over-read) nor write outside union msg_any. On
  * success the decoded struct is encoded again and must give back the very
  * same bytes (the encoding is canonical: one value, one byte string); the
- * streamed parts (READDIR entries, CB_BREAK records) are walked to the end
- * and must yield exactly count items; the replies the server builds in
- * place (READ, GETXATTR/LISTXATTR, READDIR, CB_BREAK) are built again that
+ * streamed parts (READDIR and BULKSTAT entries, CB_BREAK records) are
+ * walked to the end and must yield exactly count items; the replies the
+ * server builds in place (READ, GETXATTR/LISTXATTR, READDIR, BULKSTAT,
+ * CB_BREAK) are built again that
  * way and must match too; decoded names go through the receivers' checks.
  *
  * A violated property calls abort() (not assert: it must hold in any
@@ -131,6 +132,31 @@ static void check_readdir(const struct msg_readdir_rep *rep, unsigned op,
 		    p, len);
 }
 
+static void check_bulkstat(const struct msg_bulkstat_rep *rep, unsigned op,
+			   const uint8_t *p, size_t len)
+{
+	struct rbuf it;
+	struct msg_dirent e;
+	struct wbuf w;
+	uint32_t n = 0;
+	size_t at;
+
+	wbuf_init(&w);
+	at = msg_bulkstat_rep_begin(&w);
+	rbuf_init(&it, rep->ents.p, rep->ents.len);
+	while (msg_dirent_next(&it, &e)) {
+		check_name(&e.name, 0);
+		msg_dirent_put(&w, &e);
+		n++;
+	}
+	if (it.err || n != rep->count || rbuf_left(&it))
+		fail("msg_dirent_next walk disagrees with count", op, 1, p, len,
+		     w.data, w.len);
+	msg_bulkstat_rep_end(&w, at, &rep->dir, rep->new_cookie, n, rep->eof);
+	expect_same(&w, "rebuilt with msg_bulkstat_rep_begin/put/end", op, 1,
+		    p, len);
+}
+
 static void check_cb_break(const struct msg_cb_break *b, unsigned op,
 			   const uint8_t *p, size_t len)
 {
@@ -232,6 +258,9 @@ static void check_parts(unsigned op, int reply, const union msg_any *m,
 		break;
 	case OP_READDIR | 0x100u:
 		check_readdir(&m->readdir_rep, op, p, len);
+		break;
+	case OP_BULKSTAT | 0x100u:
+		check_bulkstat(&m->bulkstat_rep, op, p, len);
 		break;
 	case OP_READ | 0x100u:
 		check_read_rep(&m->read_rep, op, p, len);

@@ -57,6 +57,8 @@ RN_NOREPLACE, RN_EXCHANGE = 1, 2
 WR_SYNC = 1
 FS_DATASYNC = 1
 XA_CREATE, XA_REPLACE = 1, 2
+BS_LIST = 1
+BULKSTAT_MAX = 256 * 1024
 
 
 class ProtocolError(Exception):
@@ -656,6 +658,15 @@ class Conn:
                 return names
             cookie = ents[-1][0]
 
+    def bulkstat(self, d, cookie=0, max_bytes=BULKSTAT_MAX, flags=0):
+        """One BULKSTAT page: (dir attr, new entry cookie,
+        [(cookie, name, attr)], eof)."""
+        rep = self.request("BULKSTAT", dir=d, cookie=cookie,
+                           max_bytes=max_bytes, flags=flags)
+        ents = [(e["next_cookie"], e["name"].decode(), e["attr"])
+                for e in rep["items"]]
+        return rep["dir"], rep["new_entry_cookie"], ents, rep["eof"]
+
     def read(self, f, off, length):
         rep = self.request("READ", fid=f, offset=off, length=length)
         return {"attr": rep["attr"], "data": rep["data"]}
@@ -787,6 +798,48 @@ def _selftest(host, port):
     ents, eof = a.readdir(d["fid"], 0, 1)
     check("readdir paging", len(ents) == 1 and not eof and
           ents[0][0] >= 3)
+
+    # BULKSTAT: the listing with every entry's status, the directory's
+    # attributes from the same transaction, paged by bytes; it promises
+    # the directory and each entry.
+    da, newc, ents, eof = a.bulkstat(d["fid"])
+    check("bulkstat", eof and sorted(e[1] for e in ents) ==
+          ["f", "g", "s", "sub"] and da["fid"] == d["fid"] and
+          all(e[2]["fid"] == a.lookup(d["fid"], e[1])["fid"] for e in ents),
+          ents)
+    check("bulkstat new entry cookie above every entry's",
+          all(newc > e[0] for e in ents), (newc, ents))
+    page, cookie, seen = 0, 0, []
+    while True:
+        _, _, p1, eof1 = a.bulkstat(d["fid"], cookie, 120)
+        seen += [e[1] for e in p1]
+        page += 1
+        if eof1 or not p1 or page > 10:
+            break
+        cookie = p1[-1][0]
+    check("bulkstat paged by bytes", page >= 4 and sorted(seen) ==
+          ["f", "g", "s", "sub"], (page, seen))
+    da0, _, e0, _ = a.bulkstat(d["fid"], 0, 0)
+    check("bulkstat max bytes 0: attributes only", e0 == [] and
+          da0["dv"] == da["dv"])
+    expect_err("bulkstat bad flags", _errno.EINVAL, a.bulkstat, d["fid"],
+               0, 1000, 0x80)
+    expect_err("bulkstat of a file", _errno.ENOTDIR, a.bulkstat, f["fid"])
+    b.bulkstat(d["fid"])
+    b.drain_breaks()
+    a.write(f["fid"], 0, b"x")
+    check("bulkstat promises each entry", b.expect_break((f["fid"], "")),
+          b.breaks)
+    b.bulkstat(d["fid"])
+    b.drain_breaks()
+    a.symlink(d["fid"], "s2", "f")
+    check("bulkstat promises the directory",
+          b.expect_break((d["fid"], "s2")), b.breaks)
+    da2, newc2, _, _ = a.bulkstat(d["fid"])
+    check("a change adds one to the directory's dv and uses the new "
+          "entry cookie", da2["dv"] == da["dv"] + 1 and newc2 == newc + 1,
+          (da["dv"], da2["dv"], newc, newc2))
+    a.remove(d["fid"], "s2")
 
     b.getattr(d["fid"])
     b.drain_breaks()

@@ -228,7 +228,7 @@ static void fill_id(struct fill *f, const char *name, uint8_t id[16])
 		id[i] = f->variant == EXTREME ? 0xff : (uint8_t)(h + 7 * i);
 }
 
-/* Records for READDIR and CB_BREAK: 3 (one with an empty name), none in
+/* Records for READDIR, BULKSTAT and CB_BREAK: 3 (one with an empty name), none in
  * EXTREME. */
 static int nrecords(const struct fill *f)
 {
@@ -611,6 +611,55 @@ static int eq_readdir_rep(const void *a, const void *b)
 	       dirents_eq(&x->ents, &y->ents);
 }
 
+static void fill_bulkstat_req(struct fill *f, void *m)
+{
+	struct msg_bulkstat_req *q = m;
+
+	fill_fid(f, &q->dir);
+	q->cookie = v64(f, "cookie");
+	q->max = v32(f, "max bytes");
+	q->flags = v32(f, "flags");
+}
+
+static int eq_bulkstat_req(const void *a, const void *b)
+{
+	const struct msg_bulkstat_req *x = a, *y = b;
+
+	return fid_eq(&x->dir, &y->dir) && x->cookie == y->cookie &&
+	       x->max == y->max && x->flags == y->flags;
+}
+
+static void fill_bulkstat_rep(struct fill *f, void *m)
+{
+	struct msg_bulkstat_rep *p = m;
+	struct msg_dirent e;
+	struct wbuf w;
+
+	wbuf_init(&w);
+	fill_attr(f, &p->dir);
+	p->new_cookie = v64(f, "new entry cookie");
+	p->count = nrecords(f);
+	p->eof = v8(f, "eof");
+	for (uint32_t i = 0; i < p->count; i++) {
+		fill_dirent(f, &e, i);
+		msg_dirent_put(&w, &e);
+	}
+	if (w.err)
+		abort();
+	p->ents.p = w.data ? fill_keep(f, w.data) : NULL;
+	p->ents.len = w.len;
+}
+
+static int eq_bulkstat_rep(const void *a, const void *b)
+{
+	const struct msg_bulkstat_rep *x = a, *y = b;
+
+	return attr_eq(&x->dir, &y->dir) && x->new_cookie == y->new_cookie &&
+	       x->count == y->count && x->eof == y->eof &&
+	       bytes_eq(&x->ents, &y->ents) &&
+	       dirents_eq(&x->ents, &y->ents);
+}
+
 static void fill_read_req(struct fill *f, void *m)
 {
 	struct msg_read_req *q = m;
@@ -852,7 +901,7 @@ SHAPE(readdir_req); SHAPE(readdir_rep); SHAPE(read_req); SHAPE(read_rep);
 SHAPE(write_req); SHAPE(fsync_req); SHAPE(statfs_rep); SHAPE(setxattr_req);
 SHAPE(getxattr_req); SHAPE(listxattr_req); SHAPE(sized_rep);
 SHAPE(removexattr_req); SHAPE(fallocate_req); SHAPE(status_rep);
-SHAPE(cb_break);
+SHAPE(cb_break); SHAPE(bulkstat_req); SHAPE(bulkstat_rep);
 
 /* The struct of each opcode's request (push) and reply (ack). Every
  * descriptor must have a row here (test_case_table). */
@@ -882,6 +931,7 @@ static const struct tcase {
 	{ OP_REMOVEXATTR, { &S_removexattr_req, &S_empty } },
 	{ OP_FALLOCATE,   { &S_fallocate_req,   &S_attrm } },
 	{ OP_STATUS,      { &S_empty,           &S_status_rep } },
+	{ OP_BULKSTAT,    { &S_bulkstat_req,    &S_bulkstat_rep } },
 	{ OP_CB_BREAK,    { &S_cb_break,        &S_empty } },
 };
 #define NCASES (sizeof(cases) / sizeof(cases[0]))

@@ -9,7 +9,8 @@
  *     fill variants (tagged values, maximal strings and blobs, extreme
  *     integers with empty strings);
  *   - every strict prefix of an encoding is refused as short, one byte
- *     more as trailing; READDIR and CB_BREAK counts that lie are refused;
+ *     more as trailing; READDIR, BULKSTAT and CB_BREAK counts that lie
+ *     are refused;
  *   - the iterators walk exactly count records; the in-place builders
  *     give what msg_encode gives and msg_decode accepts;
  *   - msg_name_check and msg_xattr_name_check at their edges.
@@ -247,18 +248,19 @@ next:
 }
 
 /* Decode p[0..len) as op's reply (dir 1) or request (dir 0) with the
- * leading u32 count replaced. */
+ * u32 count at offset `at` replaced. */
 static int decode_with_count(unsigned op, int dir, const uint8_t *p,
-			     size_t len, uint32_t count, const char **why)
+			     size_t len, size_t at, uint32_t count,
+			     const char **why)
 {
 	uint8_t *buf = dup_exact(p, len);
 	union msg_any m;
 	int rc;
 
-	buf[0] = count;
-	buf[1] = count >> 8;
-	buf[2] = count >> 16;
-	buf[3] = count >> 24;
+	buf[at] = count;
+	buf[at + 1] = count >> 8;
+	buf[at + 2] = count >> 16;
+	buf[at + 3] = count >> 24;
 	*why = "";
 	rc = msg_decode(op, dir, buf, len, &m, why);
 	free(buf);
@@ -269,8 +271,10 @@ static int decode_with_count(unsigned op, int dir, const uint8_t *p,
  * a huge one is refused without walking (get_records' bound). */
 static void test_counts_that_lie(void)
 {
-	static const struct { unsigned op; int dir; } lists[] = {
-		{ OP_READDIR, 1 }, { OP_CB_BREAK, 0 },
+	static const struct { unsigned op; int dir; size_t at; } lists[] = {
+		{ OP_READDIR, 1, 0 }, { OP_CB_BREAK, 0, 0 },
+		/* after attr dir and u64 new entry cookie */
+		{ OP_BULKSTAT, 1, WIRE_ATTR_SIZE + 8 },
 	};
 
 	for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]); i++) {
@@ -280,6 +284,7 @@ static void test_counts_that_lie(void)
 		struct wbuf w;
 		const char *why;
 		uint32_t count;
+		size_t at;
 
 		for (size_t k = 0; k < NCASES; k++)
 			if (cases[k].op == lists[i].op)
@@ -289,20 +294,22 @@ static void test_counts_that_lie(void)
 			continue;
 		}
 		count = lists[i].op == OP_READDIR ? m.readdir_rep.count :
+			lists[i].op == OP_BULKSTAT ? m.bulkstat_rep.count :
 			m.cb_break.count;
+		at = lists[i].at;
 		CHECK(count > 0);
 		CHECK_EQ(decode_with_count(c->op, lists[i].dir, w.data, w.len,
-					   count, &why), 0);
+					   at, count, &why), 0);
 		CHECK_EQ(decode_with_count(c->op, lists[i].dir, w.data, w.len,
-					   count + 1, &why), -EPROTO);
+					   at, count + 1, &why), -EPROTO);
 		CHECK(!strcmp(why, WHY_SHORT));
 		CHECK_EQ(decode_with_count(c->op, lists[i].dir, w.data, w.len,
-					   count - 1, &why), -EPROTO);
+					   at, count - 1, &why), -EPROTO);
 		CHECK(!strcmp(why, WHY_TRAIL));
 		CHECK_EQ(decode_with_count(c->op, lists[i].dir, w.data, w.len,
-					   UINT32_MAX, &why), -EPROTO);
+					   at, UINT32_MAX, &why), -EPROTO);
 		CHECK_EQ(decode_with_count(c->op, lists[i].dir, w.data, w.len,
-					   0, &why), -EPROTO);
+					   at, 0, &why), -EPROTO);
 		CHECK(!strcmp(why, WHY_TRAIL));
 		wbuf_free(&w);
 		fill_free(&f);
@@ -484,6 +491,36 @@ static void test_builders(void)
 		wbuf_free(&w);
 		wbuf_free(&ents);
 	}
+	for (int eof = 0; eof <= 2; eof++) {
+		struct msg_dirent e[3];
+		struct msg_bulkstat_rep want = { .count = 3, .eof = !!eof };
+		struct wbuf ents;
+
+		fill_attr(&f, &want.dir);
+		want.new_cookie = 1000 + (uint64_t)eof;
+		wbuf_init(&w);
+		wbuf_init(&ents);
+		hdr = wire_frame_begin(&w, OP_BULKSTAT, WF_REPLY, 11, 0);
+		at = msg_bulkstat_rep_begin(&w);
+		for (int i = 0; i < 3; i++) {
+			size_t before = ents.len;
+
+			fill_dirent(&f, &e[i], i);
+			msg_dirent_put(&w, &e[i]);
+			msg_dirent_put(&ents, &e[i]);
+			/* What the server's byte cap counts per entry. */
+			CHECK_EQ(msg_dirent_size(e[i].name.len),
+				 ents.len - before);
+		}
+		msg_bulkstat_rep_end(&w, at, &want.dir, want.new_cookie, 3, eof);
+		wire_frame_end(&w, hdr);
+		want.ents.p = ents.data;
+		want.ents.len = ents.len;
+		snprintf(what, sizeof(what), "BULKSTAT eof %d", eof);
+		check_built(what, OP_BULKSTAT, &w, at, &want);
+		wbuf_free(&w);
+		wbuf_free(&ents);
+	}
 	{
 		struct msg_cbrec r[3];
 		struct msg_cb_break want = { .count = 3 };
@@ -528,6 +565,8 @@ static void test_builders(void)
 	msg_sized_rep_finish(&w, at, 10, 10);
 	at = msg_readdir_rep_begin(&w);
 	msg_readdir_rep_end(&w, at, 5, 1);
+	at = msg_bulkstat_rep_begin(&w);
+	msg_bulkstat_rep_end(&w, at, &a, 7, 5, 1);
 	at = msg_cb_break_begin(&w);
 	msg_cb_break_end(&w, at, 5);
 	CHECK_EQ(w.len, 0);
@@ -649,7 +688,8 @@ static void test_bools(void)
 	static const struct {
 		unsigned op;
 		size_t at;  /* offset of the u8 in an encoding of the reply */
-	} bools[] = { { OP_CREATE, 0 }, { OP_READDIR, 4 } };
+	} bools[] = { { OP_CREATE, 0 }, { OP_READDIR, 4 },
+		      { OP_BULKSTAT, WIRE_ATTR_SIZE + 8 + 4 } };
 
 	for (size_t i = 0; i < sizeof(bools) / sizeof(bools[0]); i++) {
 		union msg_any m;
@@ -677,13 +717,15 @@ int main(void)
 	run("msg round trip of every request and reply", test_round_trip);
 	run("msg strict prefixes short, one more byte trailing",
 	    test_prefixes_and_trailing);
-	run("msg READDIR/CB_BREAK counts that lie", test_counts_that_lie);
+	run("msg READDIR/BULKSTAT/CB_BREAK counts that lie",
+	    test_counts_that_lie);
 	run("msg dirent/cbrec iterators walk exactly count",
 	    test_iterators);
 	run("msg in-place builders match msg_encode", test_builders);
 	run("msg str over 65535 not encoded, nsec >= 10^9 not decoded",
 	    test_encode_limits);
-	run("msg u8 flags created and eof are 0 or 1", test_bools);
+	run("msg u8 flags created and eof (READDIR, BULKSTAT) are 0 or 1",
+	    test_bools);
 	run("msg name check edges", test_name_check);
 	run("msg xattr name check edges", test_xattr_name_check);
 	return failed_total ? 1 : 0;
