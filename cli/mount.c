@@ -29,6 +29,7 @@
 #include <unistd.h>
 #include "cli.h"
 #include "mnt_util.h"
+#include "../client/ccache.h"
 #include "../client/fs.h"
 #include "../client/inode.h"
 #include "../client/notify.h"
@@ -47,6 +48,8 @@ struct mount_args {
 	const char *addr;
 	const char *mountpoint;
 	const char *cache_dir;
+	uint64_t cache_size;
+	int cache_size_set;
 	const char *extra_opts;
 	int foreground;
 	int verbose;
@@ -58,16 +61,20 @@ struct mount_args {
 static void usage(FILE *f)
 {
 	fprintf(f,
-"usage: cairn mount [--cache-dir DIR] [--timeout SECS] [-f] [-v] [-o OPTS] HOST[:PORT] MOUNTPOINT\n"
+"usage: cairn mount [--cache-dir DIR] [--cache-size SIZE] [--timeout SECS] [-f] [-v] [-o OPTS] HOST[:PORT] MOUNTPOINT\n"
 "\n"
 "Mount the volume of the Cairn server at HOST (port %d by default) on\n"
 "MOUNTPOINT. The command returns once the mount exists; the client keeps\n"
 "running in the background until `cairn umount MOUNTPOINT`.\n"
 "\n"
 "  --cache-dir DIR  the client's state directory, created if missing\n"
-"                   (default %s/HOST_PORT). This version keeps\n"
-"                   only its log (cairn.log) and pid file there: file data\n"
-"                   is cached in the kernel's page cache, not on disk yet.\n"
+"                   (default %s/HOST_PORT): its log (cairn.log),\n"
+"                   pid file and file data cache (chunks/), which\n"
+"                   survives remounts and restarts\n"
+"  --cache-size SIZE  at most this much file data cached on disk, in\n"
+"                   bytes or with a K, M, G or T suffix (powers of 1024);\n"
+"                   0 turns the disk cache off (default: %u%% of the free\n"
+"                   space in the cache directory at mount, at most 10G)\n"
 "  --timeout SECS   how long an operation waits for an unreachable or\n"
 "                   unresponsive server before failing with EIO\n"
 "                   (default %d); a server silent for half of it (at\n"
@@ -81,7 +88,7 @@ static void usage(FILE *f)
 "Run as root, the mount is open to every local user (allow_other) with\n"
 "permissions checked by the kernel (default_permissions).\n",
 		CAIRN_DEFAULT_PORT, MOUNT_DEFAULT_CACHE_ROOT,
-		MOUNT_DOWN_TIMEOUT_S);
+		CCACHE_DEFAULT_PERCENT, MOUNT_DOWN_TIMEOUT_S);
 }
 
 /* Returns 0, or 2 after printing usage (or -1 for --help, printed). */
@@ -89,6 +96,7 @@ static int parse_args(int argc, char **argv, struct mount_args *a)
 {
 	static const struct option longopts[] = {
 		{ "cache-dir", required_argument, NULL, 'c' },
+		{ "cache-size", required_argument, NULL, 's' },
 		{ "timeout", required_argument, NULL, 't' },
 		{ "foreground", no_argument, NULL, 'f' },
 		{ "verbose", no_argument, NULL, 'v' },
@@ -106,6 +114,16 @@ static int parse_args(int argc, char **argv, struct mount_args *a)
 		switch (c) {
 		case 'c':
 			a->cache_dir = optarg;
+			break;
+		case 's':
+			if (ccache_parse_size(optarg, &a->cache_size)) {
+				fprintf(stderr, "cairn mount: --cache-size: "
+					"expected bytes or a number with K, M, "
+					"G or T, got '%s'\n", optarg);
+				usage(stderr);
+				return 2;
+			}
+			a->cache_size_set = 1;
 			break;
 		case 't':
 			errno = 0;
@@ -229,11 +247,13 @@ struct mount_state {
 	struct itab *itab;
 	struct fs *fs;
 	struct fuse_session *se;
+	struct ccache *cc;   /* the disk cache; NULL when off */
 	int mounted;
 	int signals;
 	char pidfile[PATH_MAX];
 	char runfile[PATH_MAX];
 	char mnt[PATH_MAX];
+	char cache[PATH_MAX];
 };
 
 static void teardown(struct mount_state *m)
@@ -250,6 +270,8 @@ static void teardown(struct mount_state *m)
 	notify_destroy(m->ntf);
 	if (m->se)
 		fuse_session_destroy(m->se);
+	/* No handler runs any more. */
+	ccache_close(m->cc);
 	fs_destroy(m->fs);
 	itab_destroy(m->itab);
 	if (m->pidfile[0])
@@ -360,6 +382,33 @@ static int daemonize(const char *cache, int *ready_fd)
 	return 0;
 }
 
+/*
+ * Open the disk cache (after daemonizing: LMDB must not cross a fork) and
+ * hand it to the file system. A cache that cannot be opened (in use by
+ * another mount of the same cache directory, a full disk) costs speed,
+ * not the mount: it is logged and reads go to the server.
+ */
+static void cache_start(struct mount_state *m, const struct mount_args *a)
+{
+	uint64_t limit = a->cache_size_set ? a->cache_size
+					   : ccache_default_limit(m->cache);
+	int rc;
+
+	if (limit == 0) {
+		log_info("no disk cache (--cache-size 0)");
+		return;
+	}
+	rc = ccache_open(m->cache, limit, &m->cc);
+	if (rc < 0) {
+		m->cc = NULL;
+		log_warn("no disk cache in %s/chunks: %s", m->cache,
+			 rc == -EBUSY ? "in use by another cairn mount"
+				      : strerror(-rc));
+		return;
+	}
+	fs_set_ccache(m->fs, m->cc);
+}
+
 /* After daemonizing: start the threads and serve until unmounted. */
 static int serve_mount(struct mount_state *m, const struct mount_args *a,
 		       const char *mnt)
@@ -367,6 +416,7 @@ static int serve_mount(struct mount_state *m, const struct mount_args *a,
 	struct fuse_loop_config cfg = { .clone_fd = 0, .max_idle_threads = 16 };
 	int rc;
 
+	cache_start(m, a);
 	if ((rc = mnt_pidfile_write(m->pidfile, mnt)) < 0)
 		log_warn("cannot write %s: %s", m->pidfile, strerror(-rc));
 	if ((rc = mnt_pidfile_write(m->runfile, mnt)) < 0)
@@ -458,6 +508,7 @@ int cmd_mount(int argc, char **argv)
 			"%s: %s\n", tmp, strerror(rc < 0 ? -rc : errno));
 		goto out;
 	}
+	snprintf(m.cache, sizeof(m.cache), "%s", cache);
 	if (snprintf(m.pidfile, sizeof(m.pidfile), "%s/pid", cache) >=
 	    (int)sizeof(m.pidfile)) {
 		fprintf(stderr, "cairn mount: %s: path too long\n", cache);

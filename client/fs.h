@@ -17,6 +17,7 @@ struct fs;
 struct rpc;
 struct itab;
 struct notify;
+struct ccache;
 struct fuse_lowlevel_ops;
 
 /* How long the kernel may cache what a standing promise covers. */
@@ -26,6 +27,10 @@ struct fuse_lowlevel_ops;
 int fs_create(struct rpc *r, struct itab *t, struct notify *n,
 	      struct fs **out);
 void fs_destroy(struct fs *fs);
+
+/* Serve reads through the persistent chunk cache c (client/ccache.h), or
+ * not (NULL). Only before the session loop starts; c must outlive it. */
+void fs_set_ccache(struct fs *fs, struct ccache *c);
 
 /* The operation table to pass to fuse_session_new (with userdata fs). */
 const struct fuse_lowlevel_ops *fs_ops(void);

@@ -7,7 +7,9 @@
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/uio.h>
+#include "ccache.h"
 #include "fs_int.h"
 #include "inode.h"
 #include "notify.h"
@@ -52,6 +54,8 @@ void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 	}
 	rc = trunc ? fs_truncate(req, fs, &fid, &a)
 		   : fs_getattr(req, fs, &fid, &a);
+	if (rc && trunc)
+		ccache_forget_fid(fs->cc, &fid); /* as in fs_op_write */
 	if (rc)
 		goto out;
 	fresh = notify_reply_begin(fs->ntf, seq);
@@ -103,10 +107,9 @@ static int read_rpc(fuse_req_t req, struct fs *fs,
  * one buffer, nothing allocated here); anything larger is split, and its
  * pieces go to the kernel as one iovec.
  */
-void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-		struct fuse_file_info *fi)
+static void read_direct(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
+			size_t size, off_t off)
 {
-	struct fs *fs = req_fs(req);
 	uint64_t seq = notify_seq(fs->ntf);
 	size_t nmax = size ? (size - 1) / CAIRN_MAX_IO + 1 : 0;
 	struct rpc_reply rep1, *rep = &rep1, *reps = NULL;
@@ -139,6 +142,7 @@ void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		if (iov[n++].iov_len < want)
 			break; /* end of file */
 	}
+	ccache_count_fetch(fs->cc, got);
 	if (n)
 		fs_note_attrs(fs, seq, &a, NULL);
 	if (n <= 1)
@@ -152,6 +156,217 @@ out:
 		rpc_reply_free(&rep[i]);
 	free(reps);
 	free(iovs);
+}
+
+/*
+ * Reads through the chunk cache (client/ccache.h).
+ *
+ * Which data version may be served: the one the inode table holds while
+ * the promise stands, or else the one a GETATTR just returned with no
+ * break since (that GETATTR also brings the promise back). Both are
+ * checked against the break sequence snapshot taken first, and data read
+ * from the cache reaches the kernel only inside a reply section that is
+ * still fresh: a break that arrived meanwhile sends the request to the
+ * server instead (read_direct). Our own changes do not break our
+ * promise, but every one of them returns the new data version, which the
+ * inode table takes before the change is answered.
+ *
+ * A chunk missing from the cache is fetched in a chunk-aligned READ: all
+ * of it (CCACHE_CHUNK) when the kernel asked for at least
+ * READ_WHOLE_MIN (readahead, sequential reads), else just what was asked
+ * (random reads do not pull in a whole MiB each). What was fetched is
+ * stored after the kernel has its answer, under the version it was
+ * trusted at, and only when the reply carries that same version (a READ
+ * that raced with a change may return bytes of another version than its
+ * attributes say; this check refuses both cases) and holds the whole
+ * chunk: all CCACHE_CHUNK bytes, or everything up to that version's end
+ * of file.
+ */
+#define READ_WHOLE_MIN (128u * 1024u)
+
+struct rpiece {
+	struct rpc_reply rep;   /* a fetched chunk (or part), or empty */
+	struct ccache_buf cb;   /* bytes from the cache, or empty */
+	struct iovec iov;       /* what goes to the kernel */
+	uint32_t store_len;     /* > 0: rep holds the whole chunk, this long */
+	const void *store_p;
+};
+
+/*
+ * One piece of a cached read: bytes [coff, cend) of chunk k, from the
+ * cache (returns 1) or from the server (returns 0; *a gets the reply's
+ * attributes), or a negative errno.
+ */
+static int piece_fill(fuse_req_t req, struct fs *fs, const struct ccache_key *k,
+		      uint32_t coff, uint32_t cend, int whole,
+		      struct rpiece *p, int *from_cache, struct cairn_attr *a)
+{
+	uint64_t base = (uint64_t)k->idx * CCACHE_CHUNK;
+	uint32_t qoff = whole ? 0 : coff, qlen = whole ? CCACHE_CHUNK : cend - coff;
+	struct iovec got;
+	int rc;
+
+	rc = ccache_get(fs->cc, k, coff, cend - coff, &p->cb);
+	if (rc == 0) {
+		p->iov.iov_base = (void *)p->cb.p;
+		p->iov.iov_len = p->cb.len;
+		*from_cache = 1;
+		return 1;
+	}
+	if (rc != -ENOENT)
+		return rc;
+	if ((rc = read_rpc(req, fs, &k->fid, base + qoff, qlen, &p->rep, &got,
+			   a)))
+		return rc;
+	ccache_count_fetch(fs->cc, got.iov_len);
+	/* The whole chunk: asked from its start, and either full or cut by
+	 * the end of the file at the version the reply carries. */
+	if (a->dv == k->dv && qoff == 0 && got.iov_len > 0 &&
+	    (got.iov_len == CCACHE_CHUNK || got.iov_len < qlen ||
+	     base + got.iov_len == a->size)) {
+		p->store_p = got.iov_base;
+		p->store_len = (uint32_t)got.iov_len;
+	}
+	if (got.iov_len > coff - qoff) {
+		size_t end = cend - qoff < got.iov_len ? cend - qoff
+						       : got.iov_len;
+
+		p->iov.iov_base = (uint8_t *)got.iov_base + (coff - qoff);
+		p->iov.iov_len = end - (coff - qoff);
+	}
+	return 0;
+}
+
+/*
+ * Returns 0 when req was answered, 1 when the caller must read straight
+ * from the server (the version could not be trusted, or a break came).
+ */
+static int read_cached(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
+		       size_t size, off_t off)
+{
+	uint64_t seq = notify_seq(fs->ntf);
+	uint64_t first = (uint64_t)off / CCACHE_CHUNK;
+	uint64_t last = ((uint64_t)off + size - 1) / CCACHE_CHUNK;
+	size_t np = (size_t)(last - first + 1), n = 0, got = 0;
+	struct rpiece one[2], *ps = one;
+	struct iovec iov1[2], *iov = iov1;
+	struct itab_info info;
+	struct cairn_attr a, last_a;
+	int rc, fresh, from_cache = 0, have_a = 0, other_dv = 0;
+
+	if (last > UINT32_MAX)
+		return 1;
+	if (itab_info(fs->itab, ino, &info)) {
+		reply_error(req, -ESTALE);
+		return 0;
+	}
+	if (!info.promise) {
+		if ((rc = fs_getattr(req, fs, &info.fid, &a))) {
+			reply_error(req, rc);
+			return 0;
+		}
+		fresh = notify_reply_begin(fs->ntf, seq);
+		itab_update(fs->itab, &a, fresh);
+		notify_reply_end(fs->ntf);
+		if (!fresh)
+			return 1;
+		info.dv = a.dv;
+	}
+	if (np > 2) {
+		ps = calloc(np, sizeof(*ps));
+		iov = calloc(np, sizeof(*iov));
+		if (!ps || !iov) {
+			free(ps);
+			free(iov);
+			reply_error(req, -ENOMEM);
+			return 0;
+		}
+	} else {
+		memset(one, 0, sizeof(one));
+	}
+	rc = 0;
+	while (n < np) {
+		struct ccache_key k = { info.fid, info.dv,
+					(uint32_t)(first + n) };
+		uint32_t coff = n == 0 ? (uint32_t)((uint64_t)off % CCACHE_CHUNK)
+				       : 0;
+		uint32_t cend = first + n == last
+			? (uint32_t)(((uint64_t)off + size - 1) % CCACHE_CHUNK) + 1
+			: CCACHE_CHUNK;
+		struct rpiece *p = &ps[n++];
+
+		rc = piece_fill(req, fs, &k, coff, cend,
+				size >= READ_WHOLE_MIN, p, &from_cache, &a);
+		if (rc < 0)
+			break;
+		if (rc == 0) {
+			have_a = 1;
+			last_a = a;
+			other_dv |= a.dv != info.dv;
+		}
+		rc = 0;
+		iov[n - 1] = p->iov;
+		got += p->iov.iov_len;
+		if (p->iov.iov_len < cend - coff)
+			break; /* end of file */
+	}
+	if (rc) {
+		reply_error(req, rc);
+		rc = 0; /* answered */
+		goto out;
+	}
+	/* Cached bytes with bytes of another version would be a torn read. */
+	if (from_cache && other_dv) {
+		rc = 1;
+		goto out;
+	}
+	fresh = notify_reply_begin(fs->ntf, seq);
+	if (from_cache && !fresh) {
+		notify_reply_end(fs->ntf);
+		rc = 1;
+		goto out;
+	}
+	if (have_a)
+		itab_update(fs->itab, &last_a, fresh);
+	if (n <= 1)
+		fuse_reply_buf(req, n ? iov[0].iov_base : NULL, got);
+	else
+		fuse_reply_iov(req, iov, (int)n);
+	notify_reply_end(fs->ntf);
+	/* The kernel has its answer; now keep what was fetched. */
+	for (size_t i = 0; i < n; i++)
+		if (ps[i].store_len) {
+			struct ccache_key k = { info.fid, info.dv,
+						(uint32_t)(first + i) };
+
+			ccache_put(fs->cc, &k, ps[i].store_p, ps[i].store_len);
+		}
+out:
+	for (size_t i = 0; i < n; i++) {
+		rpc_reply_free(&ps[i].rep);
+		ccache_buf_free(&ps[i].cb);
+	}
+	if (ps != one) {
+		free(ps);
+		free(iov);
+	}
+	return rc;
+}
+
+void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		struct fuse_file_info *fi)
+{
+	struct fs *fs = req_fs(req);
+
+	if (fs->cc && size > 0 && off >= 0 &&
+	    read_cached(req, fs, ino, size, off) == 0)
+		return;
+	read_direct(req, fs, ino, size, off);
+}
+
+void fs_set_ccache(struct fs *fs, struct ccache *c)
+{
+	fs->cc = c;
 }
 
 void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
@@ -183,6 +398,12 @@ void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		a = p.attr;
 		done += n;
 	}
+	/* A failed WRITE (interrupted, connection lost) may still have
+	 * changed the file without us learning its new data version, and
+	 * our own change breaks no promise of ours: cached chunks of the
+	 * file can no longer be trusted. */
+	if (rc)
+		ccache_forget_fid(fs->cc, &fid);
 	if (done) {
 		fs_note_attrs(fs, seq, &a, NULL);
 		fuse_reply_write(req, done);
@@ -231,9 +452,12 @@ void fs_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
 		rc = -EINVAL;
 		goto out;
 	}
-	if ((rc = itab_fid(fs->itab, ino, &q.fid)) ||
-	    (rc = fs_rpc(req, fs, OP_FALLOCATE, &q, &p, NULL)))
+	if ((rc = itab_fid(fs->itab, ino, &q.fid)))
 		goto out;
+	if ((rc = fs_rpc(req, fs, OP_FALLOCATE, &q, &p, NULL))) {
+		ccache_forget_fid(fs->cc, &q.fid); /* as in fs_op_write */
+		goto out;
+	}
 	fs_note_attrs(fs, seq, &p.attr, NULL);
 out:
 	reply_error(req, rc);

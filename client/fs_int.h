@@ -49,10 +49,14 @@
 #include "../lib/msg.h"
 #include "../lib/proto.h"
 
+struct ccache;
+
 struct fs {
 	struct rpc *rpc;
 	struct itab *itab;
 	struct notify *ntf;
+	struct ccache *cc;           /* the chunk cache, NULL when off; set
+				      * before the session runs (fs_set_ccache) */
 
 	pthread_mutex_t sf_lock;
 	struct cairn_statfs sf;      /* guarded by sf_lock */
