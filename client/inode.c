@@ -914,6 +914,23 @@ size_t itab_count(struct itab *t)
 	return c;
 }
 
+void itab_get_counts(struct itab *t, struct itab_counts *out)
+{
+	memset(out, 0, sizeof(*out));
+	table_lock(t);
+	out->inodes = t->count;
+	out->entries = t->nnames;
+	out->negative = t->nnegs;
+	/* Promises and opens are bits of each inode, not counted as they
+	 * change: one walk, for a status request now and then. */
+	for (size_t b = 0; b < t->inodes.n; b++)
+		for (struct inode *n = t->inodes.b[b]; n; n = n->hnext) {
+			out->promises += n->promise;
+			out->open += n->nopen > 0;
+		}
+	table_unlock(t);
+}
+
 int64_t itab_entry(struct itab *t, uint64_t parent, const char *name,
 		   size_t len)
 {

@@ -200,6 +200,21 @@ int itab_silly(struct itab *t, uint64_t ino);
 int itab_info(struct itab *t, uint64_t ino, struct itab_info *out);
 /* Number of inodes in the table (the root included). */
 size_t itab_count(struct itab *t);
+/*
+ * Counts for `cairn status MOUNTPOINT` (client/ctl.h): inodes (the root
+ * included), recorded entries and the negative ones among them, inodes
+ * whose promise stands, and inodes open at least once. Walks the whole
+ * table under its lock (promises and opens are per-inode bits), so it is
+ * for an occasional status request, not for a hot path.
+ */
+struct itab_counts {
+	size_t inodes;
+	size_t entries;
+	size_t negative;
+	size_t promises;
+	size_t open;
+};
+void itab_get_counts(struct itab *t, struct itab_counts *out);
 /* The inode entry (parent, name) is recorded for: its ino, 0 when it is
  * recorded as a negative entry, -ENOENT when not recorded. */
 int64_t itab_entry(struct itab *t, uint64_t parent, const char *name,

@@ -35,6 +35,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "inode.h"
 #include "notify.h"
 #include "rpc.h"
@@ -56,6 +57,7 @@ struct nitem {
 	uint64_t ino;     /* NK_INODE */
 	uint64_t parent;  /* NK_ENTRY, NK_DENTRY */
 	uint32_t ack_id;  /* NK_ACK */
+	uint64_t rx_ns;   /* NK_ACK: when the push arrived (monotonic) */
 	uint16_t len;
 	char name[];      /* len bytes + NUL */
 };
@@ -75,13 +77,9 @@ struct notify {
 	int started;
 	pthread_t thread;
 
-	struct {                    /* atomics; logged by notify_stop */
-		uint64_t breaks;        /* break records received */
-		uint64_t reconnects;
-		uint64_t invals_sent;   /* kernel notify calls made */
-		uint64_t invals_failed; /* ... that failed other than ENOENT */
-		uint64_t acks;          /* break acknowledgements sent */
-	} st;
+	/* atomics; logged by notify_stop, read by notify_get_stats
+	 * (queued is not kept here: qlen under q_lock is) */
+	struct notify_stats st;
 };
 
 struct nlist {
@@ -128,6 +126,7 @@ static struct nitem *nitem_new(enum nkind kind, uint64_t ino, uint64_t parent,
 	it->ino = ino;
 	it->parent = parent;
 	it->ack_id = 0;
+	it->rx_ns = 0;
 	it->len = (uint16_t)len;
 	if (len)
 		memcpy(it->name, name, len);
@@ -211,6 +210,28 @@ static void count_result(struct notify *n, int rc, const struct nitem *it)
 		  it->name, strerror(-rc));
 }
 
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* An acknowledgement left: how long the push waited for it. */
+static void count_ack(struct notify *n, const struct nitem *it)
+{
+	uint64_t us = (now_ns() - it->rx_ns) / 1000u;
+	uint64_t max = __atomic_load_n(&n->st.ack_us_max, __ATOMIC_RELAXED);
+
+	__atomic_add_fetch(&n->st.acks, 1, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&n->st.ack_us_total, us, __ATOMIC_RELAXED);
+	while (us > max &&
+	       !__atomic_compare_exchange_n(&n->st.ack_us_max, &max, us, 0,
+					    __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
+}
+
 static void run_item(struct notify *n, const struct nitem *it)
 {
 	int rc;
@@ -242,7 +263,7 @@ static void run_item(struct notify *n, const struct nitem *it)
 		rc = n->rpc ? rpc_send_ack(n->rpc, OP_CB_BREAK, it->ack_id)
 			    : -ENOTCONN;
 		if (rc == 0)
-			__atomic_add_fetch(&n->st.acks, 1, __ATOMIC_RELAXED);
+			count_ack(n, it);
 		else
 			log_debug("callback break %u not acknowledged: %s",
 				  it->ack_id, strerror(-rc));
@@ -482,13 +503,16 @@ void notify_on_push(void *arg, uint16_t op, uint32_t id,
 		 * us out and drops us: we lose the connection, not
 		 * coherence. */
 		ack = nitem_new(NK_ACK, 0, 0, NULL, 0);
-		if (ack)
+		if (ack) {
 			ack->ack_id = id;
-		else
+			ack->rx_ns = now_ns();
+		} else {
 			log_error("out of memory: callback break %u will not "
 				  "be acknowledged", id);
+		}
 	}
 	rc = parse_break(payload, len, &parsed);
+	__atomic_add_fetch(&n->st.pushes, 1, __ATOMIC_RELAXED);
 	seq_take(n, SEQ_WRITE);
 	if (rc < 0) {
 		/* We cannot tell what broke, so everything did. */
@@ -524,6 +548,21 @@ void notify_reply_end(struct notify *n)
 {
 	CAIRN_ASSERT(seq_held == SEQ_READ);
 	seq_release(n);
+}
+
+void notify_get_stats(struct notify *n, struct notify_stats *out)
+{
+	out->pushes = stat_get(&n->st.pushes);
+	out->breaks = stat_get(&n->st.breaks);
+	out->reconnects = stat_get(&n->st.reconnects);
+	out->invals_sent = stat_get(&n->st.invals_sent);
+	out->invals_failed = stat_get(&n->st.invals_failed);
+	out->acks = stat_get(&n->st.acks);
+	out->ack_us_total = stat_get(&n->st.ack_us_total);
+	out->ack_us_max = stat_get(&n->st.ack_us_max);
+	pthread_mutex_lock(&n->q_lock);
+	out->queued = n->qlen;
+	pthread_mutex_unlock(&n->q_lock);
 }
 
 void notify_assert_not_held(struct notify *n)

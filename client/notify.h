@@ -70,6 +70,26 @@ int notify_reply_begin(struct notify *n, uint64_t seq);
 void notify_reply_end(struct notify *n);
 
 /*
+ * Counters, for `cairn status MOUNTPOINT` (client/ctl.h); read with
+ * atomics, no lock, from any thread. ack_us_* time each acknowledgement
+ * from the push's arrival on the rpc reader to the ack written to the
+ * socket: the kernel invalidations it waited for and the queue ahead of
+ * it, i.e. how long this client held the other client's change back.
+ */
+struct notify_stats {
+	uint64_t pushes;        /* CB_BREAK messages received */
+	uint64_t breaks;        /* break records they carried */
+	uint64_t reconnects;    /* every promise dropped at once */
+	uint64_t invals_sent;   /* kernel invalidations made */
+	uint64_t invals_failed; /* ... that failed other than ENOENT */
+	uint64_t acks;          /* acknowledgements sent */
+	uint64_t ack_us_total;
+	uint64_t ack_us_max;
+	uint64_t queued;        /* work items waiting for the notifier */
+};
+void notify_get_stats(struct notify *n, struct notify_stats *out);
+
+/*
  * Debug check (CAIRN_DEBUG builds; nothing otherwise): abort unless the
  * calling thread holds none of n's locks, i.e. is neither inside a reply
  * section nor applying a break. Called before anything that waits for the

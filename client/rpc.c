@@ -32,6 +32,10 @@
  * docs/LOCKING.md): r->send_mu serialises writes to the socket and is held
  * whenever fd changes; r->mu guards everything else. Neither is held
  * across a blocking read; only send_mu is held across a write.
+ *
+ * Counters (r->st, rpc_get_stats): relaxed atomic adds where each event
+ * happens, under whatever lock is already held there or none; they are
+ * statistics and nothing decides on them, so no ordering is needed.
  */
 #include <errno.h>
 #include <poll.h>
@@ -69,6 +73,7 @@ struct pending {
 	uint32_t id;
 	int done;
 	int status;      /* server status, RETRY or a transport error */
+	int answered;    /* status came from the server's reply */
 	uint8_t *buf;    /* reply payload, owned until handed to the caller */
 	size_t len;
 	pthread_cond_t cv;
@@ -94,7 +99,22 @@ struct rpc {
 	int started;
 	int dead_ms;               /* silence that makes the server lost */
 	int beat_ms;               /* poll interval while calls wait */
+
+	struct rpc_stats st;       /* atomics; st.connected is not kept */
 };
+
+#define ST_ADD(field, v) __atomic_add_fetch(&(field), (v), __ATOMIC_RELAXED)
+#define ST_GET(field) __atomic_load_n(&(field), __ATOMIC_RELAXED)
+
+static void st_max(uint64_t *max, uint64_t v)
+{
+	uint64_t cur = __atomic_load_n(max, __ATOMIC_RELAXED);
+
+	while (v > cur && !__atomic_compare_exchange_n(max, &cur, v, 0,
+						       __ATOMIC_RELAXED,
+						       __ATOMIC_RELAXED))
+		;
+}
 
 /* The connection whose reader this thread is, if any. */
 static __thread const struct rpc *reader_of;
@@ -186,6 +206,43 @@ static int send_frame(int fd, uint16_t op, uint16_t flags, uint32_t id,
 	return 0;
 }
 
+/* send_frame, counting the frame's bytes once it is written. */
+static int send_counted(struct rpc *r, int fd, uint16_t op, uint16_t flags,
+			uint32_t id, const struct wbuf *req)
+{
+	uint64_t bytes = WIRE_HDR_SIZE + (req ? req->len : 0);
+	int ret = send_frame(fd, op, flags, id, req);
+
+	if (ret == 0) {
+		ST_ADD(r->st.bytes_out, bytes);
+		if (op < OP__COUNT && !(flags & WF_REPLY))
+			ST_ADD(r->st.op[op].bytes_out, bytes);
+	}
+	return ret;
+}
+
+/* A frame was read: count it (a READ reply also by the data it carries). */
+static void count_in(struct rpc *r, const struct wire_hdr *h,
+		     const uint8_t *payload)
+{
+	uint64_t bytes = WIRE_HDR_SIZE + (uint64_t)h->len;
+	struct msg_read_rep rd;
+
+	ST_ADD(r->st.bytes_in, bytes);
+	if (h->flags & WF_PUSH) {
+		ST_ADD(r->st.pushes, 1);
+		return;
+	}
+	if (h->op >= OP__COUNT)
+		return;
+	ST_ADD(r->st.op[h->op].bytes_in, bytes);
+	/* The data bytes fetched: what a disk cache is meant to save. The
+	 * decode reads the attributes and the blob's length, nothing more. */
+	if (h->op == OP_READ && h->status == 0 &&
+	    msg_decode(OP_READ, 1, payload, h->len, &rd, NULL) == 0)
+		ST_ADD(r->st.read_bytes, rd.data.len);
+}
+
 /*
  * Connect and complete HELLO, bounded by connect_timeout_ms. Returns the fd
  * or a negative errno with err filled in.
@@ -216,10 +273,14 @@ static int dial(struct rpc *r, uint64_t *epoch, struct cairn_attr *root,
 	memcpy(hq.client_id, r->o.client_id, sizeof(hq.client_id));
 	wbuf_init(&req);
 	msg_encode(OP_HELLO, 0, &req, &hq);
-	ret = req.err ? req.err : send_frame(fd, OP_HELLO, 0, 0, &req);
+	ret = req.err ? req.err : send_counted(r, fd, OP_HELLO, 0, 0, &req);
 	wbuf_free(&req);
 	if (ret == 0)
 		ret = read_frame(fd, &h, &payload);
+	if (ret == 0) {
+		ST_ADD(r->st.op[OP_HELLO].calls, 1);
+		count_in(r, &h, payload);
+	}
 	if (ret) {
 		snprintf(err, errsz, "cannot reach server %s:%d: %s", r->host,
 			 r->o.port,
@@ -369,6 +430,7 @@ static void complete(struct rpc *r, const struct wire_hdr *h, uint8_t *payload)
 		if (p->intr)
 			p->intr->p = NULL;
 		p->status = h->status;
+		p->answered = 1;
 		p->buf = payload;
 		p->len = h->len;
 		p->done = 1;
@@ -423,8 +485,11 @@ static int wait_readable(struct rpc *r, int fd)
 		/* A sender stuck in send() holds send_mu: then the server
 		 * is not reading either, and dead_ms will tell. */
 		if (!r->ping_out && pthread_mutex_trylock(&r->send_mu) == 0) {
-			if (send_frame(fd, OP_PING, 0, PING_ID, NULL) == 0)
+			if (send_counted(r, fd, OP_PING, 0, PING_ID,
+					 NULL) == 0) {
 				r->ping_out = 1;
+				ST_ADD(r->st.op[OP_PING].calls, 1);
+			}
 			pthread_mutex_unlock(&r->send_mu);
 		}
 	}
@@ -457,6 +522,8 @@ static void read_loop(struct rpc *r, int fd)
 		clock_gettime(CLOCK_MONOTONIC, &r->last_rx);
 		r->ping_out = 0;
 
+		if (ret == 0)
+			count_in(r, &h, payload);
 		if (ret) {
 			conn_lost(r, ret == -EPIPE ? "connection closed" :
 				     ret == -EMSGSIZE ? "oversized frame" :
@@ -511,6 +578,7 @@ static void reconnect_loop(struct rpc *r)
 			pthread_cond_broadcast(&r->state_cv);
 			pthread_mutex_unlock(&r->mu);
 			pthread_mutex_unlock(&r->send_mu);
+			ST_ADD(r->st.reconnects, 1);
 			log_info("reconnected to server %s:%d%s", r->host,
 				 r->o.port,
 				 changed ? " (server restarted)" : "");
@@ -637,11 +705,36 @@ void rpc_interrupt(struct rpc_intr *ir)
 	pthread_mutex_unlock(&r->mu);
 }
 
+/* A call ended: count it as answered (with its round trip from `sent`)
+ * or as failed. */
+static void count_call(struct rpc *r, uint16_t op, const struct pending *p,
+		       const struct timespec *sent)
+{
+	struct timespec now;
+	uint64_t us;
+
+	if (!p->answered) {
+		ST_ADD(r->st.failed, 1);
+		return;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	us = (uint64_t)((now.tv_sec - sent->tv_sec) * 1000000L +
+			(now.tv_nsec - sent->tv_nsec) / 1000L);
+	ST_ADD(r->st.calls, 1);
+	ST_ADD(r->st.us_total, us);
+	st_max(&r->st.us_max, us);
+	if (op < OP__COUNT) {
+		ST_ADD(r->st.op[op].calls, 1);
+		ST_ADD(r->st.op[op].us_total, us);
+		st_max(&r->st.op[op].us_max, us);
+	}
+}
+
 int rpc_call_intr(struct rpc *r, uint16_t op, const struct wbuf *req,
 		  struct rpc_reply *rep, struct rpc_intr *ir)
 {
 	struct pending p = { 0 };
-	struct timespec dl;
+	struct timespec dl, sent = { 0 };
 	int ret;
 
 	/* The reply comes through the reader thread, and mu and send_mu are
@@ -687,6 +780,7 @@ int rpc_call_intr(struct rpc *r, uint16_t op, const struct wbuf *req,
 			break;
 		}
 		p.done = 0;
+		p.answered = 0;
 		p.intr = ir;
 		if (ir)
 			ir->p = &p;
@@ -694,7 +788,8 @@ int rpc_call_intr(struct rpc *r, uint16_t op, const struct wbuf *req,
 		r->pending = &p;
 		int fd = r->fd;
 		pthread_mutex_unlock(&r->mu);
-		if (send_frame(fd, op, 0, p.id, req))
+		clock_gettime(CLOCK_MONOTONIC, &sent);
+		if (send_counted(r, fd, op, 0, p.id, req))
 			shutdown(fd, SHUT_RDWR); /* the reader cleans up */
 		pthread_mutex_unlock(&r->send_mu);
 
@@ -708,6 +803,7 @@ int rpc_call_intr(struct rpc *r, uint16_t op, const struct wbuf *req,
 		}
 	}
 	pthread_cond_destroy(&p.cv);
+	count_call(r, op, &p, &sent);
 	if (ret == 0 && rep) {
 		rep->buf = p.buf;
 		rep->len = p.len;
@@ -731,7 +827,7 @@ int rpc_send_ack(struct rpc *r, uint16_t op, uint32_t id)
 	int fd = r->state == RPC_UP ? r->fd : -1;
 	ret = r->state == RPC_SHUTDOWN ? -ESHUTDOWN : fd < 0 ? -ENOTCONN : 0;
 	pthread_mutex_unlock(&r->mu);
-	if (!ret && send_frame(fd, op, WF_REPLY, id, NULL)) {
+	if (!ret && send_counted(r, fd, op, WF_REPLY, id, NULL)) {
 		shutdown(fd, SHUT_RDWR); /* the reader cleans up */
 		ret = -ENOTCONN;
 	}
@@ -744,4 +840,33 @@ void rpc_reply_free(struct rpc_reply *rep)
 	free(rep->buf);
 	rep->buf = NULL;
 	rep->len = 0;
+}
+
+void rpc_get_stats(struct rpc *r, struct rpc_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+	for (unsigned op = 0; op < OP__COUNT; op++) {
+		const struct rpc_op_stats *a = &r->st.op[op];
+		struct rpc_op_stats *b = &out->op[op];
+
+		b->calls = ST_GET(a->calls);
+		b->bytes_out = ST_GET(a->bytes_out);
+		b->bytes_in = ST_GET(a->bytes_in);
+		b->us_total = ST_GET(a->us_total);
+		b->us_max = ST_GET(a->us_max);
+	}
+	out->calls = ST_GET(r->st.calls);
+	out->us_total = ST_GET(r->st.us_total);
+	out->us_max = ST_GET(r->st.us_max);
+	out->failed = ST_GET(r->st.failed);
+	out->bytes_out = ST_GET(r->st.bytes_out);
+	out->bytes_in = ST_GET(r->st.bytes_in);
+	out->pushes = ST_GET(r->st.pushes);
+	out->read_bytes = ST_GET(r->st.read_bytes);
+	out->reconnects = ST_GET(r->st.reconnects);
+	pthread_mutex_lock(&r->mu);
+	out->connected = r->state == RPC_UP;
+	for (const struct pending *p = r->pending; p; p = p->next)
+		out->waiting++;
+	pthread_mutex_unlock(&r->mu);
 }

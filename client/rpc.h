@@ -105,4 +105,47 @@ void rpc_interrupt(struct rpc_intr *ir);
  */
 int rpc_send_ack(struct rpc *r, uint16_t op, uint32_t id);
 
+/*
+ * Counters, for `cairn status MOUNTPOINT` (client/ctl.h). Each is updated
+ * with a relaxed atomic add where the event happens, so reading them
+ * takes no lock and never waits for the network; a copy is consistent
+ * per counter, not across counters.
+ *
+ * Per request opcode: calls answered by the server (whatever the status;
+ * a resent call counts once), request frame bytes written (headers and
+ * resends included), reply frame bytes read, and the round trip of the
+ * answered calls: from the last send of the request to its reply waking
+ * the caller, in microseconds (total and longest). HELLO counts each
+ * connection's handshake, PING each heartbeat (no round trip is timed
+ * for either).
+ */
+struct rpc_op_stats {
+	uint64_t calls;
+	uint64_t bytes_out;
+	uint64_t bytes_in;
+	uint64_t us_total;
+	uint64_t us_max;
+};
+
+struct rpc_stats {
+	struct rpc_op_stats op[OP__COUNT]; /* by opcode; [0] unused */
+	uint64_t calls;        /* sum of op[].calls without HELLO and PING */
+	uint64_t us_total;     /* round trips of those calls */
+	uint64_t us_max;
+	uint64_t failed;       /* calls that got no answer: interrupted,
+				* server lost past down_timeout_s, shutdown */
+	uint64_t bytes_out;    /* every frame written (acks included) */
+	uint64_t bytes_in;     /* every frame read (pushes included) */
+	uint64_t pushes;       /* WF_PUSH frames read */
+	uint64_t read_bytes;   /* file data in successful READ replies */
+	uint64_t reconnects;   /* connections re-established */
+	int connected;         /* 1 while UP */
+	unsigned waiting;      /* calls sent and waiting for their reply */
+};
+
+/* Copy the counters into *out. Takes mu for a moment (connected, and
+ * waiting: one walk of the calls in flight); safe from any thread,
+ * including while calls wait. */
+void rpc_get_stats(struct rpc *r, struct rpc_stats *out);
+
 #endif
