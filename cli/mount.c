@@ -29,6 +29,7 @@
 #include <unistd.h>
 #include "cli.h"
 #include "mnt_util.h"
+#include "../client/ctl.h"
 #include "../client/ccache.h"
 #include "../client/fs.h"
 #include "../client/inode.h"
@@ -248,16 +249,20 @@ struct mount_state {
 	struct fs *fs;
 	struct fuse_session *se;
 	struct ccache *cc;   /* the disk cache; NULL when off */
+	struct ctl *ctl;  /* `cairn status MOUNTPOINT` (client/ctl.h) */
 	int mounted;
 	int signals;
 	char pidfile[PATH_MAX];
 	char runfile[PATH_MAX];
+	char ctlpath[PATH_MAX];
 	char mnt[PATH_MAX];
 	char cache[PATH_MAX];
 };
 
 static void teardown(struct mount_state *m)
 {
+	/* It reads the rpc, notifier and table: gone before them. */
+	ctl_destroy(m->ctl);
 	if (m->signals)
 		fuse_remove_signal_handlers(m->se);
 	if (m->mounted)
@@ -426,6 +431,9 @@ static int serve_mount(struct mount_state *m, const struct mount_args *a,
 		log_error("cannot start threads: %s", strerror(-rc));
 		return 1;
 	}
+	if ((rc = ctl_start(m->ctl, m->ctlpath)) < 0)
+		log_warn("no control socket %s (cairn status MOUNTPOINT): %s",
+			 m->ctlpath, strerror(-rc));
 	if (fuse_set_signal_handlers(m->se) == 0)
 		m->signals = 1;
 	if ((rc = fs_refresh_statfs(m->fs)) < 0)
@@ -442,6 +450,7 @@ int cmd_mount(int argc, char **argv)
 	struct mount_state m;
 	struct mount_args a;
 	struct rpc_opts o;
+	struct ctl_info ci;
 	struct cairn_attr root;
 	char mnt[PATH_MAX], cache[PATH_MAX], tmp[PATH_MAX], err[256] = "";
 	struct stat st;
@@ -522,6 +531,13 @@ int cmd_mount(int argc, char **argv)
 	}
 	if ((rc = fs_create(m.rpc, m.itab, m.ntf, &m.fs)) < 0)
 		goto fail_errno;
+	snprintf(tmp, sizeof(tmp), strchr(a.host, ':') ? "[%s]:%d" : "%s:%d",
+		 a.host, a.port);
+	ci = (struct ctl_info){ .mnt = mnt, .server = tmp, .rpc = m.rpc,
+				.ntf = m.ntf, .itab = m.itab };
+	if ((rc = ctl_create(&ci, &m.ctl)) < 0)
+		goto fail_errno;
+	mnt_ctl_path(mnt, geteuid(), m.ctlpath, sizeof(m.ctlpath));
 	if (!(m.se = session_new(&a, m.fs))) {
 		fprintf(stderr, "cairn mount: cannot create FUSE session "
 			"(bad -o option?)\n");
