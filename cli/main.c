@@ -15,7 +15,7 @@ static const struct command commands[] = {
 	{ "serve", cmd_serve, "run a file server on a data directory" },
 	{ "mount", cmd_mount, "mount a server's volume through FUSE" },
 	{ "umount", cmd_umount, "unmount a Cairn mount" },
-	{ "status", cmd_status, "print a server's counters" },
+	{ "status", cmd_status, "print a server's or a mount's counters" },
 	{ "fsck", cmd_fsck, "check a stopped server's data directory" },
 };
 
