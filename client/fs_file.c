@@ -265,8 +265,9 @@ static int read_cached(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
 			reply_error(req, rc);
 			return 0;
 		}
+		fs_note_attrs(fs, seq, &a, NULL);
+		/* No break since seq now means none since the GETATTR. */
 		fresh = notify_reply_begin(fs->ntf, seq);
-		itab_update(fs->itab, &a, fresh);
 		notify_reply_end(fs->ntf);
 		if (!fresh)
 			return 1;
@@ -320,19 +321,22 @@ static int read_cached(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
 		rc = 1;
 		goto out;
 	}
-	fresh = notify_reply_begin(fs->ntf, seq);
-	if (from_cache && !fresh) {
+	if (have_a)
+		fs_note_attrs(fs, seq, &last_a, NULL);
+	/* Cached bytes reach the kernel only while no break came since seq
+	 * (server bytes are the server's answer, as in read_direct). */
+	fresh = !from_cache || notify_reply_begin(fs->ntf, seq);
+	if (!fresh) {
 		notify_reply_end(fs->ntf);
 		rc = 1;
 		goto out;
 	}
-	if (have_a)
-		itab_update(fs->itab, &last_a, fresh);
 	if (n <= 1)
 		fuse_reply_buf(req, n ? iov[0].iov_base : NULL, got);
 	else
 		fuse_reply_iov(req, iov, (int)n);
-	notify_reply_end(fs->ntf);
+	if (from_cache)
+		notify_reply_end(fs->ntf);
 	/* The kernel has its answer; now keep what was fetched. */
 	for (size_t i = 0; i < n; i++)
 		if (ps[i].store_len) {
