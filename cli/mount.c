@@ -414,6 +414,12 @@ static void cache_start(struct mount_state *m, const struct mount_args *a)
 	fs_set_ccache(m->fs, m->cc);
 }
 
+/* `cairn status MOUNTPOINT`: the cache.* keys (cache.enabled 0 when off). */
+static void cache_section(void *arg, FILE *f)
+{
+	ccache_print_stats(arg, f);
+}
+
 /* After daemonizing: start the threads and serve until unmounted. */
 static int serve_mount(struct mount_state *m, const struct mount_args *a,
 		       const char *mnt)
@@ -431,6 +437,9 @@ static int serve_mount(struct mount_state *m, const struct mount_args *a,
 		log_error("cannot start threads: %s", strerror(-rc));
 		return 1;
 	}
+	if ((rc = ctl_add_section(m->ctl, cache_section, m->cc)) < 0)
+		log_warn("cache counters not in cairn status: %s",
+			 strerror(-rc));
 	if ((rc = ctl_start(m->ctl, m->ctlpath)) < 0)
 		log_warn("no control socket %s (cairn status MOUNTPOINT): %s",
 			 m->ctlpath, strerror(-rc));

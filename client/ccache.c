@@ -998,7 +998,7 @@ static int scan(struct ccache *c, struct wtx *w, int rebuild, int quiet)
 	if (rebuild && (adopted || removed || !quiet))
 		log_info("cache %s: index rebuilt from the chunk files: %lu "
 			 "adopted, %lu removed", c->dir, adopted, removed);
-	else
+	else if (!rebuild)
 		log_info("cache %s: after an unclean shutdown: %lu chunks "
 			 "kept, %lu orphan files removed", c->dir, kept,
 			 removed);
