@@ -47,6 +47,18 @@ def server_reads(srv):
         fail("cairn status: unexpected op.read lines: %r" % p.stdout[-500:])
 
 
+def mount_cache(m):
+    """The cache.* counters of a mount (`cairn status MOUNTPOINT`)."""
+    p = H.run_cairn(["status", m.path])
+    expect_eq(p.returncode, 0, "cairn status %s exit status" % m.path)
+    out = {}
+    for line in p.stdout.splitlines():
+        k, _, v = line.partition(" ")
+        if k.startswith("cache."):
+            out[k] = int(v) if v.isdigit() else v
+    return out
+
+
 def read_big(path, bufsize=MiB):
     """Read a file front to back in bufsize pieces (readahead does the
     rest) and return its bytes."""
@@ -117,6 +129,11 @@ def reread_after_remount_fetches_nothing(ctx):
           "remount %d READs, %d bytes" % (c0, b0, c1 - c0, b1 - b0))
     expect_eq(c1 - c0, 0, "READ calls for the re-read after remount")
     expect_eq(b1 - b0, 0, "READ bytes for the re-read after remount")
+    cs = mount_cache(m)
+    expect_eq(cs.get("cache.fetched_bytes"), 0, "cache.fetched_bytes of the re-read")
+    expect(cs.get("cache.hit_bytes", 0) >= len(data) + len(small),
+           "cache.hit_bytes %s for a %d-byte re-read" % (cs.get("cache.hit_bytes"),
+                                                       len(data) + len(small)))
     # And again: the cache survives more than one remount.
     remount(m)
     same(read_big(m.p("big")), data, "second re-read after remount")
@@ -144,9 +161,15 @@ def tiny_cache_evicts_and_reads_right(ctx):
         expect(used <= 4 * MiB, "cache holds %d bytes of chunks, limit 4 MiB" % used)
         expect(len(chunk_files(m.cache)) >= 2,
                "a 4 MiB cache holds some chunks (%d)" % len(chunk_files(m.cache)))
+        cs = mount_cache(m)
+        expect(cs["cache.used_bytes"] <= cs["cache.limit_bytes"] == 4 * MiB,
+               "cache.used_bytes %d, limit %d" % (cs["cache.used_bytes"],
+                                                  cs["cache.limit_bytes"]))
+        expect(cs["cache.evictions"] > 0, "a 20 MiB read through 4 MiB evicts")
     # --cache-size 0: no disk cache at all, reads still right
     remount(m, extra=["--cache-size", "0"])
     same(read_big(m.p("big")), data, "read with --cache-size 0")
+    expect_eq(mount_cache(m), {"cache.enabled": 0}, "cache keys with --cache-size 0")
 
 
 @test
