@@ -20,7 +20,7 @@
  * returns 0 or -EUCLEAN for bytes that are not exactly what the encoder
  * writes: wrong length, bad magic or version, reserved bits set, values out
  * of range. Outputs are undefined on error. Checksums are *carried* here
- * and computed by ccache.c (zlib's crc32), so a decoder accepting a header
+ * and computed by ccache.c (CRC-32 as gzip's, with ISA-L), so a decoder accepting a header
  * says nothing yet about whether its checksums match.
  *
  * Layouts (little-endian inside values and the header, big-endian in

@@ -9,8 +9,8 @@
  * read are checked), persistence across reopen, recovery after a process
  * crash (orphans and tmp files removed) and after a machine crash or a
  * deleted or truncated index (rebuilt from the chunk headers), ENOSPC
- * injected through the OS seam, the lock, forgetting a file, threads, and
- * the statistics lines.
+ * injected through the OS seam, the lock, forgetting a file, threads, the
+ * checksum being gzip's CRC-32, and the statistics lines.
  *
  * Output: one "ok - NAME" or "not ok - NAME" line per test; exit status 1
  * if any failed.
@@ -476,6 +476,34 @@ static void t_damage(void)
 	ccache_close(c);
 }
 
+/* The checksums on disk are CRC-32 as gzip's (check value of "123456789":
+ * 0xcbf43926), so another tool can verify a chunk file. */
+static void t_crc_format(void)
+{
+	char d[128], path[512];
+	struct ccache *c;
+	struct ccache_key k = key(90, 1, 0);
+	uint8_t buf[CCACHE_REC_HDR_MAX];
+	struct ccache_hdr h;
+	FILE *f;
+
+	CHECK_EQ(ccache_open(newdir(d, sizeof(d)), 64 * MiB, &c), 0);
+	if (!c)
+		return;
+	CHECK_EQ(ccache_put(c, &k, "123456789", 9), 0);
+	ccache_close(c);
+	chunk_file(d, &k, path, sizeof(path));
+	f = fopen(path, "rb");
+	CHECK(f != NULL);
+	if (!f)
+		return;
+	CHECK_EQ(fread(buf, 1, ccache_rec_hdr_bytes(9), f),
+		 ccache_rec_hdr_bytes(9));
+	fclose(f);
+	CHECK_EQ(ccache_rec_hdr_decode(buf, ccache_rec_hdr_bytes(9), &h), 0);
+	CHECK_EQ(h.crc[0], 0xcbf43926u);
+}
+
 /* ---- persistence and recovery ------------------------------------------ */
 
 static void t_reopen(void)
@@ -826,7 +854,7 @@ int main(void)
 		perror("mkdtemp");
 		return 2;
 	}
-	printf("1..14\n");
+	printf("1..15\n");
 	run("records_roundtrip", t_rec_roundtrip);
 	run("records_malformed_refused", t_rec_malformed);
 	run("parse_size", t_parse_size);
@@ -834,6 +862,7 @@ int main(void)
 	run("versions_supersede_and_forget", t_versions);
 	run("lru_eviction_and_limits", t_evict_lru);
 	run("damage_detected_never_served", t_damage);
+	run("checksums_are_gzip_crc32", t_crc_format);
 	run("reopen_persistence", t_reopen);
 	run("lock_ebusy", t_lock);
 	run("process_crash_orphans_removed", t_process_crash);
