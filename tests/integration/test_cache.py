@@ -5,8 +5,8 @@ client/ccache.h) with a real server and real mounts.
 
 What is checked, by what the server counts (`cairn status HOST:PORT`,
 op.read.calls and op.read.bytes_out) and by the bytes read back:
-  - a file read once is read again after a remount without one READ
-    reaching the server;
+  - a file read once is read again after a remount, or after the server
+    restarted, without one READ reaching the server;
   - a file larger than a tiny --cache-size reads back right, and the cache
     directory stays under the limit;
   - a change made on another client, while this one is mounted or while it
@@ -19,6 +19,7 @@ op.read.calls and op.read.bytes_out) and by the bytes read back:
 """
 
 import os
+import re
 import shutil
 import signal
 import sys
@@ -138,6 +139,43 @@ def reread_after_remount_fetches_nothing(ctx):
     remount(m)
     same(read_big(m.p("big")), data, "second re-read after remount")
     expect_eq(server_reads(srv)[0] - c1, 0, "READ calls for the second re-read")
+
+
+def drop_page_cache(path):
+    """Drop this file's pages from the kernel's page cache (not the whole
+    machine's: other work on the host keeps its caches)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+@test
+def server_restart_revalidates_without_refetch(ctx):
+    srv = ctx.server()
+    m = ctx.mount(srv, "a")
+    data = os.urandom(6 * MiB + 777)
+    write_file(m.p("f"), data)
+    remount(m)
+    same(read_big(m.p("f")), data, "first read")
+    expect_eq(srv.stop(), 0, "exit status of cairn serve after SIGTERM")
+    srv.start()         # same port, same data: every promise is gone
+    end = time.time() + 30
+    while time.time() < end:
+        st = H.run_cairn(["status", m.path]).stdout
+        if re.search(r"^rpc\.reconnects [1-9]", st, re.M) and \
+                re.search(r"^rpc\.connected 1$", st, re.M):
+            break
+        os.stat(m.path)  # a call makes the client notice and reconnect
+        time.sleep(0.05)
+    else:
+        fail("the mount did not reconnect within 30 s")
+    drop_page_cache(m.p("f"))
+    same(read_big(m.p("f")), data, "re-read after the server restarted")
+    calls, nbytes = server_reads(srv)   # the restarted server's counts
+    expect_eq((calls, nbytes), (0, 0),
+              "READ calls and bytes after the server restarted")
 
 
 @test
