@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <time.h>
+#include "dircache.h"
 #include "fs_int.h"
 #include "inode.h"
 #include "notify.h"
@@ -19,6 +20,10 @@
 /* st_blksize reported to applications: stdio and cp size their buffers by
  * it, and every write is a round trip in v0. */
 #define FS_BLKSIZE        (128u * 1024u)
+/* The kernel's limit of background requests (readahead, releases) and
+ * where it starts to throttle them; its defaults are 12 and 9. */
+#define FS_MAX_BACKGROUND       64u
+#define FS_CONGESTION_THRESHOLD 48u
 /* statfs(2) answers from a value at most this old, refreshed after
  * replying so that the caller never waits for the network. */
 #define FS_STATFS_MAX_AGE_MS 2000
@@ -61,6 +66,117 @@ static int fs_call(fuse_req_t req, struct fs *fs, uint16_t op,
 	return rc;
 }
 
+/* The object a change names by FID, whose new status its reply may not
+ * give back to every place that caches it (NULL: none such). */
+static const struct cairn_fid *changed_fid(uint16_t op, const void *reqm)
+{
+	switch (op) {
+	case OP_SETATTR:
+		return &((const struct msg_setattr_req *)reqm)->fid;
+	case OP_WRITE:
+		return &((const struct msg_write_req *)reqm)->fid;
+	case OP_FALLOCATE:
+		return &((const struct msg_fallocate_req *)reqm)->fid;
+	case OP_SETXATTR:
+		return &((const struct msg_setxattr_req *)reqm)->fid;
+	case OP_REMOVEXATTR:
+		return &((const struct msg_removexattr_req *)reqm)->fid;
+	case OP_LINK:
+		return &((const struct msg_link_req *)reqm)->fid;
+	}
+	return NULL;
+}
+
+/*
+ * Whether a change that failed may still have happened on the server: an
+ * interrupt or the connection failed (rpc.h) after it may have been
+ * received. A status from the server means nothing changed (a store
+ * transaction is all or nothing).
+ */
+static int outcome_unknown(int rc)
+{
+	return rc == -EINTR || rc == -EIO || rc == -ESHUTDOWN ||
+	       rc == -ENOTCONN || rc == -ETIMEDOUT;
+}
+
+/* Forget what the caches hold of entry (dir, name) and of dir. */
+static void forget_entry(struct fs *fs, const struct cairn_fid *dir,
+			 const struct msg_str *name)
+{
+	int64_t ino = itab_entry(fs->itab, dir->vnode, name->p, name->len);
+
+	if (ino > 0)
+		itab_attr_stale(fs->itab, (uint64_t)ino);
+	dcache_stale_name(fs->dc, dir->vnode, name->p, name->len);
+	dcache_break(fs->dc, dir->vnode);
+	itab_attr_stale(fs->itab, dir->vnode);
+}
+
+/* A change of directories by name whose outcome is unknown: their
+ * listings and attributes, and the objects named, are no longer known. */
+static void forget_dirs(struct fs *fs, uint16_t op, const void *reqm)
+{
+	switch (op) {
+	case OP_CREATE: {
+		const struct msg_create_req *q = reqm;
+
+		forget_entry(fs, &q->dir, &q->name);
+		break;
+	}
+	case OP_SYMLINK: {
+		const struct msg_symlink_req *q = reqm;
+
+		forget_entry(fs, &q->dir, &q->name);
+		break;
+	}
+	case OP_LINK: {
+		const struct msg_link_req *q = reqm;
+
+		forget_entry(fs, &q->dir, &q->name);
+		break;
+	}
+	case OP_REMOVE: {
+		const struct msg_remove_req *q = reqm;
+
+		forget_entry(fs, &q->dir, &q->name);
+		break;
+	}
+	case OP_RENAME: {
+		const struct msg_rename_req *q = reqm;
+
+		forget_entry(fs, &q->sdir, &q->sname);
+		forget_entry(fs, &q->ddir, &q->dname);
+		break;
+	}
+	}
+}
+
+/*
+ * Our change (rc its outcome) to an object: what the caches hold of its
+ * status is old. On success the directory cache's entries become stale
+ * (a handler that gets the new status follows them again, inside its
+ * reply section), and the inode table's attributes too when the reply
+ * does not carry them (xattrs change ctime). When the outcome is unknown
+ * (interrupted, connection lost), nothing the change touched is known:
+ * the object's attributes, and the listings and entries of the
+ * directories it named.
+ */
+static void note_change(struct fs *fs, uint16_t op, const void *reqm, int rc)
+{
+	const struct cairn_fid *fid = changed_fid(op, reqm);
+	int unknown = rc && outcome_unknown(rc);
+
+	if (rc && !unknown)
+		return;
+	if (fid) {
+		dcache_stale(fs->dc, fid->vnode);
+		if (unknown || op == OP_SETXATTR || op == OP_REMOVEXATTR)
+			itab_attr_stale(fs->itab, fid->vnode);
+	}
+	if (unknown)
+		forget_dirs(fs, op, reqm);
+}
+
 int fs_rpc(fuse_req_t req, struct fs *fs, uint16_t op, const void *reqm,
 	   void *repm, struct rpc_reply *keep)
 {
@@ -76,6 +192,8 @@ int fs_rpc(fuse_req_t req, struct fs *fs, uint16_t op, const void *reqm,
 	msg_encode(op, 0, &w, reqm);
 	rc = w.err ? w.err : fs_call(req, fs, op, &w, &rep);
 	wbuf_free(&w);
+	if (rc && msg_has(op, MSG_CHANGES))
+		note_change(fs, op, reqm, rc);
 	if (rc)
 		return rc;
 	if (msg_decode(op, 1, rep.buf, rep.len, repm ? repm : &unused,
@@ -84,6 +202,9 @@ int fs_rpc(fuse_req_t req, struct fs *fs, uint16_t op, const void *reqm,
 			 why);
 		rc = -EIO;
 	}
+	/* A malformed reply (-EIO) to a change: done or not, unknown. */
+	if (msg_has(op, MSG_CHANGES))
+		note_change(fs, op, reqm, rc);
 	if (!rc && keep)
 		*keep = rep;
 	else
@@ -130,19 +251,33 @@ void fs_fill_entry(struct fuse_entry_param *e, const struct cairn_attr *a,
 	e->entry_timeout = fresh ? FS_CACHE_TIMEOUT : 0;
 }
 
-static void reply_attr(fuse_req_t req, struct fs *fs, uint64_t seq,
-		       const struct cairn_attr *a)
+/* Answer with attributes a, inside a reply section. */
+static void send_attr(fuse_req_t req, struct fs *fs,
+		      const struct cairn_attr *a, int fresh)
 {
 	struct stat st;
-	int fresh = notify_reply_begin(fs->ntf, seq);
 
-	itab_update(fs->itab, a, fresh);
 	attr_to_stat(a, &st);
 	/* Unlinked while open here: the hidden name is not a link to show. */
 	if (st.st_nlink > 0 && itab_silly(fs->itab, a->fid.vnode))
 		st.st_nlink--;
 	fuse_reply_attr(req, &st, fresh ? FS_CACHE_TIMEOUT : 0);
+}
+
+static void reply_attr(fuse_req_t req, struct fs *fs, uint64_t seq,
+		       const struct cairn_attr *a)
+{
+	int fresh = notify_reply_begin(fs->ntf, seq);
+
+	fs_take_attr(fs, a, fresh);
+	send_attr(req, fs, a, fresh);
 	notify_reply_end(fs->ntf);
+}
+
+void fs_take_attr(struct fs *fs, const struct cairn_attr *a, int fresh)
+{
+	itab_update(fs->itab, a, fresh);
+	dcache_follow(fs->dc, a, fresh);
 }
 
 void fs_note_attrs(struct fs *fs, uint64_t seq, const struct cairn_attr *a,
@@ -151,9 +286,9 @@ void fs_note_attrs(struct fs *fs, uint64_t seq, const struct cairn_attr *a,
 	int fresh = notify_reply_begin(fs->ntf, seq);
 
 	if (a)
-		itab_update(fs->itab, a, fresh);
+		fs_take_attr(fs, a, fresh);
 	if (b)
-		itab_update(fs->itab, b, fresh);
+		fs_take_attr(fs, b, fresh);
 	notify_reply_end(fs->ntf);
 }
 
@@ -199,9 +334,13 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	 * max_pages. Never ask for more than one WRITE/READ can carry. */
 	if (conn->max_write > CAIRN_MAX_IO)
 		conn->max_write = CAIRN_MAX_IO;
-	log_info("kernel FUSE protocol %u.%u, max_write %u, max_readahead %u",
-		 conn->proto_major, conn->proto_minor, conn->max_write,
-		 conn->max_readahead);
+	/* The kernel's 12/9 throttle readahead and background releases
+	 * (research/cold-paths.md, 7). */
+	conn->max_background = FS_MAX_BACKGROUND;
+	conn->congestion_threshold = FS_CONGESTION_THRESHOLD;
+	log_info("kernel FUSE protocol %u.%u, max_write %u, max_readahead %u, "
+		 "max_background %u", conn->proto_major, conn->proto_minor,
+		 conn->max_write, conn->max_readahead, conn->max_background);
 
 	struct fs *fs = userdata;
 	pthread_mutex_lock(&fs->init_lock);
@@ -245,6 +384,8 @@ int fs_getattr(fuse_req_t req, struct fs *fs, const struct cairn_fid *fid,
 	return rc;
 }
 
+/* GETATTR: from the inode table while the promise stands and the
+ * attributes it holds are current, else from the server. */
 static void op_getattr(fuse_req_t req, fuse_ino_t ino,
 		       struct fuse_file_info *fi)
 {
@@ -254,6 +395,16 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino,
 	struct cairn_attr a;
 	int rc;
 
+	notify_reply_begin(fs->ntf, seq);
+	rc = itab_getattr(fs->itab, ino, &a);
+	if (rc == 0)
+		send_attr(req, fs, &a, 1);
+	notify_reply_end(fs->ntf);
+	if (rc != -EAGAIN) {
+		if (rc)
+			reply_error(req, rc);
+		return;
+	}
 	if ((rc = itab_fid(fs->itab, ino, &fid)) ||
 	    (rc = fs_getattr(req, fs, &fid, &a)))
 		reply_error(req, rc);
@@ -478,9 +629,14 @@ int fs_create(struct rpc *r, struct itab *t, struct notify *n,
 
 	if (!fs)
 		return -ENOMEM;
+	if (dcache_create(&fs->dc)) {
+		free(fs);
+		return -ENOMEM;
+	}
 	fs->rpc = r;
 	fs->itab = t;
 	fs->ntf = n;
+	notify_set_dircache(n, fs->dc);
 	pthread_mutex_init(&fs->sf_lock, NULL);
 	pthread_mutex_init(&fs->init_lock, NULL);
 	pthread_condattr_t ca;
@@ -494,10 +650,24 @@ int fs_create(struct rpc *r, struct itab *t, struct notify *n,
 
 void fs_destroy(struct fs *fs)
 {
+	struct dcache_stats ds;
+
 	if (!fs)
 		return;
+	/* The kernel sends no FORGET after unmount: what is left is what it
+	 * still held (test_dircache checks lookup counts with this). */
+	if (fs->itab)
+		log_info("inode table at exit: %zu inodes",
+			 itab_count(fs->itab));
+	dcache_get_stats(fs->dc, &ds);
+	log_info("directory cache: %llu listings fetched, %llu edited, %llu "
+		 "dropped; lookups answered %llu found, %llu not found",
+		 (unsigned long long)ds.installs, (unsigned long long)ds.edits,
+		 (unsigned long long)ds.drops, (unsigned long long)ds.hits,
+		 (unsigned long long)ds.neg_hits);
 	pthread_mutex_destroy(&fs->sf_lock);
 	pthread_mutex_destroy(&fs->init_lock);
 	pthread_cond_destroy(&fs->init_cond);
+	dcache_destroy(fs->dc);
 	free(fs);
 }

@@ -1,22 +1,58 @@
 /*
  * fs_dir.c - FUSE operations on directories: opendir, readdir and
- * readdirplus (see fs_int.h).
+ * readdirplus (see fs_int.h), and fetching whole listings into the
+ * directory cache (dircache.h) with BULKSTAT.
  *
  * Offsets: 1 and 2 resume after the synthesised "." and "..", anything >= 3
- * (CAIRN_COOKIE_FIRST) is a server cookie.
+ * (CAIRN_COOKIE_FIRST) is a server cookie. A listing served from the
+ * cache uses the same cookies, so a listing begun from the cache may be
+ * resumed from the server and the other way round.
+ *
+ * READDIR and READDIRPLUS are answered from the cached listing; without
+ * one, the listing is fetched first (one BULKSTAT per 256 KiB of
+ * entries), and only if that fails does READDIR go to the server page by
+ * page. The kernel caches listings too (cache_readdir and keep_cache on
+ * opendir): a break on the directory invalidates its pages (notify.c), and
+ * an opendir without a standing promise drops them.
+ *
+ * atime: a listing from offset 0 reads the directory, and relatime may
+ * owe it a new atime (docs/PROTOCOL.md, BULKSTAT). When the directory's
+ * attributes say so, the listing is fetched again with BS_LIST rather
+ * than served from the cache, which the server answers with the new
+ * atime: as on a local disk, only the first listing after a change (or a
+ * day) writes the atime.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
+#include "dircache.h"
 #include "fs_int.h"
 #include "inode.h"
 #include "notify.h"
 #include "../lib/log.h"
 
+/*
+ * No server call: a directory's listing is fetched when read. The kernel
+ * keeps its cached listing only while our promise on the directory
+ * stands (every break since it was filled has invalidated its pages; a
+ * kernel since 6.13 drops the listing on an opendir without keep_cache).
+ */
 void fs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	fs_open(req, ino, fi, 1);
+	struct fs *fs = req_fs(req);
+	struct cairn_fid fid;
+	int promise, rc;
+
+	if ((rc = itab_fid_promise(fs->itab, ino, &fid, &promise))) {
+		reply_error(req, rc);
+		return;
+	}
+	fi->fh = 0;
+	fi->cache_readdir = 1;
+	fi->keep_cache = promise ? 1 : 0;
+	fuse_reply_open(req, fi);
 }
 
 void fs_op_releasedir(fuse_req_t req, fuse_ino_t ino,
@@ -80,6 +116,100 @@ static const char *bad_dirent(const char *name, size_t len, uint64_t vnode,
 	return NULL;
 }
 
+/* --- fetching listings ---------------------------------------------------- */
+
+/* Add one BULKSTAT page's entries to l; *cookie follows the last one.
+ * Returns 0, -EFBIG (too big to cache), -ENOMEM or -EIO (a broken
+ * reply). */
+static int add_page(fuse_ino_t ino, struct dcache_listing *l,
+		    const struct msg_bulkstat_rep *p, uint64_t *cookie)
+{
+	struct msg_dirent de;
+	struct rbuf ents;
+	int rc;
+
+	rbuf_init(&ents, p->ents.p, p->ents.len);
+	while (msg_dirent_next(&ents, &de)) {
+		char name[CAIRN_NAME_MAX + 1];
+		size_t len = de.name.len;
+		const char *why;
+
+		/* C strings for the kernel; cookies after the page's start
+		 * and increasing (dcache_listing_add checks the order). */
+		if (len > CAIRN_NAME_MAX || memchr(de.name.p, '\0', len) ||
+		    de.next_cookie <= *cookie)
+			return fs_bad_reply(OP_BULKSTAT);
+		*cookie = de.next_cookie;
+		msg_str_copy(name, &de.name);
+		if ((why = bad_dirent(name, len, de.attr.fid.vnode, ino))) {
+			log_warn("BULKSTAT of vnode %llu: skipped an entry from "
+				 "the server (%s)", (unsigned long long)ino,
+				 why);
+			continue;
+		}
+		rc = dcache_listing_add(l, de.next_cookie, name, len,
+					&de.attr);
+		if (rc == -EINVAL)
+			return fs_bad_reply(OP_BULKSTAT);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+int fs_dir_fetch(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
+		 uint32_t flags)
+{
+	uint64_t seq = notify_seq(fs->ntf);
+	struct msg_bulkstat_req q = { .max = CAIRN_BULKSTAT_MAX };
+	struct dcache_listing *l = NULL;
+	struct msg_bulkstat_rep p;
+	struct rpc_reply rep;
+	struct cairn_attr dattr;
+	uint64_t new_cookie = 0;
+	int rc, fresh, installed, pages = 0;
+
+	memset(&dattr, 0, sizeof(dattr));
+	if ((rc = itab_fid(fs->itab, ino, &q.dir)) ||
+	    (rc = dcache_fetch_begin(fs->dc, ino)))
+		return rc;
+	/* From here on, dcache_fetch_end whatever happens. */
+	rc = dcache_listing_new(&l);
+	while (!rc) {
+		q.flags = pages ? 0 : flags; /* atime: from cookie 0 only */
+		if ((rc = fs_rpc(req, fs, OP_BULKSTAT, &q, &p, &rep)))
+			break;
+		if (p.dir.fid.vnode != ino || (p.count == 0 && !p.eof))
+			rc = fs_bad_reply(OP_BULKSTAT);
+		else if (pages && p.dir.dv != dattr.dv)
+			rc = -EAGAIN; /* changed between pages */
+		else
+			rc = add_page(ino, l, &p, &q.cookie);
+		if (!rc || rc == -EFBIG) {
+			dattr = p.dir;
+			new_cookie = p.new_cookie;
+		}
+		rpc_reply_free(&rep);
+		pages++;
+		if (!rc && p.eof)
+			break;
+	}
+	fresh = notify_reply_begin(fs->ntf, seq);
+	installed = dcache_fetch_end(fs->dc, ino, rc ? NULL : l, dattr.dv,
+				     new_cookie, fresh, rc == -EFBIG);
+	if (rc)
+		dcache_listing_free(l);
+	/* Read with the listing: current if the directory was not broken
+	 * since (installed), or if nothing was. */
+	if (pages && (!rc || rc == -EFBIG))
+		itab_update(fs->itab, &dattr, installed || fresh);
+	notify_reply_end(fs->ntf);
+	if (rc == -EFBIG)
+		log_debug("directory %llu: over %u entries, not cached",
+			  (unsigned long long)ino, DCACHE_DIR_MAX);
+	return installed ? 0 : rc ? rc : -EAGAIN;
+}
+
 /* The reply buffer being filled. */
 struct dirbuf {
 	char *p;
@@ -121,12 +251,119 @@ static int add_dots(fuse_req_t req, struct dirbuf *b, off_t off,
 	return 1;
 }
 
+static int time_cmp(struct cairn_time a, struct cairn_time b)
+{
+	if (a.sec != b.sec)
+		return a.sec < b.sec ? -1 : 1;
+	return a.nsec < b.nsec ? -1 : a.nsec > b.nsec;
+}
+
+/* Does relatime owe directory ino a new atime when it is listed? (As the
+ * server decides: atime not after mtime or ctime, or a day old.) Unknown
+ * attributes: yes. */
+static int atime_due(struct fs *fs, fuse_ino_t ino)
+{
+	struct cairn_attr a;
+
+	if (itab_getattr(fs->itab, ino, &a))
+		return 1;
+	return time_cmp(a.atime, a.mtime) <= 0 ||
+	       time_cmp(a.atime, a.ctime) <= 0 ||
+	       (int64_t)time(NULL) - a.atime.sec >= 24 * 3600;
+}
+
+/* Entries of a reply that may fit size bytes (names average well under
+ * 32 bytes; a plus entry is ~150). */
+static size_t page_entries(size_t size, int plus)
+{
+	return size / (plus ? 128 : 32) + 1;
+}
+
 /*
- * readdir and readdirplus. With plus, every entry but "." and ".." (ino 0:
- * no lookup reference) is an entry handed to the kernel; if the reply does
- * not reach it, those references are taken back.
+ * readdir and readdirplus from the cached listing. Returns 0 when
+ * answered (with entries or an error); -EAGAIN (nothing answered) when no
+ * listing is cached, or when with check_atime the listing starts at 0
+ * and relatime owes the directory an atime. With plus, every entry but
+ * "." and ".." is handed to the kernel as readdir_server does.
  */
-static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size,
+static int readdir_cached(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
+			  size_t size, off_t off, int plus, int check_atime)
+{
+	uint64_t cookie = off < CAIRN_COOKIE_FIRST ? 0 : (uint64_t)off;
+	size_t max = page_entries(size, plus), n = 0, ncounted = 0;
+	struct dirbuf b = { .size = size, .plus = plus };
+	struct dcache_ent *ents = NULL;
+	uint64_t *counted = NULL, parent;
+	int eof, rc;
+
+	if ((rc = itab_parent(fs->itab, ino, &parent)))
+		goto out;
+	b.p = malloc(size);
+	counted = plus ? malloc(max * sizeof(*counted)) : NULL;
+	if (!b.p || (plus && !counted)) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	notify_reply_begin(fs->ntf, 0);
+	if (check_atime && cookie == 0 && atime_due(fs, ino))
+		rc = -EAGAIN;
+	else if ((rc = dcache_read(fs->dc, ino, cookie, max, &ents, &n,
+				   &eof)) == -ENOENT)
+		rc = -EAGAIN;
+	if (rc == -EAGAIN || rc) {
+		notify_reply_end(fs->ntf);
+		goto out;
+	}
+	if (add_dots(req, &b, off, ino, parent)) {
+		for (size_t i = 0; i < n; i++) {
+			const struct dcache_ent *d = &ents[i];
+			struct fuse_entry_param e;
+
+			fs_fill_entry(&e, &d->attr, !d->stale);
+			/* The name stands while the listing does. */
+			e.entry_timeout = FS_CACHE_TIMEOUT;
+			/* A status no longer promised must not reach the
+			 * kernel, which would take it over newer attributes
+			 * of its own: a plus entry with node id 0 is listed
+			 * but not linked (nor counted). */
+			if (plus && d->stale) {
+				e.ino = 0;
+				e.generation = 0;
+			}
+			if (!add_dirent(req, &b, d->name, &e,
+					(off_t)d->cookie))
+				break;
+			if (!plus || d->stale)
+				continue;
+			if ((rc = itab_add_entry(fs->itab, ino, d->name,
+						 d->len, &d->attr, !d->stale,
+						 NULL)))
+				break;
+			counted[ncounted++] = e.ino;
+		}
+	}
+	/* Delivered: the kernel holds the references counted. */
+	if (!rc && fuse_reply_buf(req, b.p, b.used) == 0)
+		ncounted = 0;
+	for (size_t i = 0; i < ncounted; i++)
+		itab_forget(fs->itab, counted[i], 1);
+	notify_reply_end(fs->ntf);
+out:
+	if (rc && rc != -EAGAIN)
+		reply_error(req, rc);
+	free(ents);
+	free(counted);
+	free(b.p);
+	return rc == -EAGAIN ? rc : 0;
+}
+
+/*
+ * readdir and readdirplus from the server, page by page (READDIR): when
+ * the listing cannot be cached. With plus, every entry but "." and ".."
+ * (ino 0: no lookup reference) is an entry handed to the kernel; if the
+ * reply does not reach it, those references are taken back.
+ */
+static void readdir_server(fuse_req_t req, fuse_ino_t ino, size_t size,
 			   off_t off, int plus)
 {
 	struct fs *fs = req_fs(req);
@@ -151,9 +388,8 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size,
 	}
 	if (!add_dots(req, &b, off, ino, parent))
 		goto reply;
-	/* Names average well under 32 bytes; a plus entry is ~150. */
 	rc = readdir_rpc(req, fs, &fid, off < CAIRN_COOKIE_FIRST ? 0 : (uint64_t)off,
-			 (uint32_t)(size / (plus ? 128 : 32) + 1), &pg);
+			 (uint32_t)page_entries(size, plus), &pg);
 	if (rc)
 		goto out;
 	if (plus && !(counted = malloc(pg.m.count * sizeof(*counted) + 1))) {
@@ -212,11 +448,35 @@ out:
 		itab_forget(fs->itab, counted[i], 1);
 	if (rc)
 		reply_error(req, rc);
+	/* A READDIR from 0 may have moved the atime the table holds. */
+	if (in_section && off < CAIRN_COOKIE_FIRST)
+		itab_attr_stale(fs->itab, ino);
 	if (in_section)
 		notify_reply_end(fs->ntf);
 	rpc_reply_free(&pg.rep);
 	free(counted);
 	free(b.p);
+}
+
+/* From the cache; without a listing (or owing an atime), fetch it and
+ * try again; the server page by page only when that fails. */
+static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size,
+			   off_t off, int plus)
+{
+	struct fs *fs = req_fs(req);
+	int rc;
+
+	if (readdir_cached(req, fs, ino, size, off, plus, 1) == 0)
+		return;
+	rc = fs_dir_fetch(req, fs, ino,
+			  off < CAIRN_COOKIE_FIRST ? BS_LIST : 0);
+	if (rc && !fs_dir_fetch_fallback(rc)) {
+		reply_error(req, rc);
+		return;
+	}
+	if (rc == 0 && readdir_cached(req, fs, ino, size, off, plus, 0) == 0)
+		return;
+	readdir_server(req, ino, size, off, plus);
 }
 
 void fs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,

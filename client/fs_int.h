@@ -9,7 +9,9 @@
  *               unlink (and silly renames), rmdir, rename, readlink
  *   fs_file.c   open files: open, read, write, flush, release, fsync,
  *               fallocate
- *   fs_dir.c    directories: opendir, readdir, readdirplus
+ *   fs_dir.c    directories: opendir, readdir, readdirplus, and fetching
+ *               whole listings into the directory cache (dircache.h),
+ *               which lookup, getattr and readdir answer from
  *   fs_xattr.c  extended attributes
  *
  * Shape of every handler: snapshot the break sequence (notify_seq), fill
@@ -50,11 +52,13 @@
 #include "../lib/proto.h"
 
 struct ccache;
+struct dcache;
 
 struct fs {
 	struct rpc *rpc;
 	struct itab *itab;
 	struct notify *ntf;
+	struct dcache *dc;           /* cached directories (dircache.h) */
 	struct ccache *cc;           /* the chunk cache, NULL when off; set
 				      * before the session runs (fs_set_ccache) */
 
@@ -117,6 +121,9 @@ int fs_truncate(fuse_req_t req, struct fs *fs, const struct cairn_fid *fid,
 /* An entry for `a`, with long timeouts only when fresh. */
 void fs_fill_entry(struct fuse_entry_param *e, const struct cairn_attr *a,
 		   int fresh);
+/* Record attributes a from a reply, inside its reply section (fresh as
+ * notify_reply_begin said): the inode table and the directory cache. */
+void fs_take_attr(struct fs *fs, const struct cairn_attr *a, int fresh);
 /* Record attributes (a and b may be NULL) from a reply that answers the
  * kernel with no attributes. */
 void fs_note_attrs(struct fs *fs, uint64_t seq, const struct cairn_attr *a,
@@ -171,6 +178,23 @@ void fs_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
 		     off_t length, struct fuse_file_info *fi);
 
 /* fs_dir.c */
+/*
+ * Fetch directory ino's listing with BULKSTAT (flags BS_*) into the
+ * directory cache, and its attributes into the inode table. Returns 0
+ * when the listing is now cached; -EBUSY when another fetch of ino runs
+ * or it is too big to cache; -EAGAIN when a break on it (or a change
+ * between pages) spoilt the fetch; or the call's error.
+ */
+int fs_dir_fetch(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
+		 uint32_t flags);
+/* After fs_dir_fetch failed with rc: is it worth asking the server name
+ * by name (or page by page)? Not when the server or the connection
+ * failed, nor when the request was interrupted: that call would too. */
+static inline int fs_dir_fetch_fallback(int rc)
+{
+	return rc == -EBUSY || rc == -EAGAIN || rc == -EFBIG ||
+	       rc == -ENOMEM;
+}
 void fs_op_opendir(fuse_req_t req, fuse_ino_t ino,
 		   struct fuse_file_info *fi);
 void fs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,

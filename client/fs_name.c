@@ -4,11 +4,19 @@
  * silly renames, which need both ends here: silly_rename at unlink and
  * fs_release_open at the last release (inode.h keeps the open counts and
  * the hidden names).
+ *
+ * Lookups are answered from the directory cache (dircache.h) when it
+ * holds the directory's listing; the first miss in a directory fetches
+ * the listing (fs_dir_fetch). Our own changes to a directory edit its
+ * cached listing in their reply sections, before the directory's new
+ * attributes are taken (dcache_follow drops a listing of another
+ * version).
  */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include "dircache.h"
 #include "fs_int.h"
 #include "inode.h"
 #include "notify.h"
@@ -42,8 +50,12 @@ static void reply_entry(fuse_req_t req, struct fs *fs, uint64_t seq,
 	int fresh = notify_reply_begin(fs->ntf, seq);
 	int lost_open = 0, dir_promise, rc;
 
-	if (dir)
-		itab_update(fs->itab, dir, fresh);
+	if (dir) {
+		/* The listing first: then the directory's version. */
+		dcache_added(fs->dc, parent, name, len, a, dir, fresh);
+		fs_take_attr(fs, dir, fresh);
+	}
+	dcache_follow(fs->dc, a, fresh);
 	rc = itab_add_entry(fs->itab, parent, name, len, a, fresh,
 			    &dir_promise);
 	if (rc < 0) {
@@ -76,16 +88,15 @@ static void reply_entry(fuse_req_t req, struct fs *fs, uint64_t seq,
 		fs_release_open(fs, e.ino);
 }
 
-/* LOOKUP said ENOENT: a negative entry, cached while the promise on the
- * directory stands (a create breaks it). */
-static void reply_negative(fuse_req_t req, struct fs *fs, uint64_t seq,
-			   fuse_ino_t parent, const char *name, size_t len)
+/* Inside a reply section: (parent, name) does not exist. With fresh (the
+ * directory's promise stands), a negative entry the kernel caches (ino
+ * 0, long timeout; a plain ENOENT is asked again every time), recorded
+ * so that a break on the directory invalidates it. */
+static void send_negative(fuse_req_t req, struct fs *fs, int fresh,
+			  fuse_ino_t parent, const char *name, size_t len)
 {
 	struct fuse_entry_param e;
-	int fresh = notify_reply_begin(fs->ntf, seq);
 
-	/* A negative LOOKUP promises the directory, and the table records
-	 * that with the entry. */
 	if (fresh && itab_add_negative(fs->itab, parent, name, len) == 0) {
 		memset(&e, 0, sizeof(e));
 		e.ino = 0;
@@ -94,7 +105,52 @@ static void reply_negative(fuse_req_t req, struct fs *fs, uint64_t seq,
 	} else {
 		fuse_reply_err(req, ENOENT);
 	}
+}
+
+/* LOOKUP said ENOENT: a negative entry, cached while the promise on the
+ * directory stands (a create breaks it). */
+static void reply_negative(fuse_req_t req, struct fs *fs, uint64_t seq,
+			   fuse_ino_t parent, const char *name, size_t len)
+{
+	/* A negative LOOKUP promises the directory, and the table records
+	 * that with the entry. */
+	int fresh = notify_reply_begin(fs->ntf, seq);
+
+	send_negative(req, fs, fresh, parent, name, len);
 	notify_reply_end(fs->ntf);
+}
+
+/*
+ * LOOKUP answered from parent's cached listing. Returns 0 when answered;
+ * -ENOENT when no listing is cached, -EAGAIN when the name is listed but
+ * its status is stale (nothing answered: ask the server).
+ */
+static int lookup_cached(fuse_req_t req, struct fs *fs, fuse_ino_t parent,
+			 const char *name, size_t len)
+{
+	struct fuse_entry_param e;
+	struct cairn_attr a;
+	int rc;
+
+	/* No break is applied inside the section: what the cache says now
+	 * reaches the kernel before any invalidation of it is queued. */
+	notify_reply_begin(fs->ntf, 0);
+	rc = dcache_lookup(fs->dc, parent, name, len, &a);
+	if (rc == 1) {
+		rc = itab_add_entry(fs->itab, parent, name, len, &a, 1, NULL);
+		if (rc) {
+			reply_error(req, rc);
+		} else {
+			fs_fill_entry(&e, &a, 1);
+			if (fuse_reply_entry(req, &e) < 0)
+				itab_forget(fs->itab, e.ino, 1);
+		}
+		rc = 0;
+	} else if (rc == 0) {
+		send_negative(req, fs, 1, parent, name, len);
+	}
+	notify_reply_end(fs->ntf);
+	return rc;
 }
 
 /* --- lookup and forget -------------------------------------------------- */
@@ -108,8 +164,22 @@ void fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	size_t len;
 	int promise, rc;
 
-	if ((rc = check_name(name, &len)) ||
-	    (rc = itab_fid_promise(fs->itab, parent, &q.dir, &promise)))
+	if ((rc = check_name(name, &len)))
+		goto out;
+	/* The directory cache, and the first miss in a directory whose
+	 * listing it lacks fetches the listing: one round trip answers
+	 * every later lookup in it, found or not. */
+	rc = lookup_cached(req, fs, parent, name, len);
+	if (rc == -ENOENT) {
+		rc = fs_dir_fetch(req, fs, parent, 0);
+		if (rc && !fs_dir_fetch_fallback(rc))
+			goto out;
+		if (rc == 0)
+			rc = lookup_cached(req, fs, parent, name, len);
+	}
+	if (rc == 0)
+		return;
+	if ((rc = itab_fid_promise(fs->itab, parent, &q.dir, &promise)))
 		goto out;
 	q.name = entry_name(name, len);
 	/* The entry is covered by the promise on the directory, which a
@@ -318,18 +388,26 @@ static int remove_rpc(fuse_req_t req, struct fs *fs, fuse_ino_t parent,
 void fs_release_open(struct fs *fs, uint64_t ino)
 {
 	char name[CAIRN_NAME_MAX + 1];
-	uint64_t parent;
-	int rc;
+	struct cairn_attr dir;
+	uint64_t parent, seq;
+	int fresh, rc;
 
 	/* Checked on every release, not only when a silly name makes the
 	 * server call below (fs_int.h). */
 	notify_assert_not_held(fs->ntf);
 	if (!itab_open_dec(fs->itab, ino, &parent, name, sizeof(name)))
 		return;
+	seq = notify_seq(fs->ntf);
 	if ((rc = remove_rpc(NULL, fs, parent, name, strlen(name), 0,
-			     NULL)))
+			     &dir))) {
 		log_warn("cannot remove %s (unlinked while open): %s", name,
 			 strerror(-rc));
+		return;
+	}
+	fresh = notify_reply_begin(fs->ntf, seq);
+	dcache_removed(fs->dc, parent, name, strlen(name), &dir, fresh);
+	fs_take_attr(fs, &dir, fresh);
+	notify_reply_end(fs->ntf);
 }
 
 static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
@@ -338,14 +416,21 @@ static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct fs *fs = req_fs(req);
 	uint64_t seq = notify_seq(fs->ntf);
 	struct cairn_attr dir;
+	int64_t ino;
 	size_t len;
-	int rc;
+	int fresh, rc;
 
 	if ((rc = check_name(name, &len)) ||
 	    (rc = remove_rpc(req, fs, parent, name, len, flags, &dir)))
 		goto out;
+	fresh = notify_reply_begin(fs->ntf, seq);
+	/* The object lost a link (nlink, ctime): not in the reply. */
+	if ((ino = itab_entry(fs->itab, parent, name, len)) > 0)
+		itab_attr_stale(fs->itab, (uint64_t)ino);
+	dcache_removed(fs->dc, parent, name, len, &dir, fresh);
 	itab_remove_entry(fs->itab, parent, name, len);
-	fs_note_attrs(fs, seq, &dir, NULL);
+	fs_take_attr(fs, &dir, fresh);
+	notify_reply_end(fs->ntf);
 out:
 	reply_error(req, rc);
 }
@@ -365,7 +450,7 @@ static int silly_rename(fuse_req_t req, fuse_ino_t parent, const char *name)
 	size_t len = strlen(name), slen;
 	char silly[64];
 	int64_t ino;
-	int rc;
+	int fresh, rc;
 
 	ino = itab_entry(fs->itab, parent, name, len);
 	if (ino <= 0 || !itab_open_count(fs->itab, (uint64_t)ino) ||
@@ -388,10 +473,15 @@ static int silly_rename(fuse_req_t req, fuse_ino_t parent, const char *name)
 	}
 	if (rc)
 		return 0; /* fall back to a plain unlink */
+	fresh = notify_reply_begin(fs->ntf, seq);
+	itab_attr_stale(fs->itab, (uint64_t)ino); /* ctime */
+	dcache_renamed(fs->dc, parent, name, len, parent, silly, slen, 0,
+		       &p.a, &p.b, fresh);
 	itab_remove_entry(fs->itab, parent, name, len);
+	fs_take_attr(fs, &p.a, fresh);
+	notify_reply_end(fs->ntf);
 	if (itab_set_silly(fs->itab, (uint64_t)ino, parent, silly, slen))
 		log_warn("lost track of %s (unlinked while open)", silly);
-	fs_note_attrs(fs, seq, &p.a, NULL);
 	fuse_reply_err(req, 0);
 	return 1;
 }
@@ -428,7 +518,8 @@ void fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct msg_attr2 p;
 	uint32_t rn = 0;
 	size_t len, newlen;
-	int rc;
+	int64_t ino;
+	int fresh, rc;
 
 	for (size_t i = 0; i < sizeof(rename_bits) / sizeof(rename_bits[0]);
 	     i++) {
@@ -452,10 +543,21 @@ void fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	q.flags = rn;
 	if ((rc = fs_rpc(req, fs, OP_RENAME, &q, &p, NULL)))
 		goto out;
+	fresh = notify_reply_begin(fs->ntf, seq);
+	/* The objects moved (ctime) and a replaced one (nlink): not in the
+	 * reply. */
+	if ((ino = itab_entry(fs->itab, parent, name, len)) > 0)
+		itab_attr_stale(fs->itab, (uint64_t)ino);
+	if ((ino = itab_entry(fs->itab, newparent, newname, newlen)) > 0)
+		itab_attr_stale(fs->itab, (uint64_t)ino);
+	/* The reply: the source directory, then the destination. */
+	dcache_renamed(fs->dc, parent, name, len, newparent, newname, newlen,
+		       (rn & RN_EXCHANGE) != 0, &p.a, &p.b, fresh);
 	itab_rename(fs->itab, parent, name, len, newparent, newname, newlen,
 		    (rn & RN_EXCHANGE) != 0);
-	/* The reply: the source directory, then the destination. */
-	fs_note_attrs(fs, seq, &p.a, &p.b);
+	fs_take_attr(fs, &p.a, fresh);
+	fs_take_attr(fs, &p.b, fresh);
+	notify_reply_end(fs->ntf);
 out:
 	reply_error(req, rc);
 }

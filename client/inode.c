@@ -27,9 +27,16 @@
  *   cache_valid  set when open (or create) filled the page cache at
  *                cache_dv after a fresh GETATTR; cleared with the promise;
  *   xabsent      bit mask of well-known xattrs known to be absent, valid
- *                with the promise.
+ *                with the promise;
+ *   attr_valid   `attr` holds the object's current attributes: set by a
+ *                reply that carried them with no break in between (and
+ *                a data version not older than attr's, nor below
+ *                attr_floor), cleared with the promise and when a change
+ *                of ours came back without them (itab_attr_stale, which
+ *                also raises attr_floor past the version it knew).
+ *                GETATTR is answered from it.
  *
- * Invariants: cache_valid and xabsent imply promise; an inode owns at most
+ * Invariants: cache_valid, xabsent and attr_valid imply promise; an inode owns at most
  * ITAB_NAMES_MAX names; a negative entry is always on its directory's kids;
  * t->nnegs is the sum of every inode's nnegs and t->nnames the number of
  * inames in the entry hash. Debug builds (lib/debug.h) check the first
@@ -82,9 +89,12 @@ struct inode {
 	unsigned nopen;               /* FUSE opens not yet released */
 	struct iname *silly;          /* hidden name to remove at last
 				       * release; not in the entry hash */
+	struct cairn_attr attr;       /* current while attr_valid */
+	uint64_t attr_floor;          /* attrs below this dv are old */
 	unsigned promise : 1;
 	unsigned cache_valid : 1;
 	unsigned xabsent : 8;
+	unsigned attr_valid : 1;
 	unsigned pinned : 1;
 };
 
@@ -121,7 +131,8 @@ static void table_unlock(struct itab *t)
 static void inode_check(const struct inode *n)
 {
 	CAIRN_ASSERT(n->nlookup >= 1);
-	CAIRN_ASSERT(n->promise || (!n->cache_valid && !n->xabsent));
+	CAIRN_ASSERT(n->promise ||
+		     (!n->cache_valid && !n->xabsent && !n->attr_valid));
 	CAIRN_ASSERT(n->nnames <= ITAB_NAMES_MAX);
 }
 
@@ -354,6 +365,7 @@ static void clear_promise(struct inode *n)
 	n->promise = 0;
 	n->cache_valid = 0;
 	n->xabsent = 0;
+	n->attr_valid = 0;
 }
 
 /* Take the data version of a reply (see itab_update). */
@@ -362,6 +374,13 @@ static void apply_attr(struct inode *n, const struct cairn_attr *a, int promise)
 	n->dv = a->dv;
 	if (promise) {
 		n->promise = 1;
+		/* Replies may be handled out of order: never go back to an
+		 * older version, nor below what a change of ours made. */
+		if (a->dv >= n->attr_floor &&
+		    (!n->attr_valid || a->dv >= n->attr.dv)) {
+			n->attr = *a;
+			n->attr_valid = 1;
+		}
 		if (n->cache_valid)
 			n->cache_dv = a->dv;
 	} else {
@@ -412,6 +431,8 @@ int itab_create(const struct cairn_attr *root, struct itab **out)
 	n->pinned = 1;
 	n->dv = root->dv;
 	n->promise = 1;
+	n->attr = *root;
+	n->attr_valid = 1;
 	*ibucket(t, n->ino) = n;
 	t->count = 1;
 	*out = t;
@@ -749,6 +770,39 @@ void itab_open_end(struct itab *t, uint64_t ino, const struct cairn_attr *a,
 		n->nopen++;
 	if (n)
 		inode_check(n);
+	table_unlock(t);
+}
+
+int itab_getattr(struct itab *t, uint64_t ino, struct cairn_attr *a)
+{
+	struct inode *n;
+	int rc = -ESTALE;
+
+	table_lock(t);
+	n = find(t, ino);
+	if (n) {
+		inode_check(n);
+		rc = n->attr_valid ? 0 : -EAGAIN;
+		if (!rc)
+			*a = n->attr;
+	}
+	table_unlock(t);
+	return rc;
+}
+
+void itab_attr_stale(struct itab *t, uint64_t ino)
+{
+	struct inode *n;
+
+	table_lock(t);
+	n = find(t, ino);
+	if (n) {
+		/* The change made a new version (if it happened at all):
+		 * a reply computed before it must not make them current. */
+		n->attr_valid = 0;
+		if (n->attr_floor < n->attr.dv + 1)
+			n->attr_floor = n->attr.dv + 1;
+	}
 	table_unlock(t);
 }
 

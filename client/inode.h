@@ -15,8 +15,10 @@
  *     (positive or negative) handed out in it, so that a break or a lost
  *     connection can invalidate the dentries the kernel caches.
  *   - the callback state: whether the server's promise stands, the last
- *     known data version, and whether the kernel's page cache holds data of
- *     that version (set when a file is opened after a fresh GETATTR).
+ *     known data version and attributes (GETATTR is answered from them
+ *     while they are current), and whether the kernel's page cache holds
+ *     data of that version (set when a file is opened after a fresh
+ *     GETATTR).
  *
  * Every function is thread-safe (one mutex inside; no function blocks or
  * calls out while holding it, except the visitors of itab_break and
@@ -116,6 +118,20 @@ int itab_parent(struct itab *t, uint64_t ino, uint64_t *parent);
  * the promise is gone and the page cache is no longer trusted.
  */
 void itab_update(struct itab *t, const struct cairn_attr *a, int promise);
+
+/*
+ * The attributes of ino, while its promise stands and a reply with no
+ * break in between gave them (and no change of ours came back without
+ * them since): 0 and *a. -EAGAIN: not known current (ask the server);
+ * -ESTALE: the kernel should not know ino.
+ */
+int itab_getattr(struct itab *t, uint64_t ino, struct cairn_attr *a);
+/* A change of ours to ino came back without its new attributes (SETXATTR,
+ * REMOVEXATTR; the object an unlink or rename touched), or may have
+ * happened (interrupted): the promise stands, but the attributes recorded
+ * are no longer current, and only attributes of a newer data version
+ * than theirs become current again. */
+void itab_attr_stale(struct itab *t, uint64_t ino);
 
 /*
  * Opening ino (open, opendir), in one look at the table: *fid gets its

@@ -36,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "dircache.h"
 #include "inode.h"
 #include "notify.h"
 #include "rpc.h"
@@ -66,6 +67,7 @@ struct notify {
 	pthread_rwlock_t seq_lock;
 	uint64_t seq;               /* written under seq_lock (write), atomic */
 	struct itab *itab;          /* set once by notify_start */
+	struct dcache *dc;          /* set once by notify_set_dircache */
 	struct fuse_session *se;    /* set once by notify_start */
 	struct rpc *rpc;            /* set once by notify_start */
 
@@ -387,6 +389,8 @@ static void break_everything(struct notify *n, struct nlist *l)
 {
 	RWLOCK_ASSERT_WRHELD(&n->seq_lock);
 	bump_seq(n);
+	if (n->dc)
+		dcache_clear(n->dc);
 	if (n->itab)
 		itab_break_all(n->itab, visit_all, l);
 }
@@ -477,6 +481,10 @@ static void apply_breaks(struct notify *n, struct nlist *in, struct nlist *out)
 
 		next = it->next;
 		it->next = NULL;
+		/* Cached listings and statuses the kernel may never have
+		 * seen: whether or not the table knows ino. */
+		if (n->dc)
+			dcache_break(n->dc, ino);
 		if (itab_break(n->itab, ino, visit_kid, &v) == 0)
 			nlist_add(out, it);
 		else
@@ -530,6 +538,13 @@ void notify_on_push(void *arg, uint16_t op, uint32_t id,
 	if (ack)
 		nlist_add(&work, ack);
 	enqueue(n, &work);
+	seq_release(n);
+}
+
+void notify_set_dircache(struct notify *n, struct dcache *dc)
+{
+	seq_take(n, SEQ_WRITE);
+	n->dc = dc;
 	seq_release(n);
 }
 

@@ -38,6 +38,7 @@
 
 struct notify;
 struct itab;
+struct dcache;
 struct fuse_session;
 struct rpc;
 
@@ -60,6 +61,10 @@ void notify_destroy(struct notify *n);
 void notify_on_push(void *arg, uint16_t op, uint32_t id,
 		    const uint8_t *payload, size_t len);
 void notify_on_reconnect(void *arg, int epoch_changed);
+
+/* Apply breaks and reconnects to the cached directories too (set once,
+ * before the session serves; dc must outlive n's use of it). */
+void notify_set_dircache(struct notify *n, struct dcache *dc);
 
 /* Current break sequence number (see above). */
 uint64_t notify_seq(struct notify *n);

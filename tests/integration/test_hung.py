@@ -189,12 +189,15 @@ def timeout_option_turns_a_stopped_server_into_eio(ctx):
     a = ctx.mount(srv, extra=["--timeout", "6"])
     with open(a.p("before"), "wb") as f:
         f.write(b"before\n")
+    # A directory A has not listed: a name in it needs the server (A may
+    # answer names in the root from its cached listing of it).
+    os.mkdir(a.p("unlisted"))
     limit = 6 + 3 + slack()
     p = None
     try:
         with Stopped(srv):
             time.sleep(0.2)
-            name = fresh_name("eio")
+            name = os.path.join("unlisted", fresh_name("eio"))
             p = spawn([sys.executable, "-c", STAT_CODE, a.p(name)])
             elapsed, rc = wait_child(p, limit)
         if rc is None:

@@ -461,6 +461,69 @@ static void t_open(void)
 	itab_destroy(t);
 }
 
+static void visit_nothing(void *arg, uint64_t ino, uint64_t parent,
+			  const char *name, size_t len)
+{
+}
+
+/* GETATTR from the table: attributes a fresh reply gave, while the
+ * promise stands and no change of ours came back without them. */
+static void t_getattr(void)
+{
+	struct itab *t = new_table();
+	struct cairn_attr a = attr_of(45, 45 * 7 + 1, 3), got;
+
+	CHECK_EQ(itab_getattr(t, ITAB_ROOT_INO, &got), 0); /* from HELLO */
+	CHECK_EQ(got.fid.vnode, ITAB_ROOT_INO);
+	CHECK_EQ(itab_getattr(t, 45, &got), -ESTALE);
+	a.size = 77;
+	CHECK_EQ(itab_add_entry(t, 1, "g", 1, &a, 1, NULL), 0);
+	CHECK_EQ(itab_getattr(t, 45, &got), 0);
+	CHECK_EQ(got.size, 77);
+	CHECK_EQ(got.dv, 3);
+	/* Our write: the reply's attributes replace them. */
+	a.size = 99;
+	a.dv = 4;
+	itab_update(t, &a, 1);
+	CHECK_EQ(itab_getattr(t, 45, &got), 0);
+	CHECK_EQ(got.size, 99);
+	/* Our setxattr (no attributes in its reply): ask the server, and
+	 * a reply computed before the change does not count. */
+	itab_attr_stale(t, 45);
+	CHECK_EQ(itab_getattr(t, 45, &got), -EAGAIN);
+	CHECK_EQ(promised(t, 45), 1);
+	itab_update(t, &a, 1);
+	CHECK_EQ(itab_getattr(t, 45, &got), -EAGAIN);
+	a.dv = 5;
+	itab_update(t, &a, 1);
+	CHECK_EQ(itab_getattr(t, 45, &got), 0);
+	CHECK_EQ(got.dv, 5);
+	/* Replies handled out of order: an older one changes nothing. */
+	struct cairn_attr older = a;
+	older.dv = 4;
+	older.size = 1;
+	itab_update(t, &older, 1);
+	CHECK_EQ(itab_getattr(t, 45, &got), 0);
+	CHECK_EQ(got.size, 99);
+	CHECK_EQ(got.dv, 5);
+	/* A reply that raced a break, a break, a promise without
+	 * attributes: none of them makes the attributes current. */
+	itab_update(t, &a, 0);
+	CHECK_EQ(itab_getattr(t, 45, &got), -EAGAIN);
+	itab_update(t, &a, 1);
+	CHECK_EQ(itab_break(t, 45, NULL, NULL), 0);
+	CHECK_EQ(itab_getattr(t, 45, &got), -EAGAIN);
+	itab_set_promised(t, 45);
+	CHECK_EQ(itab_getattr(t, 45, &got), -EAGAIN);
+	itab_open_end(t, 45, &a, 1, 0);
+	CHECK_EQ(itab_getattr(t, 45, &got), 0);
+	itab_break_all(t, visit_nothing, NULL);
+	CHECK_EQ(itab_getattr(t, 45, &got), -EAGAIN);
+	CHECK_EQ(itab_getattr(t, ITAB_ROOT_INO, &got), -EAGAIN);
+	itab_attr_stale(t, 12345); /* unknown: nothing */
+	itab_destroy(t);
+}
+
 /* lookup's looks: the directory's FID with its promise before the call,
  * the entry with the promise that covers its name after it. */
 static void t_lookup_promise(void)
@@ -684,6 +747,7 @@ int main(void)
 	run("negative entries and their caps", t_negative);
 	run("promise and page cache state", t_callback_state);
 	run("open: one look decides, counts, and ends", t_open);
+	run("getattr from the table: current attributes only", t_getattr);
 	run("lookup: directory promise before and after", t_lookup_promise);
 	run("break all visits every inode, name and negative entry",
 	    t_break_all);
