@@ -420,6 +420,12 @@ static void cache_section(void *arg, FILE *f)
 	ccache_print_stats(arg, f);
 }
 
+/* `cairn status MOUNTPOINT`: the directory cache's dir.* keys. */
+static void dir_section(void *arg, FILE *f)
+{
+	fs_print_dir_stats(arg, f);
+}
+
 /* After daemonizing: start the threads and serve until unmounted. */
 static int serve_mount(struct mount_state *m, const struct mount_args *a,
 		       const char *mnt)
@@ -437,7 +443,8 @@ static int serve_mount(struct mount_state *m, const struct mount_args *a,
 		log_error("cannot start threads: %s", strerror(-rc));
 		return 1;
 	}
-	if ((rc = ctl_add_section(m->ctl, cache_section, m->cc)) < 0)
+	if ((rc = ctl_add_section(m->ctl, dir_section, m->fs)) < 0 ||
+	    (rc = ctl_add_section(m->ctl, cache_section, m->cc)) < 0)
 		log_warn("cache counters not in cairn status: %s",
 			 strerror(-rc));
 	if ((rc = ctl_start(m->ctl, m->ctlpath)) < 0)

@@ -648,6 +648,21 @@ int fs_create(struct rpc *r, struct itab *t, struct notify *n,
 	return 0;
 }
 
+void fs_print_dir_stats(struct fs *fs, FILE *f)
+{
+	struct dcache_stats ds;
+
+	dcache_get_stats(fs->dc, &ds);
+	fprintf(f, "dir.listings %zu\n", ds.listings);
+	fprintf(f, "dir.entries %zu\n", ds.entries);
+	fprintf(f, "dir.lookup_hits %llu\n", (unsigned long long)ds.hits);
+	fprintf(f, "dir.lookup_neg_hits %llu\n",
+		(unsigned long long)ds.neg_hits);
+	fprintf(f, "dir.fetched %llu\n", (unsigned long long)ds.installs);
+	fprintf(f, "dir.edited %llu\n", (unsigned long long)ds.edits);
+	fprintf(f, "dir.dropped %llu\n", (unsigned long long)ds.drops);
+}
+
 void fs_destroy(struct fs *fs)
 {
 	struct dcache_stats ds;

@@ -13,6 +13,8 @@
 #ifndef CAIRN_CLIENT_FS_H
 #define CAIRN_CLIENT_FS_H
 
+#include <stdio.h>
+
 struct fs;
 struct rpc;
 struct itab;
@@ -34,6 +36,13 @@ void fs_set_ccache(struct fs *fs, struct ccache *c);
 
 /* The operation table to pass to fuse_session_new (with userdata fs). */
 const struct fuse_lowlevel_ops *fs_ops(void);
+
+/*
+ * The directory cache's counters as `key value` lines with keys prefixed
+ * "dir." (cairn status MOUNTPOINT; docs/cairn.1 lists them). Takes the
+ * directory cache's lock briefly; safe from any thread.
+ */
+void fs_print_dir_stats(struct fs *fs, FILE *f);
 
 /*
  * Wait until the kernel's FUSE INIT has been answered (the session loop

@@ -182,6 +182,12 @@ def lookups_leave_promises_and_inodes(ctx):
     expect_eq(delta(before, after, "rpc.lookup.calls") +
               delta(before, after, "rpc.bulkstat.calls"), 0,
               "server calls for a name missing from a cached listing")
+    expect(delta(before, after, "dir.lookup_neg_hits") >= 1,
+           "dir.lookup_neg_hits grew by %d after a name missing from a cached listing"
+           % delta(before, after, "dir.lookup_neg_hits"))
+    expect(after["dir.listings"] >= 1 and after["dir.fetched"] >= 1,
+           "dir.listings %r, dir.fetched %r after d's listing was fetched"
+           % (after["dir.listings"], after["dir.fetched"]))
 
 
 @test
