@@ -9,7 +9,6 @@
  * runtime directory (see mnt_util.h).
  */
 #include <errno.h>
-#include <libgen.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -32,33 +31,6 @@ static void usage(FILE *f)
 "Unmount the Cairn mount at MOUNTPOINT and wait (up to 10 s) for its client\n"
 "to exit. Fails if MOUNTPOINT is not a Cairn mount or is busy.\n");
 }
-
-/* Absolute path of `path` without resolving its last component. */
-static int resolve(const char *path, char *out, size_t outsz)
-{
-	char a[PATH_MAX], b[PATH_MAX], dir[PATH_MAX];
-	size_t len = strlen(path);
-
-	if (len == 0 || len >= sizeof(a))
-		return -EINVAL;
-	memcpy(a, path, len + 1);
-	while (len > 1 && a[len - 1] == '/')
-		a[--len] = '\0';
-	memcpy(b, a, len + 1);
-	if (!realpath(dirname(a), dir))
-		return -errno;
-	const char *base = basename(b);
-	int n;
-
-	if (!strcmp(base, "/"))
-		n = snprintf(out, outsz, "/");
-	else if (!strcmp(dir, "/"))
-		n = snprintf(out, outsz, "/%s", base);
-	else
-		n = snprintf(out, outsz, "%s/%s", dir, base);
-	return n < (int)outsz ? 0 : -ENAMETOOLONG;
-}
-
 
 /* The daemon's pid if its pid file names a live `cairn` process, else 0. */
 static pid_t daemon_pid(const char *mnt)
@@ -128,7 +100,7 @@ int cmd_umount(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	if ((rc = resolve(argv[1], mnt, sizeof(mnt))) < 0) {
+	if ((rc = mnt_resolve(argv[1], mnt, sizeof(mnt))) < 0) {
 		fprintf(stderr, "cairn umount: %s: %s\n", argv[1],
 			strerror(-rc));
 		return 1;

@@ -172,14 +172,18 @@ def tail(path, n=25):
     return lines[-n:]
 
 
+def mountinfo_unescape(field):
+    """A /proc/self/mountinfo path field with its octal escapes (\\040 for
+    a space, \\011 for a tab, \\134 for a backslash) undone."""
+    return re.sub(r"\\([0-3][0-7][0-7])", lambda m: chr(int(m.group(1), 8)), field)
+
+
 def is_mounted(path):
     path = os.path.realpath(path)
     try:
         with open("/proc/self/mountinfo") as f:
             for line in f:
-                mp = re.sub(r"\\([0-3][0-7][0-7])",
-                            lambda m: chr(int(m.group(1), 8)), line.split()[4])
-                if mp == path:
+                if mountinfo_unescape(line.split()[4]) == path:
                     return True
     except OSError:
         pass

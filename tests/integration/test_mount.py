@@ -7,7 +7,6 @@ itself, beyond serving files: the readahead raised after FUSE INIT, before
 """
 
 import os
-import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -20,7 +19,7 @@ def mountinfo_dev(path):
     with open("/proc/self/mountinfo") as f:
         for line in f:
             fields = line.split()
-            mp = re.sub(r"\\([0-3][0-7][0-7])", lambda m: chr(int(m.group(1), 8)), fields[4])
+            mp = H.mountinfo_unescape(fields[4])
             if mp == path:
                 dev = fields[2]
     return dev
