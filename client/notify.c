@@ -541,6 +541,24 @@ void notify_on_push(void *arg, uint16_t op, uint32_t id,
 	seq_release(n);
 }
 
+void notify_inval_inode(struct notify *n, uint64_t ino)
+{
+	struct nlist l = { 0 };
+	struct nitem *it = nitem_new(NK_INODE, ino, 0, NULL, 0);
+
+	if (!it) {
+		log_error("out of memory queueing an invalidation of inode %llu",
+			  (unsigned long long)ino);
+		return;
+	}
+	nlist_add(&l, it);
+	/* enqueue() runs under the write lock, as for a break, so the
+	 * queue keeps the order of the sequence. */
+	seq_take(n, SEQ_WRITE);
+	enqueue(n, &l);
+	seq_release(n);
+}
+
 void notify_set_dircache(struct notify *n, struct dcache *dc)
 {
 	seq_take(n, SEQ_WRITE);

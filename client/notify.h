@@ -57,6 +57,13 @@ int notify_start(struct notify *n, struct fuse_session *se, struct itab *t,
 void notify_stop(struct notify *n);
 void notify_destroy(struct notify *n);
 
+/* Queue an invalidation of ino's attributes and pages in the kernel (no
+ * acknowledgement, no sequence change). For a handler that handed the
+ * kernel server data after a break for it may already have been applied
+ * (its notify_reply_begin was not fresh): the data must not outlive this
+ * reply. Callable from any thread that holds no lock. */
+void notify_inval_inode(struct notify *n, uint64_t ino);
+
 /* rpc_opts.on_push / on_reconnect; arg is the struct notify. */
 void notify_on_push(void *arg, uint16_t op, uint32_t id,
 		    const uint8_t *payload, size_t len);
