@@ -14,8 +14,9 @@ static void usage(FILE *f)
 		"usage: cairn fsck --data DIR\n"
 		"\n"
 		"Check the data directory of a stopped server: directory\n"
-		"entries, link counts, unreachable objects, data files. Prints\n"
-		"one line per problem. Exit status 0 when clean, 1 otherwise.\n");
+		"entries, link counts, unreachable objects, orphans, data files.\n"
+		"Prints one line per problem, then how many orphans there are.\n"
+		"Exit status 0 when clean, 1 otherwise.\n");
 }
 
 int cmd_fsck(int argc, char **argv)
@@ -27,6 +28,7 @@ int cmd_fsck(int argc, char **argv)
 	};
 	const char *data = NULL;
 	char err[512] = "";
+	unsigned long orphans = 0;
 	int opt, n;
 
 	optind = 1;
@@ -46,12 +48,14 @@ int cmd_fsck(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	n = store_fsck(data, stdout, err, sizeof(err));
+	n = store_fsck(data, stdout, &orphans, err, sizeof(err));
 	fflush(stdout);
 	if (n < 0) {
 		fprintf(stderr, "cairn fsck: %s\n", err[0] ? err : data);
 		return 1;
 	}
+	printf("fsck: %s: %lu orphan(s) (unlinked files kept for the "
+	       "clients that may have them open)\n", data, orphans);
 	if (n == 0) {
 		printf("fsck: %s: clean\n", data);
 		return 0;

@@ -96,10 +96,13 @@ enum {
 
 /* CREATE flags. */
 enum { CR_EXCL = 1u << 0 };
-/* REMOVE flags. */
-enum { RM_DIR = 1u << 0 };
-/* RENAME flags: the Linux renameat2() values. */
-enum { RN_NOREPLACE = 1u << 0, RN_EXCHANGE = 1u << 1 };
+/* REMOVE flags. RM_KEEP: the requester may still have the file open; a
+ * non-directory whose last link goes is kept as an orphan held by the
+ * requester's client id until it sends ORPHAN_DROP (docs/PROTOCOL.md). */
+enum { RM_DIR = 1u << 0, RM_KEEP = 1u << 1 };
+/* RENAME flags: the Linux renameat2() values, and RN_KEEP: as RM_KEEP,
+ * for the target the rename replaces. */
+enum { RN_NOREPLACE = 1u << 0, RN_EXCHANGE = 1u << 1, RN_KEEP = 1u << 8 };
 /* WRITE flags. */
 enum { WR_SYNC = 1u << 0 };
 /* BULKSTAT flags. */

@@ -365,7 +365,8 @@ static int op_remove(struct op_req *q)
 		return ret;
 	if (m->flags & ~(uint32_t)RM_DIR)
 		return -EINVAL;
-	ret = store_remove(q->ctx->st, &m->dir, name, m->flags, &rep.attr, &sc);
+	ret = store_remove(q->ctx->st, &m->dir, name, m->flags, NULL,
+			   &rep.attr, &sc);
 	if (ret)
 		return ret;
 	reply(q, &rep);
@@ -390,7 +391,7 @@ static int op_rename(struct op_req *q)
 	    m->flags == (RN_NOREPLACE | RN_EXCHANGE))
 		return -EINVAL;
 	ret = store_rename(q->ctx->st, &m->sdir, sname, &m->ddir, dname,
-			   m->flags, &rep.a, &rep.b, &sc);
+			   m->flags, NULL, &rep.a, &rep.b, &sc);
 	if (ret)
 		return ret;
 	reply(q, &rep);

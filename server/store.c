@@ -3,8 +3,9 @@
  * formats, group commit, attributes and xattrs. Namespace operations live
  * in store_dir.c, file data in store_data.c, the cache of open data files
  * in store_fdc.c, the offline check in store_fsck.c; store_int.h is what
- * they share. Opening a store also removes data files that a crash left
- * without an inode (orphans_remove).
+ * they share; orphans (unlinked objects kept for a client) are in
+ * store_orphan.c. Opening a store also removes data files that a crash
+ * left without an inode (strays_remove).
  *
  * Durability and group commit
  * ---------------------------
@@ -640,10 +641,12 @@ int store_lock_take(const char *dir, int *lockfd, char *err, size_t errsz)
 }
 
 int store_env_open(const char *dir, unsigned flags, MDB_env **envp,
-		   MDB_dbi dbi[6], char *err, size_t errsz)
+		   MDB_dbi dbi[STORE_NDBI], char *err, size_t errsz)
 {
-	static const char *names[6] = { "inodes", "dirents", "dirseq",
-					 "xattrs", "symlinks", "meta" };
+	static const char *names[STORE_NDBI] = {
+		"inodes", "dirents", "dirseq", "xattrs", "symlinks", "meta",
+		"orphans",
+	};
 	char path[4096];
 	MDB_env *env = NULL;
 	MDB_txn *txn = NULL;
@@ -658,10 +661,16 @@ int store_env_open(const char *dir, unsigned flags, MDB_env **envp,
 		goto fail;
 	if ((rc = mdb_txn_begin(env, NULL, rdonly ? MDB_RDONLY : 0, &txn)))
 		goto fail;
-	for (int i = 0; i < 6; i++)
-		if ((rc = mdb_dbi_open(txn, names[i],
-				       rdonly ? 0 : MDB_CREATE, &dbi[i])))
+	for (int i = 0; i < STORE_NDBI; i++) {
+		rc = mdb_dbi_open(txn, names[i], rdonly ? 0 : MDB_CREATE,
+				  &dbi[i]);
+		if (rc == MDB_NOTFOUND && rdonly && i == 6) {
+			dbi[i] = 0; /* no orphans yet */
+			rc = 0;
+		}
+		if (rc)
 			goto fail;
+	}
 	rc = mdb_txn_commit(txn);
 	txn = NULL;
 	if (rc)
@@ -753,12 +762,13 @@ static int init_tx(struct store *st, MDB_txn *txn, void *arg)
 /*
  * Remove data files whose vnode has no inode record. store_remove deletes
  * the data file after the commit that drops the inode; a crash in between
- * leaves the file behind, and nothing would ever delete it. Runs before
+ * leaves the file behind, and nothing would ever delete it. (An orphan
+ * keeps its inode, so its data file stays.) Runs before
  * the store serves anyone, so nothing races with it. Best effort: a name
  * that is not exactly one of ours, or an inode that cannot be read, is
  * left for fsck to report.
  */
-static void orphans_remove(struct store *st)
+static void strays_remove(struct store *st)
 {
 	char path[48], want[48];
 	struct sinode ino;
@@ -792,14 +802,14 @@ static void orphans_remove(struct store *st)
 			    store_inode_get(st, txn, vn, &ino) != -ENOENT)
 				continue;
 			if (store_os.unlinkat(st->dirfd, path, 0) == 0)
-				st->orphans_removed++;
+				st->strays_removed++;
 		}
 		closedir(d);
 	}
 	store_rtxn_end(st, txn);
-	if (st->orphans_removed)
+	if (st->strays_removed)
 		log_info("%s: removed %lu data file(s) of deleted objects "
-			 "(left by a crash)", st->dir, st->orphans_removed);
+			 "(left by a crash)", st->dir, st->strays_removed);
 }
 
 /*
@@ -945,7 +955,7 @@ static int dirs_sync(struct store *st, char *err, size_t errsz)
 int store_open(const char *dir, struct store **out, char *err, size_t errsz)
 {
 	struct store *st;
-	MDB_dbi dbi[6];
+	MDB_dbi dbi[STORE_NDBI];
 	char path[4096];
 	struct init_args ia = { err, errsz, NULL };
 	uint8_t adopt[16];
@@ -1005,6 +1015,7 @@ int store_open(const char *dir, struct store **out, char *err, size_t errsz)
 	st->db_xattrs = dbi[3];
 	st->db_symlinks = dbi[4];
 	st->db_meta = dbi[5];
+	st->db_orphans = dbi[6];
 	if (store_fresh(st) && (rc = dirs_sync(st, err, errsz)))
 		goto fail;
 	if ((rc = sid_file_read(st, adopt, &sid_file, err, errsz)))
@@ -1023,7 +1034,7 @@ int store_open(const char *dir, struct store **out, char *err, size_t errsz)
 		log_info("%s: server id moved from %s/server-id into meta",
 			 dir, dir);
 	}
-	orphans_remove(st);
+	strays_remove(st);
 	*out = st;
 	return 0;
 fail:

@@ -115,17 +115,25 @@ int store_readlink(struct store *st, const struct cairn_fid *fid,
 int store_link(struct store *st, const struct cairn_fid *fid,
 	       const struct cairn_fid *dir, const char *name,
 	       struct cairn_attr *out, struct cairn_attr *dir_out);
-/* flags: RM_DIR. ch gets the removed object. The data file of an object
- * whose last link goes is deleted. */
+/*
+ * flags: RM_DIR, RM_KEEP. ch gets the removed object. An object whose
+ * last link goes is deleted with its data file; with RM_KEEP a
+ * non-directory becomes an orphan held by `holder` instead (see Orphans
+ * below). holder: the requester's client id, needed with RM_KEEP (else
+ * -EINVAL), ignored without it.
+ */
 int store_remove(struct store *st, const struct cairn_fid *dir,
-		 const char *name, uint32_t flags, struct cairn_attr *dir_out,
-		 struct store_changed *ch);
-/* flags: RN_NOREPLACE, RN_EXCHANGE. ch gets the moved object(s) and a
- * replaced target. */
+		 const char *name, uint32_t flags, const uint8_t *holder,
+		 struct cairn_attr *dir_out, struct store_changed *ch);
+/* flags: RN_NOREPLACE, RN_EXCHANGE, RN_KEEP (with it a replaced
+ * non-directory target whose last link goes becomes an orphan held by
+ * holder, as RM_KEEP does). Other bits, or NOREPLACE with EXCHANGE:
+ * -EINVAL. ch gets the moved object(s) and a replaced target. */
 int store_rename(struct store *st, const struct cairn_fid *sdir,
 		 const char *sname, const struct cairn_fid *ddir,
-		 const char *dname, uint32_t flags, struct cairn_attr *sdir_out,
-		 struct cairn_attr *ddir_out, struct store_changed *ch);
+		 const char *dname, uint32_t flags, const uint8_t *holder,
+		 struct cairn_attr *sdir_out, struct cairn_attr *ddir_out,
+		 struct store_changed *ch);
 
 /*
  * Directory listing from `cookie` (0 = start). Calls fn once per entry in
@@ -184,15 +192,56 @@ int store_removexattr(struct store *st, const struct cairn_fid *fid,
 		      const char *name);
 
 /*
+ * Orphans. A non-directory whose last link a REMOVE with RM_KEEP (or a
+ * RENAME with RN_KEEP over it) took keeps its inode, with nlink 0, its
+ * xattrs and its data file: it stays usable by FID (getattr, read, write,
+ * setattr, fsync, fallocate, xattrs) but has no name (store_link answers
+ * -ENOENT). The orphans database records its holder, the client id of the
+ * requester, in the same transaction as the removal. It is freed (inode,
+ * xattrs, data file) when its holder drops it (store_orphan_drop) or when
+ * the server decides its holder is gone for good (store_orphan_release).
+ */
+#define STORE_HOLDER_SIZE 16
+
+/*
+ * Free each of the n FIDs that is an orphan held by holder, all in one
+ * transaction; the others (linked objects, unknown or stale FIDs,
+ * orphans of other holders) are ignored. *freed (may be NULL) gets how
+ * many went. Returns 0 or an errno of the store.
+ */
+int store_orphan_drop(struct store *st, const uint8_t holder[STORE_HOLDER_SIZE],
+		      const struct cairn_fid *fids, size_t n, size_t *freed);
+/* Free every orphan held by holder (in transactions of a few hundred);
+ * *freed (may be NULL) gets how many went, also on error. */
+int store_orphan_release(struct store *st,
+			 const uint8_t holder[STORE_HOLDER_SIZE],
+			 uint64_t *freed);
+/* The holders of orphans with the number each holds: *out a malloc'ed
+ * array of *n (NULL and 0 when there are none), freed by the caller. */
+struct store_holder {
+	uint8_t id[STORE_HOLDER_SIZE];
+	uint64_t count;
+};
+int store_orphan_holders(struct store *st, struct store_holder **out,
+			 size_t *n);
+/* How many orphans there are. */
+int store_orphan_count(struct store *st, uint64_t *n);
+
+/*
  * Offline consistency check of a stopped server's data directory (takes
  * DIR/LOCK; -EBUSY while a server runs). Prints one line per problem to
  * `report` (a FILE *) and returns the number of problems found (0 = clean)
  * or a negative errno if the check could not run (err filled).
  * Checks: every dirent names an existing inode of the recorded type; nlink
  * equals the number of entries naming each inode (+ subdirectories' ".."
- * for directories); no inode is unreachable from the root; every regular
- * file's data file exists or its size is 0; no data file without an inode.
+ * for directories); no inode is unreachable from the root, except orphans
+ * (an orphan record naming an existing non-directory with nlink 0 and no
+ * entry; a record of a missing, linked or directory inode is a problem);
+ * every regular file's data file exists or its size is 0; no data file
+ * without an inode. *orphans (may be NULL) gets the number of orphans
+ * seen.
  */
-int store_fsck(const char *dir, void *report, char *err, size_t errsz);
+int store_fsck(const char *dir, void *report, unsigned long *orphans,
+	       char *err, size_t errsz);
 
 #endif

@@ -15,7 +15,10 @@
  *     nlink is the number of entries naming it;
  *   - an object whose last entry goes is deleted in the same transaction;
  *     its data file is removed after the commit (a crash in between leaves
- *     a data file without inode, which the next store_open removes).
+ *     a data file without inode, which the next store_open removes);
+ *     with RM_KEEP / RN_KEEP a non-directory becomes an orphan instead,
+ *     recorded in the same transaction (store_orphan.c), and an orphan
+ *     never gets a name again (link answers -ENOENT).
  * Every operation bumps dv of each object whose attributes it changed.
  */
 #include <errno.h>
@@ -394,6 +397,9 @@ static int link_tx(struct store *st, MDB_txn *txn, void *arg)
 		return rc;
 	if (S_ISDIR(a->ino.mode))
 		return -EPERM;
+	/* An orphan: linkat() of an unlinked open file gives ENOENT. */
+	if (a->ino.nlink == 0)
+		return -ENOENT;
 	if ((rc = dir_get(st, txn, a->dir, &a->dino)))
 		return rc;
 	rc = store_dirent_get(st, txn, a->dir->vnode, a->name, &child,
@@ -430,11 +436,16 @@ int store_link(struct store *st, const struct cairn_fid *fid,
 /*
  * Drop one link of object vn (named by an entry that is already gone or
  * repointed): a directory goes at once (it was empty), another object when
- * its nlink reaches 0. *drop is set when a data file must go after commit.
+ * its nlink reaches 0, unless holder is given: then it stays, with nlink
+ * 0, as an orphan held by holder. *drop is set when a data file must go
+ * after commit.
  */
 static int unlink_obj(struct store *st, MDB_txn *txn, uint64_t vn,
-		      struct sinode *ino, struct cairn_time now, int *drop)
+		      struct sinode *ino, struct cairn_time now,
+		      const uint8_t *holder, int *drop)
 {
+	int rc;
+
 	if (S_ISDIR(ino->mode)) {
 		ino->nlink = 0;
 		return store_inode_del(st, txn, vn);
@@ -443,6 +454,11 @@ static int unlink_obj(struct store *st, MDB_txn *txn, uint64_t vn,
 	store_touch_c(ino, now);
 	if (ino->nlink > 0)
 		return store_inode_put(st, txn, vn, ino);
+	if (holder) {
+		if ((rc = store_orphan_add(st, txn, vn, holder)))
+			return rc;
+		return store_inode_put(st, txn, vn, ino);
+	}
 	*drop = S_ISREG(ino->mode);
 	return store_inode_del(st, txn, vn);
 }
@@ -451,6 +467,7 @@ struct remove_args {
 	const struct cairn_fid *dir;
 	const char *name;
 	uint32_t flags;
+	const uint8_t *holder;   /* RM_KEEP: the orphan's holder, else NULL */
 	uint64_t vn;
 	int drop;
 	struct sinode ino, dino;
@@ -481,18 +498,26 @@ static int remove_tx(struct store *st, MDB_txn *txn, void *arg)
 	}
 	store_touch_mc(&a->dino, now);
 	if ((rc = dirent_del(st, txn, dvn, a->name, cookie)) ||
-	    (rc = unlink_obj(st, txn, a->vn, &a->ino, now, &a->drop)))
+	    (rc = unlink_obj(st, txn, a->vn, &a->ino, now, a->holder,
+			     &a->drop)))
 		return rc;
 	return store_inode_put(st, txn, dvn, &a->dino);
 }
 
 int store_remove(struct store *st, const struct cairn_fid *dir,
-		 const char *name, uint32_t flags, struct cairn_attr *dir_out,
-		 struct store_changed *ch)
+		 const char *name, uint32_t flags, const uint8_t *holder,
+		 struct cairn_attr *dir_out, struct store_changed *ch)
 {
 	struct remove_args a = { .dir = dir, .name = name, .flags = flags };
 	int rc;
 
+	if (flags & ~(uint32_t)(RM_DIR | RM_KEEP))
+		return -EINVAL;
+	if (flags & RM_KEEP) {
+		if (!holder)
+			return -EINVAL;
+		a.holder = holder;
+	}
 	if ((rc = store_name_check(name)) ||
 	    (rc = store_tx(st, remove_tx, &a)))
 		return rc;
@@ -510,6 +535,7 @@ struct rename_args {
 	const struct cairn_fid *sdir, *ddir;
 	const char *sname, *dname;
 	uint32_t flags;
+	const uint8_t *holder;   /* RN_KEEP: a replaced target's holder */
 	uint64_t svn, dvn;
 	int have_dst, drop;
 	struct sinode sd, dd, sino, dino;
@@ -597,7 +623,7 @@ static int rename_move(struct store *st, MDB_txn *txn, struct rename_args *a,
 		if (S_ISDIR(a->dino.mode))
 			dd->nlink--;
 		if ((rc = unlink_obj(st, txn, a->dvn, &a->dino, now,
-				     &a->drop)))
+				     a->holder, &a->drop)))
 			return rc;
 	} else if ((rc = dirent_add(st, txn, a->ddir->vnode, dd, a->dname,
 				    a->svn, a->sino.mode))) {
@@ -660,16 +686,23 @@ static int rename_tx(struct store *st, MDB_txn *txn, void *arg)
 
 int store_rename(struct store *st, const struct cairn_fid *sdir,
 		 const char *sname, const struct cairn_fid *ddir,
-		 const char *dname, uint32_t flags, struct cairn_attr *sdir_out,
-		 struct cairn_attr *ddir_out, struct store_changed *ch)
+		 const char *dname, uint32_t flags, const uint8_t *holder,
+		 struct cairn_attr *sdir_out, struct cairn_attr *ddir_out,
+		 struct store_changed *ch)
 {
 	struct rename_args a = { .sdir = sdir, .ddir = ddir, .sname = sname,
 				 .dname = dname, .flags = flags };
+	uint32_t how = flags & (RN_NOREPLACE | RN_EXCHANGE);
 	int rc;
 
-	if ((flags & ~(uint32_t)(RN_NOREPLACE | RN_EXCHANGE)) ||
-	    flags == (RN_NOREPLACE | RN_EXCHANGE))
+	if ((flags & ~(uint32_t)(RN_NOREPLACE | RN_EXCHANGE | RN_KEEP)) ||
+	    how == (RN_NOREPLACE | RN_EXCHANGE))
 		return -EINVAL;
+	if (flags & RN_KEEP) {
+		if (!holder)
+			return -EINVAL;
+		a.holder = holder;
+	}
 	if ((rc = store_name_check(sname)) || (rc = store_name_check(dname)))
 		return rc;
 	if ((rc = store_tx(st, rename_tx, &a)))

@@ -13,7 +13,11 @@
  *   - a directory has one entry naming it (the root none), its parent
  *     pointer is that entry's directory and its nlink is 2 + subdirs;
  *     another object's nlink is its number of entries;
- *   - every inode is reachable from the root;
+ *   - every inode is reachable from the root, except orphans: an orphans
+ *     record names an existing non-directory with nlink 0 and no entry
+ *     (store_orphan.c), and such an inode is fine; a record of a missing,
+ *     linked or directory inode is a problem, and an nlink-0 inode
+ *     without a record is unreachable as any other;
  *   - symlinks have their target; xattrs and symlink targets belong to
  *     existing inodes;
  *   - a regular file with size > 0 has a data file, and every data file
@@ -40,6 +44,7 @@ struct fino {
 	uint32_t subdirs;  /* entries in it that name directories */
 	uint64_t eparent;  /* for directories: the dir holding its entry */
 	int reach;         /* 0 unknown, 1 reachable, -1 not */
+	int orphan;        /* listed in orphans */
 };
 
 struct fsck {
@@ -50,6 +55,7 @@ struct fsck {
 	struct fino *v;
 	size_t n, cap;
 	int problems;
+	unsigned long orphans; /* records of existing inodes */
 };
 
 static void problem(struct fsck *f, const char *fmt, ...)
@@ -321,6 +327,31 @@ static int check_symlink(struct fsck *f, MDB_val *k, MDB_val *v)
 	return 0;
 }
 
+static int check_orphan(struct fsck *f, MDB_val *k, MDB_val *v)
+{
+	uint8_t id[STORE_REC_HOLDER_SIZE];
+	struct fino *fi;
+	uint64_t vn;
+
+	if (store_rec_orphan_key_decode(k->mv_data, k->mv_size, &vn) ||
+	    store_rec_orphan_decode(v->mv_data, v->mv_size, id)) {
+		problem(f, "malformed orphan record (key %zu bytes, value "
+			"%zu)", k->mv_size, v->mv_size);
+		return 0;
+	}
+	fi = fino_find(f, vn);
+	if (!fi) {
+		problem(f, "orphan record of missing vnode %" PRIu64, vn);
+		return 0;
+	}
+	f->orphans++;
+	fi->orphan = 1;
+	if (S_ISDIR(fi->ino.mode))
+		problem(f, "directory %" PRIu64 " is recorded as an orphan",
+			vn);
+	return 0;
+}
+
 static void check_inode(struct fsck *f, struct fino *fi)
 {
 	char path[48];
@@ -352,7 +383,13 @@ static void check_inode(struct fsck *f, struct fino *fi)
 		problem(f, "vnode %" PRIu64 ": a sync of its data failed; "
 			"its data answers EIO until it is truncated to size 0 "
 			"or removed", vn);
-	if (fi->reach != 1)
+	if (fi->orphan && fi->ino.nlink != 0)
+		problem(f, "vnode %" PRIu64 " is recorded as an orphan but "
+			"has nlink %u", vn, fi->ino.nlink);
+	else if (fi->orphan && fi->links != 0)
+		problem(f, "vnode %" PRIu64 " is recorded as an orphan but "
+			"%u entries name it", vn, fi->links);
+	else if (!fi->orphan && fi->reach != 1)
 		problem(f, "vnode %" PRIu64 " is not reachable from the root",
 			vn);
 	if (S_ISLNK(fi->ino.mode)) {
@@ -450,18 +487,24 @@ static int fsck_run(struct fsck *f)
 	    (rc = scan(f, f->st.db_xattrs, check_xattr)) ||
 	    (rc = scan(f, f->st.db_symlinks, check_symlink)))
 		return rc;
+	/* 0: a data directory from before orphans has none. */
+	if (f->st.db_orphans && (rc = scan(f, f->st.db_orphans, check_orphan)))
+		return rc;
 	for (size_t i = 0; i < f->n; i++)
 		check_inode(f, &f->v[i]);
 	check_objects(f);
 	return 0;
 }
 
-int store_fsck(const char *dir, void *report, char *err, size_t errsz)
+int store_fsck(const char *dir, void *report, unsigned long *orphans,
+	       char *err, size_t errsz)
 {
 	struct fsck f = { .out = report, .dir = dir };
-	MDB_dbi dbi[6];
+	MDB_dbi dbi[STORE_NDBI];
 	int lockfd = -1, rc;
 
+	if (orphans)
+		*orphans = 0;
 	f.st.dirfd = -1;
 	if ((rc = store_lock_take(dir, &lockfd, err, errsz)))
 		return rc;
@@ -480,6 +523,7 @@ int store_fsck(const char *dir, void *report, char *err, size_t errsz)
 	f.st.db_xattrs = dbi[3];
 	f.st.db_symlinks = dbi[4];
 	f.st.db_meta = dbi[5];
+	f.st.db_orphans = dbi[6];
 	/* Not store_rtxn: f.st is no opened store (no transaction pool). */
 	if ((rc = store_lmdb_err(mdb_txn_begin(f.st.env, NULL, MDB_RDONLY,
 					       &f.txn)))) {
@@ -494,6 +538,8 @@ int store_fsck(const char *dir, void *report, char *err, size_t errsz)
 			 strerror(-rc));
 	else
 		rc = f.problems;
+	if (orphans)
+		*orphans = f.orphans;
 out:
 	free(f.v);
 	if (f.st.env)

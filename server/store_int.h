@@ -8,13 +8,16 @@
  *   dirseq   BE8 dir + BE8 cookie     -> name
  *   xattrs   BE8 vnode + name         -> value
  *   symlinks BE8 vnode                -> target
+ *   orphans  BE8 vnode                -> holder's client id (16 bytes)
  *   meta     "format" u32, "next_vnode" u64, "volume" u32, "server_id" 16 B
  *            (the one server id: store_server_id)
  * Values are little-endian; store_rec.h has the exact layouts and the one
  * encoder and decoder of each record. dirents answers LOOKUP; dirseq gives
  * READDIR an order in which an entry's cookie never changes while others
  * come and go (cookies come from the directory's next_cookie and are never
- * reused).
+ * reused). orphans lists the objects whose last name went while a client
+ * may still have them open (store_orphan.c): they keep their inode (nlink
+ * 0) and data file until their holder drops them.
  *
  * Locks: the vnode stripes (vlock), gc_lock, LMDB's write lock, rt_lock,
  * fdc.lock and nm_lock; the order in which they may be taken is stated
@@ -44,6 +47,7 @@
 #define STORE_MAXLINK  65000u /* ext4's limit: EMLINK beyond */
 #define STORE_RTXN_POOL 32    /* idle read transactions kept for reuse */
 #define STORE_FDC_MAX  256    /* data file descriptors kept open */
+#define STORE_NDBI     7      /* LMDB databases, in struct store's order */
 
 struct wop;
 struct fdc_ent;
@@ -67,7 +71,7 @@ struct store {
 	int lockfd;  /* DATA/LOCK, flock()ed for the store's lifetime */
 	MDB_env *env;
 	MDB_dbi db_inodes, db_dirents, db_dirseq, db_xattrs, db_symlinks,
-		db_meta;
+		db_meta, db_orphans;
 
 	/* Group commit: queued write ops and whether a leader runs a batch. */
 	pthread_mutex_t gc_lock;
@@ -107,9 +111,9 @@ struct store {
 	 * until the server restarts. Read and written with __atomic. */
 	int lost_unrecorded;
 
-	/* Data files without an inode removed by store_open (a crash
-	 * between a remove's commit and its unlink leaves them). */
-	unsigned long orphans_removed;
+	/* Stray data files (without an inode) removed by store_open (a
+	 * crash between a remove's commit and its unlink leaves them). */
+	unsigned long strays_removed;
 };
 
 /* A write operation run inside a group-commit transaction. Must not call
@@ -203,11 +207,18 @@ int store_name_check(const char *name);
 /* Take DIR/LOCK (flock, pid written into it); -EBUSY with the holder's pid
  * in err. */
 int store_lock_take(const char *dir, int *lockfd, char *err, size_t errsz);
-/* Open DIR/meta and the six databases in the order of struct store
- * (inodes, dirents, dirseq, xattrs, symlinks, meta). flags: 0 creates them,
- * MDB_RDONLY for fsck. */
+/* Open DIR/meta and the STORE_NDBI databases in the order of struct
+ * store (inodes, dirents, dirseq, xattrs, symlinks, meta, orphans).
+ * flags: 0 creates them, MDB_RDONLY for fsck; read-only, a missing
+ * orphans database (a data directory from before orphans) gives
+ * dbi[6] = 0, which names no database of ours (LMDB's 0 and 1 are its
+ * own). */
 int store_env_open(const char *dir, unsigned flags, MDB_env **envp,
-		   MDB_dbi dbi[6], char *err, size_t errsz);
+		   MDB_dbi dbi[STORE_NDBI], char *err, size_t errsz);
+/* Record vn, whose last link this transaction removed, as an orphan held
+ * by holder (store_orphan.c); the caller keeps its inode (nlink 0). */
+int store_orphan_add(struct store *st, MDB_txn *txn, uint64_t vn,
+		     const uint8_t holder[STORE_HOLDER_SIZE]);
 /* Directory entries (store_dir.c). */
 int store_dirent_get(struct store *st, MDB_txn *txn, uint64_t dir,
 		     const char *name, uint64_t *child, uint64_t *cookie,

@@ -270,3 +270,22 @@ int store_rec_xattr_val_decode(const void *p, size_t n, void *buf,
 	*len = n;
 	return 0;
 }
+
+/* ---- orphans ---------------------------------------------------------- */
+
+int store_rec_orphan_key_decode(const void *p, size_t n, uint64_t *vn)
+{
+	if (n != 8 || be64(p) == 0)
+		return -EUCLEAN;
+	*vn = be64(p);
+	return 0;
+}
+
+int store_rec_orphan_decode(const void *p, size_t n,
+			    uint8_t holder[STORE_REC_HOLDER_SIZE])
+{
+	if (n != STORE_REC_HOLDER_SIZE)
+		return -EUCLEAN;
+	memcpy(holder, p, n);
+	return 0;
+}

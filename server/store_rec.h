@@ -14,6 +14,8 @@
  *   store_rec_symlink_decode     symlinks value       -> target
  *   store_rec_xattr_key_decode   xattrs key           -> vnode, name
  *   store_rec_xattr_val_decode   xattrs value         -> bytes
+ *   store_rec_orphan_key_decode  orphans key          -> vnode
+ *   store_rec_orphan_decode      orphans value        -> holder (client id)
  * and the encoders of the values the store builds here (inode, dirent,
  * meta numbers); decode(encode(x)) == x for every x the store writes.
  *
@@ -35,6 +37,7 @@
  *   dirseq   key BE8 dir + BE8 cookie; value name
  *   symlink  key BE8 vnode; value target (1..CAIRN_SYMLINK_MAX bytes)
  *   xattr    key BE8 vnode + name; value 0..CAIRN_XATTR_SIZE_MAX bytes
+ *   orphan   key BE8 vnode; value the 16-byte client id holding it
  *   meta     key string; value u32 / u64 / 16 bytes
  */
 #ifndef CAIRN_STORE_REC_H
@@ -48,6 +51,7 @@
 #define STORE_REC_INODE_SIZE    (4 + 6 * 4 + 4 * 8 + 3 * 12)
 #define STORE_REC_DIRENT_SIZE   20
 #define STORE_REC_ID_SIZE       16
+#define STORE_REC_HOLDER_SIZE   16
 
 /* sinode.flags; the decoder refuses unknown bits. */
 #define SINODE_DATA_LOST 0x01u /* a sync of its data file failed */
@@ -115,5 +119,13 @@ int store_rec_xattr_key_decode(const void *p, size_t n, uint64_t *vn,
  */
 int store_rec_xattr_val_decode(const void *p, size_t n, void *buf,
 			       size_t size, size_t *len);
+
+/*
+ * An orphan (store.h): key BE8 vnode, not 0; value the 16-byte client id
+ * (HELLO's) of the client that holds it, any bytes.
+ */
+int store_rec_orphan_key_decode(const void *p, size_t n, uint64_t *vn);
+int store_rec_orphan_decode(const void *p, size_t n,
+			    uint8_t holder[STORE_REC_HOLDER_SIZE]);
 
 #endif

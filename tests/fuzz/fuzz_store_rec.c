@@ -38,12 +38,15 @@ enum rec_kind {
 	REC_SYMLINK,      /* symlinks value */
 	REC_XATTR_KEY,    /* xattrs key */
 	REC_XATTR_VAL,    /* xattrs value */
+	REC_ORPHAN_KEY,   /* orphans key */
+	REC_ORPHAN,       /* orphans value */
 	REC__COUNT
 };
 
 static const char *const kind_name[REC__COUNT] = {
 	"inode", "dirent", "dirent_key", "dirseq_key", "name", "meta_u32",
 	"meta_u64", "meta_id", "symlink", "xattr_key", "xattr_val",
+	"orphan_key", "orphan",
 };
 
 static unsigned long tried[REC__COUNT], accepted[REC__COUNT];
@@ -241,6 +244,23 @@ static int one(int kind, const uint8_t *p, size_t n, int size_sel)
 				fail(kind, "value not given back exactly", n);
 		}
 		free(buf);
+		break;
+	}
+	case REC_ORPHAN_KEY: {
+		uint64_t vn = 0;
+
+		rc = store_rec_orphan_key_decode(p, n, &vn);
+		if (!rc && (n != 8 || vn != be64(p) || vn == 0))
+			fail(kind, "key not read as a big-endian vnode", n);
+		break;
+	}
+	case REC_ORPHAN: {
+		uint8_t *id = malloc(STORE_REC_HOLDER_SIZE);
+
+		rc = store_rec_orphan_decode(p, n, id);
+		if (!rc && (n != STORE_REC_HOLDER_SIZE || memcmp(id, p, n)))
+			fail(kind, "holder not copied exactly", n);
+		free(id);
 		break;
 	}
 	}

@@ -224,6 +224,7 @@ REC_KIND = {
     ("inodes", "val"): 0, ("dirents", "val"): 1, ("dirents", "key"): 2,
     ("dirseq", "key"): 3, ("dirseq", "val"): 4, ("symlinks", "val"): 8,
     ("xattrs", "key"): 9, ("xattrs", "val"): 10,
+    ("orphans", "key"): 11, ("orphans", "val"): 12,
 }
 META_KIND = {"format": 5, "volume": 5, "next_vnode": 6, "server_id": 7}
 REC_XATTR_VAL = 10
@@ -257,7 +258,8 @@ def store_inputs(data, per_kind):
             d[hashlib.sha1(data).hexdigest()] = data
             seen.add(len(rec))
 
-    for db in ("inodes", "dirents", "dirseq", "symlinks", "xattrs", "meta"):
+    for db in ("inodes", "dirents", "dirseq", "symlinks", "xattrs", "meta",
+               "orphans"):
         for key, val in mdb_records(env, db):
             if db == "meta":
                 kind = META_KIND.get(key.decode("latin-1"))
@@ -419,7 +421,7 @@ def main():
         os.makedirs(os.path.join(args.out, "fuzz_store_rec"), exist_ok=True)
         knames = ["inode", "dirent", "dirent_key", "dirseq_key", "name",
                   "meta_u32", "meta_u64", "meta_id", "symlink", "xattr_key",
-                  "xattr_val"]
+                  "xattr_val", "orphan_key", "orphan"]
         for kind, items in sorted(store.items()):
             for sha, data in items.items():
                 path = os.path.join(args.out, "fuzz_store_rec",

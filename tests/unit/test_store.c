@@ -7,7 +7,7 @@
  * threads, fsck, and ENOSPC injected through the OS seam (store_os.h).
  * Since the second round also: fallocate and readdir times as on ext4,
  * set-ID bits left to the kernel, directory block counts, removal of
- * orphaned data files at open, and the data file descriptor cache
+ * stray data files at open, and the data file descriptor cache
  * (store_int.h is included for its counters). Since the third round:
  * errors in a removed directory checked against the local file system,
  * directory sizes, and which directories are fsynced for durable names.
@@ -59,7 +59,7 @@ static int rm(const struct cairn_fid *dir, const char *name, uint32_t flags)
 	struct cairn_attr d;
 	struct store_changed ch;
 
-	return store_remove(st, dir, name, flags, &d, &ch);
+	return store_remove(st, dir, name, flags, NULL, &d, &ch);
 }
 
 static int mv(const struct cairn_fid *sd, const char *sn,
@@ -68,7 +68,7 @@ static int mv(const struct cairn_fid *sd, const char *sn,
 	struct cairn_attr a, b;
 	struct store_changed ch;
 
-	return store_rename(st, sd, sn, dd, dn, flags, &a, &b, &ch);
+	return store_rename(st, sd, sn, dd, dn, flags, NULL, &a, &b, &ch);
 }
 
 static struct cairn_attr attr_of(const struct cairn_fid *fid)
@@ -116,7 +116,7 @@ static int fsck_quiet(void)
 
 	store_close(st);
 	st = NULL;
-	rc = store_fsck(datadir, stderr, err, sizeof(err));
+	rc = store_fsck(datadir, stderr, NULL, err, sizeof(err));
 	if (rc < 0)
 		fprintf(stderr, "  fsck: %s\n", err);
 	reopen();
@@ -314,7 +314,8 @@ static void t_rename(void)
 	CHECK_EQ(mv(&a.fid, "missing", &b.fid, "z", 0), -ENOENT);
 
 	/* replace a file: victim's link goes */
-	CHECK_EQ(store_rename(st, &b.fid, "f2", &a.fid, "g", 0, &x, &y, &ch),
+	CHECK_EQ(store_rename(st, &b.fid, "f2", &a.fid, "g", 0, NULL, &x, &y,
+			      &ch),
 		 0);
 	CHECK_EQ(ch.n, 2);
 	CHECK_EQ(store_getattr(st, &g.fid, &x), -ESTALE);
@@ -396,7 +397,7 @@ static void t_link_unlink(void)
 	CHECK_EQ(x.nlink, 3);
 	CHECK_EQ(store_link(st, &f.fid, &d.fid, "f2", &x, &y), -EEXIST);
 	CHECK_EQ(store_link(st, &d.fid, &root, "dl", &x, &y), -EPERM);
-	CHECK_EQ(store_remove(st, &d.fid, "f", 0, &y, &ch), 0);
+	CHECK_EQ(store_remove(st, &d.fid, "f", 0, NULL, &y, &ch), 0);
 	CHECK_EQ(ch.n, 1);
 	CHECK(fid_eq(&ch.fid[0], &f.fid));
 	CHECK_EQ(attr_of(&f.fid).nlink, 2);
@@ -674,7 +675,7 @@ static void t_lock(void)
 	CHECK(!strcmp(err, want));
 	if (strcmp(err, want))
 		fprintf(stderr, "  got: %s\n", err);
-	CHECK_EQ(store_fsck(datadir, stderr, err, sizeof(err)), -EBUSY);
+	CHECK_EQ(store_fsck(datadir, stderr, NULL, err, sizeof(err)), -EBUSY);
 }
 
 static void t_reopen(void)
@@ -804,7 +805,8 @@ static void t_fsck(void)
 	{
 		FILE *rep = tmpfile();
 		char line[512];
-		int rc = store_fsck(datadir, rep, err, sizeof(err)), lines = 0;
+		int rc = store_fsck(datadir, rep, NULL, err, sizeof(err));
+		int lines = 0;
 
 		CHECK(rc >= 3); /* dirseq w/o dirent, nlink, unreachable, file */
 		rewind(rep);
@@ -1009,22 +1011,22 @@ static void data_rel(const struct cairn_fid *fid, char *buf, size_t sz)
 		 (unsigned long long)fid->vnode);
 }
 
-static void t_orphans(void)
+static void t_strays(void)
 {
 	struct cairn_attr f, g;
 	char rel[64], keep[256], orig[256], junk1[256], junk2[256];
 
 	/* A crash between the remove's commit and the unlink, faked by
 	 * putting the data file back after a remove. */
-	CHECK_EQ(mk(&root, "orph", S_IFREG | 0644, &f), 0);
+	CHECK_EQ(mk(&root, "stray", S_IFREG | 0644, &f), 0);
 	CHECK_EQ(mk(&root, "live", S_IFREG | 0644, &g), 0);
-	CHECK_EQ(wr(&f.fid, 0, "orphan"), 0);
+	CHECK_EQ(wr(&f.fid, 0, "stray"), 0);
 	CHECK_EQ(wr(&g.fid, 0, "alive"), 0);
 	data_rel(&f.fid, rel, sizeof(rel));
 	snprintf(orig, sizeof(orig), "%s/%s", datadir, rel);
 	snprintf(keep, sizeof(keep), "%s/keep", tmpdir);
 	CHECK_EQ(link(orig, keep), 0);
-	CHECK_EQ(rm(&root, "orph", 0), 0);
+	CHECK_EQ(rm(&root, "stray", 0), 0);
 	CHECK(!path_exists(rel));
 	store_close(st);
 	st = NULL;
@@ -1036,7 +1038,7 @@ static void t_orphans(void)
 	close(open(junk1, O_CREAT | O_WRONLY, 0600));
 	close(open(junk2, O_CREAT | O_WRONLY, 0600));
 	reopen();
-	CHECK_EQ(st->orphans_removed, 1);
+	CHECK_EQ(st->strays_removed, 1);
 	CHECK(!path_exists(rel));
 	data_rel(&g.fid, rel, sizeof(rel));
 	CHECK(path_exists(rel));
@@ -1044,7 +1046,7 @@ static void t_orphans(void)
 	unlink(junk1);
 	unlink(junk2);
 	CHECK_EQ(fsck_quiet(), 0);
-	CHECK_EQ(st->orphans_removed, 0);
+	CHECK_EQ(st->strays_removed, 0);
 }
 
 /* ---- the data file descriptor cache ------------------------------------ */
@@ -1744,7 +1746,7 @@ int main(void)
 	run("fallocate_times_as_ext4", t_fallocate_times);
 	run("readdir_atime_relatime", t_readdir_atime);
 	run("write_keeps_setid_bits", t_write_keeps_setid);
-	run("orphan_data_files_removed_at_open", t_orphans);
+	run("stray_data_files_removed_at_open", t_strays);
 	run("fd_cache_evict_forget_close", t_fdcache);
 	run("fd_cache_threads", t_fdcache_threads);
 	run("removed_dir_enoent_as_local_fs", t_removed_dir);

@@ -233,10 +233,33 @@ static void t_rec_meta_symlink_xattr(void)
 	}
 }
 
+static void t_rec_orphan(void)
+{
+	uint8_t key[9] = { 0, 0, 0, 0, 0, 0, 1, 2, 3 }, id[16], b[17];
+	uint64_t vn = 0;
+
+	CHECK_EQ(DEC(store_rec_orphan_key_decode(q, 8, &vn), key, 8), 0);
+	CHECK(vn == 0x102);
+	CHECK_EQ(DEC(store_rec_orphan_key_decode(q, 7, &vn), key, 7),
+		 -EUCLEAN);
+	CHECK_EQ(DEC(store_rec_orphan_key_decode(q, 9, &vn), key, 9),
+		 -EUCLEAN);
+	memset(key, 0, sizeof(key));
+	CHECK_EQ(store_rec_orphan_key_decode(key, 8, &vn), -EUCLEAN);
+	for (int i = 0; i < 17; i++)
+		b[i] = (uint8_t)(0xf0 - i);
+	CHECK_EQ(DEC(store_rec_orphan_decode(q, 16, id), b, 16), 0);
+	CHECK(!memcmp(id, b, 16));
+	CHECK_EQ(DEC(store_rec_orphan_decode(q, 15, id), b, 15), -EUCLEAN);
+	CHECK_EQ(DEC(store_rec_orphan_decode(q, 17, id), b, 17), -EUCLEAN);
+	CHECK_EQ(store_rec_orphan_decode(NULL, 0, id), -EUCLEAN);
+}
+
 int main(void)
 {
 	run("rec_inode_codec", t_rec_inode);
 	run("rec_dirent_dirseq_codecs", t_rec_dirent);
 	run("rec_meta_symlink_xattr_codecs", t_rec_meta_symlink_xattr);
+	run("rec_orphan_codecs", t_rec_orphan);
 	return failed_total ? 1 : 0;
 }
