@@ -6,18 +6,21 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../lib/log.h"
 #include "../lib/net.h"
 #include "../lib/proto.h"
+#include "../server/orphan.h"
 #include "../server/server.h"
 #include "cli.h"
 
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: cairn serve --data DIR [--listen HOST:PORT] [-v]\n"
+		"usage: cairn serve --data DIR [--listen HOST:PORT] "
+		"[--orphan-grace SECS] [-v]\n"
 		"\n"
 		"Serve the volume stored in DIR (created on first use) until\n"
 		"SIGTERM or SIGINT. Logs one line per event to stderr.\n"
@@ -26,9 +29,14 @@ static void usage(FILE *f)
 		"  --listen HOST:PORT  address to listen on (default "
 		"127.0.0.1:%d;\n"
 		"                      port 0 picks a free port)\n"
+		"  --orphan-grace SECS\n"
+		"                      seconds a client may stay disconnected\n"
+		"                      before the files it unlinked while it\n"
+		"                      may have had them open are freed\n"
+		"                      (default %d)\n"
 		"  -v, --verbose       also log every request\n"
 		"  -h, --help          show this help\n",
-		CAIRN_DEFAULT_PORT);
+		CAIRN_DEFAULT_PORT, ORPHAN_GRACE_S);
 }
 
 int cmd_serve(int argc, char **argv)
@@ -36,6 +44,7 @@ int cmd_serve(int argc, char **argv)
 	static const struct option longopts[] = {
 		{ "data", required_argument, NULL, 'd' },
 		{ "listen", required_argument, NULL, 'l' },
+		{ "orphan-grace", required_argument, NULL, 'g' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -45,6 +54,8 @@ int cmd_serve(int argc, char **argv)
 	struct server_opts o = { 0 };
 	struct server *srv;
 	sigset_t sigs;
+	unsigned long grace;
+	char *end;
 	int opt, port, sig, ret;
 
 	optind = 1;
@@ -53,6 +64,19 @@ int cmd_serve(int argc, char **argv)
 		switch (opt) {
 		case 'd': data = optarg; break;
 		case 'l': listen = optarg; break;
+		case 'g':
+			errno = 0;
+			grace = strtoul(optarg, &end, 10);
+			if (errno || end == optarg || *end || optarg[0] == '-' ||
+			    grace == 0 || grace > 365ul * 86400) {
+				fprintf(stderr, "cairn serve: bad --orphan-grace "
+					"'%s' (seconds, 1 to 31536000)\n",
+					optarg);
+				usage(stderr);
+				return 2;
+			}
+			o.orphan_grace_s = (unsigned)grace;
+			break;
 		case 'v': log_verbose = 1; break;
 		case 'h': usage(stdout); return 0;
 		default:

@@ -802,6 +802,44 @@ static int dec_status_rep(struct rbuf *r, void *m)
 	return dec_end(r);
 }
 
+/* --- ORPHAN_DROP ------------------------------------------------------------- */
+
+static void next_fid(struct rbuf *r, void *scratch)
+{
+	wire_get_fid(r, scratch);
+}
+
+static void enc_orphan_drop_req(struct wbuf *w, const void *m)
+{
+	const struct msg_orphan_drop_req *q = m;
+
+	wire_put_u32(w, q->count);
+	if (q->fids)
+		for (uint32_t i = 0; i < q->count; i++)
+			wire_put_fid(w, &q->fids[i]);
+	else
+		wire_put_bytes(w, q->list.len ? q->list.p : "", q->list.len);
+}
+
+static int dec_orphan_drop_req(struct rbuf *r, void *m)
+{
+	struct msg_orphan_drop_req *q = m;
+	struct cairn_fid fid;
+
+	q->count = wire_get_u32(r);
+	q->fids = NULL;
+	get_records(r, q->count, WIRE_FID_SIZE, next_fid, &fid, &q->list);
+	return dec_end(r);
+}
+
+int msg_fid_next(struct rbuf *it, struct cairn_fid *fid)
+{
+	if (rbuf_left(it) == 0 || it->err)
+		return 0;
+	wire_get_fid(it, fid);
+	return it->err ? 0 : 1;
+}
+
 /* --- CB_BREAK ---------------------------------------------------------------- */
 
 static void get_cbrec(struct rbuf *r, struct msg_cbrec *rec)
@@ -933,6 +971,12 @@ static const struct msg_desc descs[] = {
 	  "attr dir, u64 new entry cookie, u32 count, u8 eof, then count × "
 	  "(u64 next cookie, str name, attr)",
 	  CODEC(bulkstat_req, bulkstat_rep) },
+	/* A change (commits, so never on the reader thread) that needs no
+	 * duplicate request cache: done twice it frees nothing more. It
+	 * breaks no promise: nobody can name an orphan, and the promises
+	 * on it were broken when it lost its last name. */
+	{ OP_ORPHAN_DROP, "ORPHAN_DROP", MSG_CHANGES, "u32 count, count × (fid)",
+	  "–", CODEC(orphan_drop_req, empty) },
 	{ OP_CB_BREAK, "CB_BREAK", MSG_PUSH, "u32 count, count × (fid, str name)",
 	  "acknowledged: an empty `WF_REPLY` frame with the push's id "
 	  "(see Callbacks)", CODEC(cb_break, empty) },

@@ -230,6 +230,18 @@ struct msg_status_rep {
 	struct msg_bytes text;
 };
 
+/*
+ * ORPHAN_DROP request: count FIDs. To send, point fids at count FIDs (list
+ * is then not read). A decoded request has fids NULL and list holding the
+ * count encoded FIDs, walked with msg_fid_next; a struct with fids NULL
+ * encodes list as it is.
+ */
+struct msg_orphan_drop_req {
+	uint32_t count;
+	const struct cairn_fid *fids;
+	struct msg_bytes list;
+};
+
 /* One CB_BREAK record: fid, and the entry name in it (len 0: the object
  * itself). */
 struct msg_cbrec {
@@ -274,6 +286,7 @@ union msg_any {
 	struct msg_removexattr_req removexattr_req;
 	struct msg_fallocate_req fallocate_req;
 	struct msg_status_rep status_rep;
+	struct msg_orphan_drop_req orphan_drop_req;
 	struct msg_cb_break cb_break;
 };
 
@@ -367,6 +380,10 @@ void msg_read_rep_finish(struct wbuf *w, size_t at,
 uint8_t *msg_sized_rep_reserve(struct wbuf *w, uint32_t cap, size_t *at);
 void msg_sized_rep_finish(struct wbuf *w, size_t at, uint32_t size,
 			  uint32_t n);
+
+/* Iterate a decoded ORPHAN_DROP's FIDs (rbuf over list), as
+ * msg_dirent_next. */
+int msg_fid_next(struct rbuf *it, struct cairn_fid *fid);
 
 /* CB_BREAK pushes, likewise: begin, a record each, end with the count. */
 size_t msg_cb_break_begin(struct wbuf *w);

@@ -66,6 +66,7 @@ enum cairn_op {
 	OP_FALLOCATE,
 	OP_STATUS,
 	OP_BULKSTAT,
+	OP_ORPHAN_DROP,
 	OP__COUNT,          /* number of request opcodes + 1 */
 	OP_CB_BREAK = 64,
 };
@@ -109,6 +110,8 @@ enum { WR_SYNC = 1u << 0 };
 enum { BS_LIST = 1u << 0 };
 /* Largest BULKSTAT page the server builds (its entries' bytes). */
 #define CAIRN_BULKSTAT_MAX   (256u * 1024u)
+/* Most FIDs one ORPHAN_DROP may list (more: -EINVAL). */
+#define CAIRN_ORPHAN_DROP_MAX 1024u
 /* FSYNC flags. */
 enum { FS_DATASYNC = 1u << 0 };
 /* SETXATTR flags: the Linux XATTR_CREATE / XATTR_REPLACE values. */

@@ -27,6 +27,7 @@
 #include "callback.h"
 #include "drc.h"
 #include "handlers.h"
+#include "orphan.h"
 #include "server.h"
 #include "stats.h"
 #include "store.h"
@@ -144,6 +145,10 @@ static int op_hello(struct op_req *q)
 	ret = store_root(q->ctx->st, &rep.root);
 	if (ret)
 		return ret;
+	/* Counted until the connection is released (server.c), so its
+	 * orphans are kept while it is connected (orphan.h). */
+	if ((ret = orphan_client_up(q->ctx->orph, id)))
+		return ret;
 	/* A client that resends with the same id gets the cache; without
 	 * one (out of memory) it is served as one that does not. */
 	if (m->flags & HELLO_REPLAY)
@@ -176,6 +181,7 @@ static int op_status(struct op_req *q)
 	char *text = NULL;
 	size_t len = 0;
 	long conns = 0, clients = 0, drc_clients = 0, drc_entries = 0;
+	uint64_t orphans = 0;
 	FILE *f;
 
 	f = open_memstream(&text, &len);
@@ -196,6 +202,8 @@ static int op_status(struct op_req *q)
 		(unsigned long long)drc_hits(server_drc(ctx->srv)));
 	fprintf(f, "drc_clients %ld\n", drc_clients);
 	fprintf(f, "drc_entries %ld\n", drc_entries);
+	if (store_orphan_count(ctx->st, &orphans) == 0)
+		fprintf(f, "orphans %llu\n", (unsigned long long)orphans);
 	stats_print(ctx->stats, f);
 	if (fclose(f)) {
 		free(text);
@@ -363,10 +371,11 @@ static int op_remove(struct op_req *q)
 
 	if ((ret = name_get(&m->name, name)))
 		return ret;
-	if (m->flags & ~(uint32_t)RM_DIR)
+	if (m->flags & ~(uint32_t)(RM_DIR | RM_KEEP))
 		return -EINVAL;
-	ret = store_remove(q->ctx->st, &m->dir, name, m->flags, NULL,
-			   &rep.attr, &sc);
+	/* RM_KEEP: an orphan is held by the requester (conn_client_id). */
+	ret = store_remove(q->ctx->st, &m->dir, name, m->flags,
+			   conn_client_id(q->c), &rep.attr, &sc);
 	if (ret)
 		return ret;
 	reply(q, &rep);
@@ -387,11 +396,13 @@ static int op_rename(struct op_req *q)
 	if ((ret = name_get(&m->sname, sname)) ||
 	    (ret = name_get(&m->dname, dname)))
 		return ret;
-	if ((m->flags & ~(uint32_t)(RN_NOREPLACE | RN_EXCHANGE)) ||
-	    m->flags == (RN_NOREPLACE | RN_EXCHANGE))
+	if ((m->flags & ~(uint32_t)(RN_NOREPLACE | RN_EXCHANGE | RN_KEEP)) ||
+	    (m->flags & (RN_NOREPLACE | RN_EXCHANGE)) ==
+	    (RN_NOREPLACE | RN_EXCHANGE))
 		return -EINVAL;
 	ret = store_rename(q->ctx->st, &m->sdir, sname, &m->ddir, dname,
-			   m->flags, NULL, &rep.a, &rep.b, &sc);
+			   m->flags, conn_client_id(q->c), &rep.a, &rep.b,
+			   &sc);
 	if (ret)
 		return ret;
 	reply(q, &rep);
@@ -588,6 +599,33 @@ static int op_statfs(struct op_req *q)
 	return 0;
 }
 
+/*
+ * Free the listed orphans the requester holds; the rest is ignored. No
+ * promise and no break: nobody can name an orphan, and the promises on
+ * it were broken when its last name went (docs/PROTOCOL.md).
+ */
+static int op_orphan_drop(struct op_req *q)
+{
+	const struct msg_orphan_drop_req *m = &q->m.orphan_drop_req;
+	struct cairn_fid fids[CAIRN_ORPHAN_DROP_MAX];
+	struct rbuf it;
+	size_t n = 0, freed = 0;
+	int ret;
+
+	if (m->count == 0 || m->count > CAIRN_ORPHAN_DROP_MAX)
+		return -EINVAL;
+	rbuf_init(&it, m->list.p, m->list.len);
+	while (n < m->count && msg_fid_next(&it, &fids[n]))
+		n++;
+	ret = store_orphan_drop(q->ctx->st, conn_client_id(q->c), fids, n,
+				&freed);
+	if (ret)
+		return ret;
+	log_debug("peer %s: ORPHAN_DROP of %zu: %zu freed", conn_peer(q->c),
+		  n, freed);
+	return 0; /* empty reply */
+}
+
 /* --- extended attributes -------------------------------------------------------- */
 
 static int op_setxattr(struct op_req *q)
@@ -700,6 +738,7 @@ static const op_fn handlers[OP__COUNT] = {
 	[OP_FALLOCATE] = op_fallocate,
 	[OP_STATUS] = op_status,
 	[OP_BULKSTAT] = op_bulkstat,
+	[OP_ORPHAN_DROP] = op_orphan_drop,
 };
 
 static op_fn handler_of(unsigned op)

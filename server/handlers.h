@@ -26,6 +26,7 @@ struct server;
 struct store;
 struct stats;
 struct conn;
+struct orphan_table;
 
 /* Server-wide state the handlers and delivery use; set up once by
  * server.c, then read-only. Every pointer outlives every request. */
@@ -34,6 +35,7 @@ struct srv_ctx {
 	struct store *st;
 	struct cb_table *cb;
 	struct stats *stats;
+	struct orphan_table *orph; /* holders of orphans (orphan.h) */
 	uint8_t server_id[16];
 	uint64_t epoch;           /* changes every time the server starts */
 	struct timespec started;  /* CLOCK_MONOTONIC */

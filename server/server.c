@@ -11,7 +11,9 @@
  *   worker   N; run queued requests (serve_request: delivery admits,
  *            the handler runs, delivery sends; handlers.h, deliver.h)
  *   expiry   one; times out callback break acknowledgements (cb_expire)
- *            and drops the clients that stayed silent
+ *            and drops the clients that stayed silent; forgets idle
+ *            clients of the duplicate request cache (drc_expire) and
+ *            frees the orphans of clients gone for good (orphan_sweep)
  *
  * Connection states: OPEN -> CLOSING (conn_fail: sends refused, reader
  * woken by shutdown(SHUT_RD), writer flushes its queue then shuts the
@@ -69,6 +71,7 @@
 #include "deliver.h"
 #include "drc.h"
 #include "handlers.h"
+#include "orphan.h"
 #include "server.h"
 #include "stats.h"
 #include "store.h"
@@ -218,6 +221,20 @@ void conn_set_client_id(struct conn *c, const uint8_t id[16])
 	memcpy(c->client_id, id, 16);
 	c->hello_done = 1;
 	pthread_mutex_unlock(&c->srv->lock);
+}
+
+const uint8_t *conn_client_id(const struct conn *c)
+{
+	return c->client_id;
+}
+
+/* Seconds of the monotonic clock (orphan.h's time). */
+static int64_t mono_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec;
 }
 
 struct drc_client *conn_drc(struct conn *c)
@@ -702,6 +719,9 @@ static void *conn_reader(void *arg)
 	pthread_mutex_unlock(&c->wlock);
 	pthread_join(c->writer, NULL);
 	cb_drop_client(s->ctx.cb, &c->cb);
+	/* Its orphans' grace period starts when no request of it runs. */
+	if (c->hello_done)
+		orphan_client_down(s->ctx.orph, c->client_id, mono_s());
 
 	pthread_mutex_lock(&s->lock);
 	if (c->prev)
@@ -787,6 +807,7 @@ static void *expiry_main(void *arg)
 		pthread_mutex_unlock(&s->elock);
 		cb_expire(s->ctx.cb, lost_client, s);
 		drc_expire(s->drc); /* does work once a second at most */
+		orphan_sweep(s->ctx.orph, mono_s()); /* likewise */
 		pthread_mutex_lock(&s->elock);
 	}
 	pthread_mutex_unlock(&s->elock);
@@ -955,6 +976,7 @@ void server_counts(struct server *s, long *conns, long *clients)
 
 static void server_free(struct server *s)
 {
+	orphan_table_destroy(s->ctx.orph);
 	if (s->ctx.st)
 		store_close(s->ctx.st);
 	cb_table_destroy(s->ctx.cb);
@@ -1019,6 +1041,14 @@ int server_start(const struct server_opts *o, struct server **out, char *err,
 	ret = store_open(o->data_dir, &s->ctx.st, err, errsz);
 	if (ret)
 		goto fail;
+	s->ctx.orph = orphan_table_create(s->ctx.st, o->orphan_grace_s ?
+					  o->orphan_grace_s : ORPHAN_GRACE_S,
+					  mono_s());
+	if (!s->ctx.orph) {
+		snprintf(err, errsz, "out of memory");
+		ret = -ENOMEM;
+		goto fail;
+	}
 	ret = store_server_id(s->ctx.st, s->ctx.server_id);
 	if (ret) {
 		snprintf(err, errsz, "%s: cannot read the server id: %s",

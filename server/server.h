@@ -14,7 +14,8 @@
  * (docs/PROTOCOL.md), which the reader hands to the callback table
  * itself: they are read even when every worker is busy. An expiry thread
  * times out acknowledgements (callback.h, cb_expire): a client that stays
- * silent loses its promises and its connection.
+ * silent loses its promises and its connection. It also frees the orphans
+ * of clients gone for longer than the grace period (orphan.h).
  *
  * Connections (struct conn) are shared by the reader, the writer, every
  * in-flight request and every callback break being delivered to them, so
@@ -41,6 +42,9 @@ struct server_opts {
 	const char *host;     /* "" or NULL = every address */
 	int port;             /* 0 = any free port */
 	int workers;          /* 0 = default (16) */
+	/* Seconds an orphan's holder may stay disconnected before its
+	 * orphans are freed; 0 = default (orphan.h, ORPHAN_GRACE_S). */
+	unsigned orphan_grace_s;
 };
 
 /*
@@ -108,5 +112,8 @@ struct drc_client *conn_drc(struct conn *c);
 void conn_set_drc(struct conn *c, struct drc_client *dc);
 /* Record the client id from HELLO and mark the handshake done. */
 void conn_set_client_id(struct conn *c, const uint8_t id[16]);
+/* The client id from HELLO (16 bytes, valid for the life of c); only
+ * meaningful once conn_hello_done. */
+const uint8_t *conn_client_id(const struct conn *c);
 
 #endif

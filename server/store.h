@@ -211,11 +211,12 @@ int store_removexattr(struct store *st, const struct cairn_fid *fid,
  */
 int store_orphan_drop(struct store *st, const uint8_t holder[STORE_HOLDER_SIZE],
 		      const struct cairn_fid *fids, size_t n, size_t *freed);
-/* Free every orphan held by holder (in transactions of a few hundred);
- * *freed (may be NULL) gets how many went, also on error. */
+/* Free the orphans held by holder, in transactions of a few hundred,
+ * until none is left or at least max (0: no limit) went; *freed (may be
+ * NULL) gets how many went, also on error. */
 int store_orphan_release(struct store *st,
 			 const uint8_t holder[STORE_HOLDER_SIZE],
-			 uint64_t *freed);
+			 uint64_t max, uint64_t *freed);
 /* The holders of orphans with the number each holds: *out a malloc'ed
  * array of *n (NULL and 0 when there are none), freed by the caller. */
 struct store_holder {

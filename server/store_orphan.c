@@ -209,7 +209,7 @@ static int release_tx(struct store *st, MDB_txn *txn, void *arg)
 
 int store_orphan_release(struct store *st,
 			 const uint8_t holder[STORE_HOLDER_SIZE],
-			 uint64_t *freed)
+			 uint64_t max, uint64_t *freed)
 {
 	struct release_args *a = calloc(1, sizeof(*a));
 	uint64_t total = 0;
@@ -226,7 +226,7 @@ int store_orphan_release(struct store *st,
 			break;
 		freed_drop(st, &a->f);
 		total += a->f.count;
-	} while (a->more);
+	} while (a->more && (max == 0 || total < max));
 	free(a->f.vn);
 	free(a);
 out:

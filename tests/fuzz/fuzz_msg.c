@@ -13,8 +13,10 @@
  * ends, so ASan sees any over-read) nor write outside union msg_any. On
  * success the decoded struct is encoded again and must give back the very
  * same bytes (the encoding is canonical: one value, one byte string); the
- * streamed parts (READDIR and BULKSTAT entries, CB_BREAK records) are
- * walked to the end and must yield exactly count items; the replies the
+ * streamed parts (READDIR and BULKSTAT entries, CB_BREAK records,
+ * ORPHAN_DROP FIDs) are walked to the end and must yield exactly count
+ * items, and ORPHAN_DROP encoded from an array of its FIDs must be the
+ * input again; the replies the
  * server builds in place (READ, GETXATTR/LISTXATTR, READDIR, BULKSTAT,
  * CB_BREAK) are built again that
  * way and must match too; decoded names go through the receivers' checks.
@@ -183,6 +185,37 @@ static void check_cb_break(const struct msg_cb_break *b, unsigned op,
 		    len);
 }
 
+/* ORPHAN_DROP: the FIDs walk to count, and sent from an array (as a
+ * client sends them) they are the input again. */
+static void check_orphan_drop(const struct msg_orphan_drop_req *q,
+			      unsigned op, const uint8_t *p, size_t len)
+{
+	struct msg_orphan_drop_req a = { 0 };
+	struct cairn_fid *fids = malloc((q->count ? q->count : 1) *
+					sizeof(*fids));
+	struct rbuf it;
+	struct wbuf w;
+	uint32_t n = 0;
+
+	if (!fids)
+		abort();
+	if (q->fids)
+		fail("decoded with fids set", op, 0, p, len, p, len);
+	rbuf_init(&it, q->list.p, q->list.len);
+	while (n < q->count && msg_fid_next(&it, &fids[n]))
+		n++;
+	if (it.err || n != q->count || rbuf_left(&it) ||
+	    msg_fid_next(&it, &fids[0]))
+		fail("msg_fid_next walk disagrees with count", op, 0, p, len,
+		     p, len);
+	a.count = n;
+	a.fids = fids;
+	wbuf_init(&w);
+	msg_encode(op, 0, &w, &a);
+	expect_same(&w, "encoded from an array of the FIDs", op, 0, p, len);
+	free(fids);
+}
+
 static void check_read_rep(const struct msg_read_rep *rep, unsigned op,
 			   const uint8_t *p, size_t len)
 {
@@ -255,6 +288,9 @@ static void check_parts(unsigned op, int reply, const union msg_any *m,
 		break;
 	case OP_CB_BREAK:
 		check_cb_break(&m->cb_break, op, p, len);
+		break;
+	case OP_ORPHAN_DROP:
+		check_orphan_drop(&m->orphan_drop_req, op, p, len);
 		break;
 	case OP_READDIR | 0x100u:
 		check_readdir(&m->readdir_rep, op, p, len);

@@ -52,13 +52,14 @@ WF_PUSH = 2
 SA_MODE, SA_UID, SA_GID, SA_SIZE = 1, 2, 4, 8
 SA_ATIME, SA_MTIME, SA_ATIME_NOW, SA_MTIME_NOW, SA_CTIME = 16, 32, 64, 128, 256
 CR_EXCL = 1
-RM_DIR = 1
-RN_NOREPLACE, RN_EXCHANGE = 1, 2
+RM_DIR, RM_KEEP = 1, 2
+RN_NOREPLACE, RN_EXCHANGE, RN_KEEP = 1, 2, 0x100
 WR_SYNC = 1
 FS_DATASYNC = 1
 XA_CREATE, XA_REPLACE = 1, 2
 BS_LIST = 1
 BULKSTAT_MAX = 256 * 1024
+ORPHAN_DROP_MAX = 1024
 
 
 class ProtocolError(Exception):
@@ -700,6 +701,11 @@ class Conn:
         return self.request("FALLOCATE", fid=f, mode=mode, offset=off,
                             length=length)["attr"]
 
+    def orphan_drop(self, fids):
+        """Free those of fids (vol, vnode, uniq) that are orphans this
+        client id holds; the others are ignored."""
+        self.request("ORPHAN_DROP", items=[(f,) for f in fids])
+
     def status(self):
         """STATUS text parsed into {key: int-or-str}."""
         text = self.request("STATUS")["text"].decode()
@@ -869,7 +875,21 @@ def _selftest(host, port):
     check("statfs", sf["bsize"] > 0 and sf["namemax"] == 255)
     stt = a.status()
     check("status", stt.get("op.write.calls", 0) >= 3 and
-          stt.get("connections", 0) >= 2 and "cb_breaks" in stt, stt)
+          stt.get("connections", 0) >= 2 and "cb_breaks" in stt and
+          "orphans" in stt, stt)
+
+    # ORPHAN_DROP: 1..1024 FIDs; what is not an orphan of ours is ignored.
+    expect_err("orphan_drop of none", _errno.EINVAL, a.orphan_drop, [])
+    expect_err("orphan_drop of 1025", _errno.EINVAL, a.orphan_drop,
+               [f["fid"]] * (ORPHAN_DROP_MAX + 1))
+    a.orphan_drop([f["fid"], root["fid"], (d["fid"][0], 1 << 40, 7)] *
+                  (ORPHAN_DROP_MAX // 3))
+    check("orphan_drop ignores linked and unknown FIDs",
+          a.getattr(f["fid"])["nlink"] == 1)
+    expect_err("remove with an undefined flag", _errno.EINVAL, a.remove,
+               d["fid"], "h", 4)
+    expect_err("rename with an undefined flag", _errno.EINVAL, a.rename,
+               d["fid"], "h", d["fid"], "h2", 0x200)
 
     # Pipelining: many requests in flight, replies matched by id.
     ids = [a.send(OP_GETATTR, fid(f["fid"])) for _ in range(200)]

@@ -228,8 +228,8 @@ static void fill_id(struct fill *f, const char *name, uint8_t id[16])
 		id[i] = f->variant == EXTREME ? 0xff : (uint8_t)(h + 7 * i);
 }
 
-/* Records for READDIR, BULKSTAT and CB_BREAK: 3 (one with an empty name), none in
- * EXTREME. */
+/* Records for READDIR, BULKSTAT and CB_BREAK: 3 (one with an empty name),
+ * FIDs of ORPHAN_DROP: 3; none in EXTREME. */
 static int nrecords(const struct fill *f)
 {
 	return f->variant == EXTREME ? 0 : 3;
@@ -886,6 +886,51 @@ static int eq_cb_break(const void *a, const void *b)
 	       cbrecs_eq(&x->recs, &y->recs);
 }
 
+/* ORPHAN_DROP: filled from an array (fids), as a client sends it. */
+static void fill_orphan_drop_req(struct fill *f, void *m)
+{
+	struct msg_orphan_drop_req *q = m;
+	struct cairn_fid *fids;
+
+	q->count = nrecords(f);
+	fids = fill_keep(f, xmalloc((q->count ? q->count : 1) *
+				    sizeof(*fids)));
+	for (uint32_t i = 0; i < q->count; i++)
+		fill_fid(f, &fids[i]);
+	q->fids = fids;
+}
+
+/* FID i of an ORPHAN_DROP in either form (array, or decoded list). */
+static int orphan_drop_fid(const struct msg_orphan_drop_req *q, uint32_t i,
+			   struct cairn_fid *fid)
+{
+	struct rbuf it;
+
+	if (q->fids) {
+		*fid = q->fids[i];
+		return 1;
+	}
+	rbuf_init(&it, q->list.p, q->list.len);
+	for (uint32_t k = 0; k <= i; k++)
+		if (!msg_fid_next(&it, fid))
+			return 0;
+	return 1;
+}
+
+static int eq_orphan_drop_req(const void *a, const void *b)
+{
+	const struct msg_orphan_drop_req *x = a, *y = b;
+	struct cairn_fid fa, fb;
+
+	if (x->count != y->count)
+		return 0;
+	for (uint32_t i = 0; i < x->count; i++)
+		if (!orphan_drop_fid(x, i, &fa) || !orphan_drop_fid(y, i, &fb) ||
+		    !fid_eq(&fa, &fb))
+			return 0;
+	return 1;
+}
+
 struct shape {
 	const char *name;
 	void (*fill)(struct fill *f, void *m);
@@ -902,6 +947,7 @@ SHAPE(write_req); SHAPE(fsync_req); SHAPE(statfs_rep); SHAPE(setxattr_req);
 SHAPE(getxattr_req); SHAPE(listxattr_req); SHAPE(sized_rep);
 SHAPE(removexattr_req); SHAPE(fallocate_req); SHAPE(status_rep);
 SHAPE(cb_break); SHAPE(bulkstat_req); SHAPE(bulkstat_rep);
+SHAPE(orphan_drop_req);
 
 /* The struct of each opcode's request (push) and reply (ack). Every
  * descriptor must have a row here (test_case_table). */
@@ -932,6 +978,7 @@ static const struct tcase {
 	{ OP_FALLOCATE,   { &S_fallocate_req,   &S_attrm } },
 	{ OP_STATUS,      { &S_empty,           &S_status_rep } },
 	{ OP_BULKSTAT,    { &S_bulkstat_req,    &S_bulkstat_rep } },
+	{ OP_ORPHAN_DROP, { &S_orphan_drop_req, &S_empty } },
 	{ OP_CB_BREAK,    { &S_cb_break,        &S_empty } },
 };
 #define NCASES (sizeof(cases) / sizeof(cases[0]))

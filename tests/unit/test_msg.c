@@ -9,8 +9,8 @@
  *     fill variants (tagged values, maximal strings and blobs, extreme
  *     integers with empty strings);
  *   - every strict prefix of an encoding is refused as short, one byte
- *     more as trailing; READDIR, BULKSTAT and CB_BREAK counts that lie
- *     are refused;
+ *     more as trailing; READDIR, BULKSTAT, CB_BREAK and ORPHAN_DROP
+ *     counts that lie are refused;
  *   - the iterators walk exactly count records; the in-place builders
  *     give what msg_encode gives and msg_decode accepts;
  *   - msg_name_check and msg_xattr_name_check at their edges.
@@ -273,6 +273,7 @@ static void test_counts_that_lie(void)
 {
 	static const struct { unsigned op; int dir; size_t at; } lists[] = {
 		{ OP_READDIR, 1, 0 }, { OP_CB_BREAK, 0, 0 },
+		{ OP_ORPHAN_DROP, 0, 0 },
 		/* after attr dir and u64 new entry cookie */
 		{ OP_BULKSTAT, 1, WIRE_ATTR_SIZE + 8 },
 	};
@@ -295,7 +296,8 @@ static void test_counts_that_lie(void)
 		}
 		count = lists[i].op == OP_READDIR ? m.readdir_rep.count :
 			lists[i].op == OP_BULKSTAT ? m.bulkstat_rep.count :
-			m.cb_break.count;
+			lists[i].op == OP_ORPHAN_DROP ?
+			m.orphan_drop_req.count : m.cb_break.count;
 		at = lists[i].at;
 		CHECK(count > 0);
 		CHECK_EQ(decode_with_count(c->op, lists[i].dir, w.data, w.len,
@@ -316,8 +318,9 @@ static void test_counts_that_lie(void)
 	}
 }
 
-/* msg_dirent_next and msg_cbrec_next yield exactly the records encoded,
- * for 0, 1 and many records, and keep answering 0 at the end. */
+/* msg_dirent_next, msg_cbrec_next and msg_fid_next yield exactly the
+ * records encoded, for 0, 1 and many records, and keep answering 0 at the
+ * end. */
 static void test_iterators(void)
 {
 	for (uint32_t count = 0; count <= 40; count += count < 2 ? 1 : 19) {
@@ -365,6 +368,31 @@ static void test_iterators(void)
 			CHECK(seen < count && cbrec_eq(&rec, &recs[seen]));
 		CHECK_EQ(seen, count);
 		CHECK_EQ(msg_cbrec_next(&it, &rec), 0);
+
+		struct cairn_fid fids[40], fid;
+		struct msg_orphan_drop_req q = { count, fids, { NULL, 0 } };
+		struct wbuf wf;
+		uint8_t *buff;
+
+		for (uint32_t i = 0; i < count; i++)
+			fill_fid(&f, &fids[i]);
+		wbuf_init(&wf);
+		msg_encode(OP_ORPHAN_DROP, 0, &wf, &q);
+		CHECK_EQ(wf.err, 0);
+		CHECK_EQ(wf.len, 4 + (size_t)count * WIRE_FID_SIZE);
+		buff = dup_exact(wf.data, wf.len);
+		CHECK_EQ(msg_decode(OP_ORPHAN_DROP, 0, buff, wf.len, &m, NULL),
+			 0);
+		CHECK_EQ(m.orphan_drop_req.count, count);
+		CHECK(m.orphan_drop_req.fids == NULL);
+		rbuf_init(&it, m.orphan_drop_req.list.p,
+			  m.orphan_drop_req.list.len);
+		for (seen = 0; msg_fid_next(&it, &fid); seen++)
+			CHECK(seen < count && fid_eq(&fid, &fids[seen]));
+		CHECK_EQ(seen, count);
+		CHECK_EQ(msg_fid_next(&it, &fid), 0);
+		free(buff);
+		wbuf_free(&wf);
 		free(buf);
 		free(bufc);
 		wbuf_free(&w);
@@ -717,9 +745,9 @@ int main(void)
 	run("msg round trip of every request and reply", test_round_trip);
 	run("msg strict prefixes short, one more byte trailing",
 	    test_prefixes_and_trailing);
-	run("msg READDIR/BULKSTAT/CB_BREAK counts that lie",
+	run("msg READDIR/BULKSTAT/CB_BREAK/ORPHAN_DROP counts that lie",
 	    test_counts_that_lie);
-	run("msg dirent/cbrec iterators walk exactly count",
+	run("msg dirent/cbrec/fid iterators walk exactly count",
 	    test_iterators);
 	run("msg in-place builders match msg_encode", test_builders);
 	run("msg str over 65535 not encoded, nsec >= 10^9 not decoded",

@@ -13,6 +13,11 @@
  *     another client id or for linked, unknown and stale FIDs it does
  *     nothing; store_orphan_release frees all of one holder's;
  *   - orphans survive closing and reopening the store;
+ *   - the grace sweep (server/orphan.h) frees a holder's orphans once it
+ *     has had no connection for the grace period, counted from its last
+ *     disconnect or from the table's creation, never while it is
+ *     connected (also through a reconnect or a second connection), at
+ *     most ORPHAN_SWEEP_MAX per sweep, and does work once per second;
  *   - fsck accepts orphans, counts them, and reports an orphan record
  *     of a missing or linked inode and an nlink-0 inode without one.
  *
@@ -30,6 +35,7 @@
 #include <unistd.h>
 
 #include "../../lib/proto.h"
+#include "../../server/orphan.h"
 #include "../../server/store.h"
 #include "check.h"
 
@@ -362,9 +368,9 @@ static void t_drop_holder_only(void)
 			if (!memcmp(h[i].id, B, STORE_HOLDER_SIZE))
 				CHECK_EQ(h[i].count, 2);
 		free(h);
-		CHECK_EQ(store_orphan_release(st, A, &freed), 0);
+		CHECK_EQ(store_orphan_release(st, A, 0, &freed), 0);
 		CHECK_EQ(freed, 0);
-		CHECK_EQ(store_orphan_release(st, B, &freed), 0);
+		CHECK_EQ(store_orphan_release(st, B, 0, &freed), 0);
 		CHECK_EQ(freed, 2);
 	}
 	CHECK_EQ(store_getattr(st, &f[2].fid, &a), -ESTALE);
@@ -397,11 +403,13 @@ static void t_release_many(void)
 	CHECK_EQ(n, 2);
 	CHECK_EQ(h[0].count + h[1].count, 400);
 	free(h);
-	CHECK_EQ(store_orphan_release(st, A, &freed), 0);
-	CHECK_EQ(freed, 266); /* over one transaction's 256 */
+	CHECK_EQ(store_orphan_release(st, A, 10, &freed), 0);
+	CHECK_EQ(freed, 256); /* a transaction's worth, at least 10 */
+	CHECK_EQ(store_orphan_release(st, A, 0, &freed), 0);
+	CHECK_EQ(freed, 10); /* the rest */
 	CHECK_EQ(norphans(), 134);
 	CHECK_EQ(fsck(NULL), 0);
-	CHECK_EQ(store_orphan_release(st, B, &freed), 0);
+	CHECK_EQ(store_orphan_release(st, B, 0, &freed), 0);
 	CHECK_EQ(freed, 134);
 	CHECK_EQ(store_orphan_holders(st, &h, &n), 0);
 	CHECK(h == NULL && n == 0);
@@ -497,13 +505,105 @@ static void t_fsck(void)
 	orphans_edit(a.fid.vnode, B);
 	CHECK_EQ(fsck(&seen), 1);
 	/* Its release deletes the bad record and leaves the file. */
-	CHECK_EQ(store_orphan_release(st, B, NULL), 0);
+	CHECK_EQ(store_orphan_release(st, B, 0, NULL), 0);
 	CHECK_EQ(store_lookup(st, &root, "linked", &a), 0);
 	CHECK_EQ(store_getattr(st, &g.fid, &a), -ESTALE);
 	CHECK_EQ(rm(&root, "linked", 0, NULL), 0);
 	CHECK_EQ(drop(A, &f.fid, 1), 1);
 	CHECK_EQ(fsck(&seen), 0);
 	CHECK_EQ(seen, 0);
+}
+
+/* n orphans of holder, the first of them written to; returns the first's
+ * FID. */
+static struct cairn_fid make_orphans(const uint8_t *holder, int n)
+{
+	static int seq;
+	struct cairn_attr f, first = { 0 };
+	char name[32];
+
+	for (int i = 0; i < n; i++) {
+		snprintf(name, sizeof(name), "s%d", seq++);
+		CHECK_EQ(mk(&root, name, S_IFREG | 0644, &f), 0);
+		if (i == 0) {
+			CHECK_EQ(wr(&f.fid, 0, "x"), 0);
+			first = f;
+		}
+		CHECK_EQ(rm(&root, name, RM_KEEP, holder), 0);
+	}
+	return first.fid;
+}
+
+static int alive(const struct cairn_fid *fid)
+{
+	struct cairn_attr a;
+
+	return store_getattr(st, fid, &a) == 0;
+}
+
+static void t_sweep(void)
+{
+	static const uint8_t C[16] = { 0xc1 }, D[16] = { 0xd1 };
+	struct orphan_table *t = orphan_table_create(st, 60, 1000);
+	struct cairn_fid a, b, c, d;
+
+	CHECK(t != NULL);
+	if (!t)
+		return;
+	/* A connected; B's orphans were there at start. */
+	CHECK_EQ(orphan_client_up(t, A), 0);
+	a = make_orphans(A, 2);
+	b = make_orphans(B, 3);
+	CHECK_EQ(orphan_sweep(t, 1001), 0);
+	orphan_client_down(t, A, 1010);
+	CHECK_EQ(orphan_sweep(t, 1059), 0);
+	CHECK(alive(&b));
+	/* B: 60 s since the start. A: 50 s since its disconnect. */
+	CHECK_EQ(orphan_sweep(t, 1060), 3);
+	CHECK(!alive(&b) && alive(&a));
+	CHECK_EQ(orphan_sweep(t, 1060), 0); /* once per second */
+	CHECK_EQ(orphan_sweep(t, 1069), 0);
+	CHECK_EQ(orphan_sweep(t, 1070), 2);
+	CHECK(!alive(&a));
+	CHECK(!data_exists(&a));
+	CHECK_EQ(norphans(), 0);
+
+	/* C reconnects within the grace period: kept while connected, its
+	 * period starts again at its next disconnect. */
+	CHECK_EQ(orphan_client_up(t, C), 0);
+	c = make_orphans(C, 1);
+	orphan_client_down(t, C, 1100);
+	CHECK_EQ(orphan_sweep(t, 1150), 0);
+	CHECK_EQ(orphan_client_up(t, C), 0);
+	CHECK_EQ(orphan_sweep(t, 1300), 0);
+	CHECK(alive(&c));
+	orphan_client_down(t, C, 1310);
+	CHECK_EQ(orphan_sweep(t, 1369), 0);
+	CHECK_EQ(orphan_sweep(t, 1370), 1);
+	CHECK(!alive(&c));
+
+	/* Two connections of D: one going is not D going. */
+	CHECK_EQ(orphan_client_up(t, D), 0);
+	CHECK_EQ(orphan_client_up(t, D), 0);
+	d = make_orphans(D, 1);
+	orphan_client_down(t, D, 1400);
+	CHECK_EQ(orphan_sweep(t, 1500), 0);
+	CHECK(alive(&d));
+	orphan_client_down(t, D, 1500);
+	CHECK_EQ(orphan_sweep(t, 1559), 0);
+	/* Dropped by D meanwhile: nothing left to free, nothing logged. */
+	CHECK_EQ(drop(D, &d, 1), 1);
+	CHECK_EQ(orphan_sweep(t, 1560), 0);
+
+	/* Many: at most ORPHAN_SWEEP_MAX a sweep, the rest at the next. A
+	 * was forgotten (gone past its grace): now gone since the start. */
+	a = make_orphans(A, ORPHAN_SWEEP_MAX + 10);
+	CHECK_EQ(norphans(), ORPHAN_SWEEP_MAX + 10);
+	CHECK_EQ(orphan_sweep(t, 1600), ORPHAN_SWEEP_MAX);
+	CHECK_EQ(orphan_sweep(t, 1601), 10);
+	CHECK_EQ(norphans(), 0);
+	orphan_table_destroy(t);
+	CHECK_EQ(fsck(NULL), 0);
 }
 
 int main(void)
@@ -531,6 +631,7 @@ int main(void)
 	run("orphan release_of_a_holder_in_batches", t_release_many);
 	run("orphan survives_reopen", t_survives_reopen);
 	run("orphan fsck_accepts_counts_and_reports", t_fsck);
+	run("orphan grace_sweep_frees_gone_holders", t_sweep);
 	store_close(st);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
 	if (system(cmd) != 0)
