@@ -662,3 +662,65 @@ def _run_one(name, fn, opts, shared):
 
 def _alarm(sig, frame):
     raise TestFailure("test timed out (alarm)")
+
+
+# ---------------------------------------------------------------- mount state
+# Appended helpers (issue 7's two-client tests): a mount's own counters, the
+# kernel's caches, and a daemon killed on purpose.
+
+def mount_status(m, timeout=15):
+    """`cairn status MOUNTPOINT` of mount m as {key: int or str}; raises
+    TestFailure when it does not answer."""
+    r = run_cairn(["status", m.path], timeout=timeout)
+    if r.returncode != 0:
+        raise TestFailure("cairn status %s exited %d: %s"
+                          % (m.path, r.returncode, r.stderr.strip()))
+    out = {}
+    for line in r.stdout.splitlines():
+        k, _, v = line.partition(" ")
+        out[k] = int(v) if v.lstrip("-").isdigit() else v
+    return out
+
+
+def drop_kernel_caches():
+    """Drop the kernel's unused dentries and inodes (drop_caches = 2): FUSE
+    then sends FORGET for every inode of a mount that nothing holds. System
+    wide, and harmless to anything else but its speed."""
+    os.sync()
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("2\n")
+
+
+def exit_inode_count(m):
+    """The count of the daemon's last 'inode table at exit: N inodes' log
+    line (client/fs.c, fs_destroy), or None when it logged none."""
+    found = None
+    for line in tail(m.daemon_log, 100000):
+        mo = re.search(r"inode table at exit: (\d+) inodes", line)
+        if mo:
+            found = int(mo.group(1))
+    return found
+
+
+def kill9_daemon(m, timeout=10.0):
+    """SIGKILL the `cairn mount` daemon of mount m (the PID the harness
+    found for it, checked again against its command line first) and wait
+    until it is gone. Returns the seconds it took to go. The mount stays,
+    dead, until m.umount()."""
+    if not m.pid or not pid_alive(m.pid):
+        raise TestFailure("no live daemon recorded for %s" % m.path)
+    try:
+        with open("/proc/%d/cmdline" % m.pid, "rb") as f:
+            argv = f.read().split(b"\0")
+    except OSError:
+        argv = []
+    if b"mount" not in argv or os.fsencode(m.path) not in argv:
+        raise TestFailure("PID %d is no longer the daemon of %s: %r" % (m.pid, m.path, argv))
+    t0 = time.time()
+    os.kill(m.pid, signal.SIGKILL)
+    while pid_alive(m.pid):
+        if time.time() - t0 > timeout:
+            raise TestFailure("daemon %d of %s still alive %.0fs after SIGKILL"
+                              % (m.pid, m.path, timeout))
+        time.sleep(0.01)
+    return time.time() - t0
