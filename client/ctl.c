@@ -153,7 +153,7 @@ static void print_itab(struct itab *t, FILE *f)
 	fprintf(f, "entries %zu\n", ic.entries);
 	fprintf(f, "negative_entries %zu\n", ic.negative);
 	fprintf(f, "promises %zu\n", ic.promises);
-	fprintf(f, "open_files %zu\n", ic.open);
+	fprintf(f, "orphans %zu\n", ic.orphans);
 }
 
 static void print_notify(struct notify *n, FILE *f)

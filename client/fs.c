@@ -258,9 +258,6 @@ static void send_attr(fuse_req_t req, struct fs *fs,
 	struct stat st;
 
 	attr_to_stat(a, &st);
-	/* Unlinked while open here: the hidden name is not a link to show. */
-	if (st.st_nlink > 0 && itab_silly(fs->itab, a->fid.vnode))
-		st.st_nlink--;
 	fuse_reply_attr(req, &st, fresh ? FS_CACHE_TIMEOUT : 0);
 }
 
@@ -302,7 +299,9 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	} caps[] = {
 		{ FUSE_CAP_ASYNC_READ, 1 },
 		{ FUSE_CAP_PARALLEL_DIROPS, 1 },
-		{ FUSE_CAP_ATOMIC_O_TRUNC, 1 },
+		/* With no_open, O_TRUNC must come as a SETATTR (an atomic
+		 * one would be lost with the OPEN that is never sent). */
+		{ FUSE_CAP_ATOMIC_O_TRUNC, 0 },
 		{ FUSE_CAP_READDIRPLUS, 1 },
 		/* Always plus: the entries come with attributes and promises
 		 * anyway, and they spare a LOOKUP per name. */
@@ -338,11 +337,17 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	 * (research/cold-paths.md, 7). */
 	conn->max_background = FS_MAX_BACKGROUND;
 	conn->congestion_threshold = FS_CONGESTION_THRESHOLD;
-	log_info("kernel FUSE protocol %u.%u, max_write %u, max_readahead %u, "
-		 "max_background %u", conn->proto_major, conn->proto_minor,
-		 conn->max_write, conn->max_readahead, conn->max_background);
 
 	struct fs *fs = userdata;
+	/* Open and close without entering the daemon: the first OPEN is
+	 * answered ENOSYS and the kernel sends no OPEN, RELEASE (or FLUSH:
+	 * there is no flush handler) again. See fs_file.c. */
+	fs->no_open = (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) != 0;
+	log_info("kernel FUSE protocol %u.%u, max_write %u, max_readahead %u, "
+		 "max_background %u, opens %s", conn->proto_major,
+		 conn->proto_minor, conn->max_write, conn->max_readahead,
+		 conn->max_background,
+		 fs->no_open ? "not sent (no_open)" : "sent");
 	pthread_mutex_lock(&fs->init_lock);
 	fs->inited = 1;
 	pthread_cond_broadcast(&fs->init_cond);
@@ -643,6 +648,8 @@ int fs_create(struct rpc *r, struct itab *t, struct notify *n,
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&fs->init_cond, &ca);
+	pthread_mutex_init(&fs->orph.lock, NULL);
+	pthread_cond_init(&fs->orph.cond, &ca);
 	pthread_condattr_destroy(&ca);
 	*out = fs;
 	return 0;
@@ -683,6 +690,9 @@ void fs_destroy(struct fs *fs)
 	pthread_mutex_destroy(&fs->sf_lock);
 	pthread_mutex_destroy(&fs->init_lock);
 	pthread_cond_destroy(&fs->init_cond);
+	pthread_mutex_destroy(&fs->orph.lock);
+	pthread_cond_destroy(&fs->orph.cond);
+	free(fs->orph.q);
 	dcache_destroy(fs->dc);
 	free(fs);
 }

@@ -34,6 +34,16 @@ void fs_destroy(struct fs *fs);
  * not (NULL). Only before the session loop starts; c must outlive it. */
 void fs_set_ccache(struct fs *fs, struct ccache *c);
 
+/*
+ * The thread that releases unlinked files on the server once the kernel
+ * forgot them (client/fs_orphan.c). Start before the session loop; stop
+ * after the kernel is gone (unmounted) and before the rpc: it sends what
+ * is left, waiting at most a few seconds for an unreachable server. Start
+ * returns 0 or a negative errno.
+ */
+int fs_orphans_start(struct fs *fs);
+void fs_orphans_stop(struct fs *fs);
+
 /* The operation table to pass to fuse_session_new (with userdata fs). */
 const struct fuse_lowlevel_ops *fs_ops(void);
 

@@ -346,7 +346,7 @@ static int readdir_cached(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
 	if (!rc && fuse_reply_buf(req, b.p, b.used) == 0)
 		ncounted = 0;
 	for (size_t i = 0; i < ncounted; i++)
-		itab_forget(fs->itab, counted[i], 1);
+		fs_forget(fs, counted[i], 1);
 	notify_reply_end(fs->ntf);
 out:
 	if (rc && rc != -EAGAIN)
@@ -445,7 +445,7 @@ out:
 	/* Entries counted but not delivered (an error, or a reply that did
 	 * not reach the kernel) take their lookup references back. */
 	for (size_t i = 0; i < ncounted; i++)
-		itab_forget(fs->itab, counted[i], 1);
+		fs_forget(fs, counted[i], 1);
 	if (rc)
 		reply_error(req, rc);
 	/* A READDIR from 0 may have moved the atime the table holds. */

@@ -1,9 +1,20 @@
 /*
- * fs_file.c - FUSE operations on open files: open (close-to-open), read,
- * write, release, fsync, fallocate (see fs_int.h). There is no flush
- * handler: writes go through before write() returns, so close() has nothing
- * to wait for, and libfuse's ENOSYS makes the kernel stop sending FLUSH
- * (one round trip into the daemon less per close).
+ * fs_file.c - FUSE operations on open files: open, read, write, release,
+ * fsync, fallocate (see fs_int.h).
+ *
+ * Opening and closing a file never enters the daemon (no_open): the first
+ * OPEN is answered ENOSYS, after which the kernel opens with file handle 0
+ * and keeps its page cache, and sends no RELEASE. There is no flush
+ * handler either: writes go through before write() returns, so close()
+ * has nothing to wait for, and libfuse's ENOSYS makes the kernel stop
+ * sending FLUSH. Close-to-open then rests on invalidation alone: the
+ * kernel may keep pages and attributes only while the promise stands, and
+ * everything that ends a promise (a break, a reconnect) invalidates them
+ * in the kernel; a READ whose data may have raced a break invalidates the
+ * pages it filled (fs_op_read). The server learns nothing from opens:
+ * an unlinked file stays on it while the kernel holds it (fs_orphan.c).
+ * A kernel without no_open gets the open below, which still asks the
+ * server nothing while the promise stands.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -13,18 +24,6 @@
 #include "fs_int.h"
 #include "inode.h"
 #include "notify.h"
-
-/*
- * Answer an open the inode table has counted (files only, so that unlink
- * can tell a file is open). Returns 1 when the reply did not reach the
- * kernel (interrupted): no release will come, so the caller must
- * fs_release_open(), outside any notify_reply section (it may call the
- * server).
- */
-static int reply_open(fuse_req_t req, struct fuse_file_info *fi, int isdir)
-{
-	return fuse_reply_open(req, fi) < 0 && !isdir;
-}
 
 /*
  * open/opendir. Close-to-open: unless the promise stands and the page cache
@@ -40,16 +39,15 @@ void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 	int trunc = !isdir && (fi->flags & O_TRUNC);
 	struct cairn_fid fid;
 	struct cairn_attr a;
-	int fresh, lost, rc;
+	int fresh, rc;
 
 	fi->fh = 0;
-	rc = itab_open_begin(fs->itab, ino, !trunc, !isdir, &fid);
+	rc = itab_open_begin(fs->itab, ino, !trunc, &fid);
 	if (rc < 0)
 		goto out;
 	if (rc == 1) {
 		fi->keep_cache = 1;
-		if (reply_open(req, fi, isdir))
-			fs_release_open(fs, ino);
+		fuse_reply_open(req, fi);
 		return;
 	}
 	rc = trunc ? fs_truncate(req, fs, &fid, &a)
@@ -59,13 +57,10 @@ void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 	if (rc)
 		goto out;
 	fresh = notify_reply_begin(fs->ntf, seq);
-	itab_open_end(fs->itab, ino, &a, fresh, !isdir);
+	itab_open_end(fs->itab, ino, &a, fresh);
 	fi->keep_cache = 0;
-	lost = reply_open(req, fi, isdir);
+	fuse_reply_open(req, fi);
 	notify_reply_end(fs->ntf);
-	/* Only now: it may call the server (docs/LOCKING.md). */
-	if (lost)
-		fs_release_open(fs, ino);
 	return;
 out:
 	reply_error(req, rc);
@@ -73,6 +68,12 @@ out:
 
 void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	/* The kernel takes this as "opens need no daemon" and sends no
+	 * OPEN (nor RELEASE) again on this connection. */
+	if (req_fs(req)->no_open) {
+		fuse_reply_err(req, ENOSYS);
+		return;
+	}
 	fs_open(req, ino, fi, 0);
 }
 
@@ -361,11 +362,17 @@ void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		struct fuse_file_info *fi)
 {
 	struct fs *fs = req_fs(req);
+	uint64_t seq = notify_seq(fs->ntf);
 
-	if (fs->cc && size > 0 && off >= 0 &&
-	    read_cached(req, fs, ino, size, off) == 0)
-		return;
-	read_direct(req, fs, ino, size, off);
+	if (!fs->cc || size == 0 || off < 0 ||
+	    read_cached(req, fs, ino, size, off) != 0)
+		read_direct(req, fs, ino, size, off);
+	/* Server data reaches the kernel outside a reply section (cached
+	 * data only inside a fresh one): when a break came meanwhile, its
+	 * invalidation may have run before our pages landed. Without OPEN
+	 * nothing else would drop them, so drop them again. */
+	if (notify_seq(fs->ntf) != seq)
+		notify_inval_inode(fs->ntf, ino);
 }
 
 void fs_set_ccache(struct fs *fs, struct ccache *c)
@@ -419,12 +426,11 @@ out:
 
 void fs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	struct fs *fs = req_fs(req);
-
-	/* Reply first: close() does not wait for a silly name's removal
-	 * (req is gone after the reply). */
+	/* Only for files opened by CREATE, or by a kernel without no_open:
+	 * the server keeps no open state. */
+	(void)ino;
+	(void)fi;
 	fuse_reply_err(req, 0);
-	fs_release_open(fs, ino);
 }
 
 void fs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,

@@ -6,7 +6,8 @@
  *               decoding replies; replies that carry attributes; getattr,
  *               setattr, statfs
  *   fs_name.c   names: lookup, forget, create, mknod, mkdir, symlink, link,
- *               unlink (and silly renames), rmdir, rename, readlink
+ *               unlink, rmdir, rename, readlink; fs_orphan.c releases
+ *               unlinked files on the server once forgotten
  *   fs_file.c   open files: open, read, write, flush, release, fsync,
  *               fallocate
  *   fs_dir.c    directories: opendir, readdir, readdirplus, and fetching
@@ -54,6 +55,21 @@
 struct ccache;
 struct dcache;
 
+/* Unlinked files the kernel has forgotten, to be released on the server
+ * (fs_orphan.c). */
+struct fs_orphans {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;         /* CLOCK_MONOTONIC */
+	struct cairn_fid *q;         /* guarded by lock */
+	size_t n, cap;               /* guarded by lock */
+	int stopping, done, abandon; /* guarded by lock */
+	int calling;                 /* guarded by lock: intr is live */
+	struct rpc_intr intr;
+	uint64_t sent, lost;         /* guarded by lock */
+	int started;
+	pthread_t thread;
+};
+
 struct fs {
 	struct rpc *rpc;
 	struct itab *itab;
@@ -71,6 +87,9 @@ struct fs {
 	pthread_mutex_t init_lock;
 	pthread_cond_t init_cond;
 	int inited;                  /* guarded by init_lock: INIT answered */
+	int no_open;                 /* the kernel sends no OPEN/RELEASE */
+
+	struct fs_orphans orph;
 };
 
 static inline struct fs *req_fs(fuse_req_t req)
@@ -131,11 +150,10 @@ void fs_note_attrs(struct fs *fs, uint64_t seq, const struct cairn_attr *a,
 
 /* --- open files --------------------------------------------------------- */
 
-/* Drop one open of ino; the last one removes a pending silly name
- * (fs_name.c, next to the silly rename). Makes a server call: never
- * between notify_reply_begin and notify_reply_end, and only once the
- * request that opened (or released) ino has been answered. */
-void fs_release_open(struct fs *fs, uint64_t ino);
+/* FUSE forget of ino (fs_orphan.c): drop nlookup references; when that
+ * frees an inode we removed a name of (itab_set_orphan), queue its FID
+ * for ORPHAN_DROP. Never blocks on the server. */
+void fs_forget(struct fs *fs, uint64_t ino, uint64_t nlookup);
 /* open and opendir (fs_file.c). */
 void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 	     int isdir);

@@ -1,9 +1,9 @@
 /*
  * fs_name.c - FUSE operations on names: lookup and forget, creating,
- * linking, removing and renaming entries, readlink (see fs_int.h); and
- * silly renames, which need both ends here: silly_rename at unlink and
- * fs_release_open at the last release (inode.h keeps the open counts and
- * the hidden names).
+ * linking, removing and renaming entries, readlink (see fs_int.h). A file
+ * unlinked (or renamed over) here may still be open, which the client
+ * cannot know under no_open: the server keeps it as an orphan until the
+ * kernel forgets it (fs_orphan.c).
  *
  * Lookups are answered from the directory cache (dircache.h) when it
  * holds the directory's listing; the first miss in a directory fetches
@@ -48,7 +48,7 @@ static void reply_entry(fuse_req_t req, struct fs *fs, uint64_t seq,
 {
 	struct fuse_entry_param e;
 	int fresh = notify_reply_begin(fs->ntf, seq);
-	int lost_open = 0, dir_promise, rc;
+	int dir_promise, rc;
 
 	if (dir) {
 		/* The listing first: then the directory's version. */
@@ -72,20 +72,15 @@ static void reply_entry(fuse_req_t req, struct fs *fs, uint64_t seq,
 		 * existing one opened through create is dropped, and what
 		 * the kernel reads next is of this version either way. */
 		fi->keep_cache = created && fresh;
-		itab_open_end(fs->itab, e.ino, a, fresh, 1);
+		itab_open_end(fs->itab, e.ino, a, fresh);
 		rc = fuse_reply_create(req, &e, fi);
-		lost_open = rc < 0;
 	} else {
 		rc = fuse_reply_entry(req, &e);
 	}
 	/* The request was interrupted: the kernel took no reference. */
 	if (rc < 0)
-		itab_forget(fs->itab, e.ino, 1);
+		fs_forget(fs, e.ino, 1);
 	notify_reply_end(fs->ntf);
-	/* No release will come for that open. Only now, outside the section:
-	 * it may call the server (docs/LOCKING.md). */
-	if (lost_open)
-		fs_release_open(fs, e.ino);
 }
 
 /* Inside a reply section: (parent, name) does not exist. With fresh (the
@@ -143,7 +138,7 @@ static int lookup_cached(fuse_req_t req, struct fs *fs, fuse_ino_t parent,
 		} else {
 			fs_fill_entry(&e, &a, 1);
 			if (fuse_reply_entry(req, &e) < 0)
-				itab_forget(fs->itab, e.ino, 1);
+				fs_forget(fs, e.ino, 1);
 		}
 		rc = 0;
 	} else if (rc == 0) {
@@ -207,7 +202,7 @@ out:
 
 void fs_op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
-	itab_forget(req_fs(req)->itab, ino, nlookup);
+	fs_forget(req_fs(req), ino, nlookup);
 	fuse_reply_none(req);
 }
 
@@ -217,7 +212,7 @@ void fs_op_forget_multi(fuse_req_t req, size_t count,
 	struct fs *fs = req_fs(req);
 
 	for (size_t i = 0; i < count; i++)
-		itab_forget(fs->itab, forgets[i].ino, forgets[i].nlookup);
+		fs_forget(fs, forgets[i].ino, forgets[i].nlookup);
 	fuse_reply_none(req);
 }
 
@@ -385,31 +380,6 @@ static int remove_rpc(fuse_req_t req, struct fs *fs, fuse_ino_t parent,
 	return 0;
 }
 
-void fs_release_open(struct fs *fs, uint64_t ino)
-{
-	char name[CAIRN_NAME_MAX + 1];
-	struct cairn_attr dir;
-	uint64_t parent, seq;
-	int fresh, rc;
-
-	/* Checked on every release, not only when a silly name makes the
-	 * server call below (fs_int.h). */
-	notify_assert_not_held(fs->ntf);
-	if (!itab_open_dec(fs->itab, ino, &parent, name, sizeof(name)))
-		return;
-	seq = notify_seq(fs->ntf);
-	if ((rc = remove_rpc(NULL, fs, parent, name, strlen(name), 0,
-			     &dir))) {
-		log_warn("cannot remove %s (unlinked while open): %s", name,
-			 strerror(-rc));
-		return;
-	}
-	fresh = notify_reply_begin(fs->ntf, seq);
-	dcache_removed(fs->dc, parent, name, strlen(name), &dir, fresh);
-	fs_take_attr(fs, &dir, fresh);
-	notify_reply_end(fs->ntf);
-}
-
 static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
 			 uint32_t flags)
 {
@@ -420,13 +390,21 @@ static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
 	size_t len;
 	int fresh, rc;
 
-	if ((rc = check_name(name, &len)) ||
-	    (rc = remove_rpc(req, fs, parent, name, len, flags, &dir)))
+	if ((rc = check_name(name, &len)))
+		goto out;
+	/* A file the kernel knows may be open (fs_orphan.c). */
+	ino = itab_entry(fs->itab, parent, name, len);
+	if (!(flags & RM_DIR) && ino > 0)
+		flags |= RM_KEEP;
+	if ((rc = remove_rpc(req, fs, parent, name, len, flags, &dir)))
 		goto out;
 	fresh = notify_reply_begin(fs->ntf, seq);
 	/* The object lost a link (nlink, ctime): not in the reply. */
-	if ((ino = itab_entry(fs->itab, parent, name, len)) > 0)
+	if ((ino = itab_entry(fs->itab, parent, name, len)) > 0) {
 		itab_attr_stale(fs->itab, (uint64_t)ino);
+		if (flags & RM_KEEP)
+			itab_set_orphan(fs->itab, (uint64_t)ino);
+	}
 	dcache_removed(fs->dc, parent, name, len, &dir, fresh);
 	itab_remove_entry(fs->itab, parent, name, len);
 	fs_take_attr(fs, &dir, fresh);
@@ -435,61 +413,8 @@ out:
 	reply_error(req, rc);
 }
 
-/*
- * unlink of a file open here: the server would delete it, so rename it to
- * a hidden name in the same directory and remove that at the last release
- * (as NFS clients do). Returns 1 if it handled (and answered) the request.
- */
-static int silly_rename(fuse_req_t req, fuse_ino_t parent, const char *name)
-{
-	static unsigned long counter;
-	struct fs *fs = req_fs(req);
-	uint64_t seq = notify_seq(fs->ntf);
-	struct msg_rename_req q = { .flags = RN_NOREPLACE };
-	struct msg_attr2 p;
-	size_t len = strlen(name), slen;
-	char silly[64];
-	int64_t ino;
-	int fresh, rc;
-
-	ino = itab_entry(fs->itab, parent, name, len);
-	if (ino <= 0 || !itab_open_count(fs->itab, (uint64_t)ino) ||
-	    itab_silly(fs->itab, (uint64_t)ino))
-		return 0;
-	slen = (size_t)snprintf(silly, sizeof(silly), ".cairn-silly.%llx.%lx",
-				(unsigned long long)ino,
-				__atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED));
-	if (itab_fid(fs->itab, parent, &q.sdir))
-		return 0;
-	q.ddir = q.sdir;
-	q.sname = entry_name(name, len);
-	q.dname = entry_name(silly, slen);
-	rc = fs_rpc(req, fs, OP_RENAME, &q, &p, NULL);
-	if (rc == -EINTR) {
-		/* Not a plain unlink instead: that would delete the open
-		 * file, which the application may not have wanted. */
-		fuse_reply_err(req, EINTR);
-		return 1;
-	}
-	if (rc)
-		return 0; /* fall back to a plain unlink */
-	fresh = notify_reply_begin(fs->ntf, seq);
-	itab_attr_stale(fs->itab, (uint64_t)ino); /* ctime */
-	dcache_renamed(fs->dc, parent, name, len, parent, silly, slen, 0,
-		       &p.a, &p.b, fresh);
-	itab_remove_entry(fs->itab, parent, name, len);
-	fs_take_attr(fs, &p.a, fresh);
-	notify_reply_end(fs->ntf);
-	if (itab_set_silly(fs->itab, (uint64_t)ino, parent, silly, slen))
-		log_warn("lost track of %s (unlinked while open)", silly);
-	fuse_reply_err(req, 0);
-	return 1;
-}
-
 void fs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-	if (strlen(name) <= CAIRN_NAME_MAX && silly_rename(req, parent, name))
-		return;
 	remove_entry(req, parent, name, 0);
 }
 
@@ -518,7 +443,7 @@ void fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct msg_attr2 p;
 	uint32_t rn = 0;
 	size_t len, newlen;
-	int64_t ino;
+	int64_t ino, victim;
 	int fresh, rc;
 
 	for (size_t i = 0; i < sizeof(rename_bits) / sizeof(rename_bits[0]);
@@ -540,6 +465,10 @@ void fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		goto out;
 	q.sname = entry_name(name, len);
 	q.dname = entry_name(newname, newlen);
+	/* A replaced file the kernel knows may be open (fs_orphan.c). */
+	victim = itab_entry(fs->itab, newparent, newname, newlen);
+	if (victim > 0 && !(rn & RN_EXCHANGE))
+		rn |= RN_KEEP;
 	q.flags = rn;
 	if ((rc = fs_rpc(req, fs, OP_RENAME, &q, &p, NULL)))
 		goto out;
@@ -548,8 +477,11 @@ void fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	 * reply. */
 	if ((ino = itab_entry(fs->itab, parent, name, len)) > 0)
 		itab_attr_stale(fs->itab, (uint64_t)ino);
-	if ((ino = itab_entry(fs->itab, newparent, newname, newlen)) > 0)
-		itab_attr_stale(fs->itab, (uint64_t)ino);
+	if ((victim = itab_entry(fs->itab, newparent, newname, newlen)) > 0) {
+		itab_attr_stale(fs->itab, (uint64_t)victim);
+		if ((rn & RN_KEEP) && victim != ino)
+			itab_set_orphan(fs->itab, (uint64_t)victim);
+	}
 	/* The reply: the source directory, then the destination. */
 	dcache_renamed(fs->dc, parent, name, len, newparent, newname, newlen,
 		       (rn & RN_EXCHANGE) != 0, &p.a, &p.b, fresh);

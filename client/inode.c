@@ -51,7 +51,7 @@
  * that read or change the table assert that it is held. The calls a FUSE
  * request makes on its fast path are shaped so that it takes the lock and
  * searches once: open through itab_open_begin (FID, keep-cache decision
- * and open count), lookup through itab_fid_promise before its LOOKUP and
+ * ), lookup through itab_fid_promise before its LOOKUP and
  * itab_add_entry (which reports the directory's promise) after it.
  */
 #include <errno.h>
@@ -86,9 +86,6 @@ struct inode {
 	unsigned nnegs;               /* negative ones among kids */
 	uint64_t dv;
 	uint64_t cache_dv;
-	unsigned nopen;               /* FUSE opens not yet released */
-	struct iname *silly;          /* hidden name to remove at last
-				       * release; not in the entry hash */
 	struct cairn_attr attr;       /* current while attr_valid */
 	uint64_t attr_floor;          /* attrs below this dv are old */
 	unsigned promise : 1;
@@ -96,6 +93,8 @@ struct inode {
 	unsigned xabsent : 8;
 	unsigned attr_valid : 1;
 	unsigned pinned : 1;
+	unsigned orphan : 1;          /* we removed a name of it with
+				       * RM_KEEP/RN_KEEP (itab_set_orphan) */
 };
 
 struct htab {
@@ -400,7 +399,6 @@ static void drop_entries(struct itab *t, struct inode *n)
 
 static void inode_free(struct itab *t, struct inode *n)
 {
-	free(n->silly);
 	/* The kernel forgot the directory, so its dentries are gone. */
 	drop_entries(t, n);
 	free(n);
@@ -525,9 +523,11 @@ int itab_add_entry(struct itab *t, uint64_t parent, const char *name,
 	return 0;
 }
 
-void itab_forget(struct itab *t, uint64_t ino, uint64_t cnt)
+int itab_forget(struct itab *t, uint64_t ino, uint64_t cnt,
+		struct cairn_fid *orphan)
 {
 	struct inode **p;
+	int rc = 0;
 
 	table_lock(t);
 	for (p = ibucket(t, ino); *p; p = &(*p)->hnext)
@@ -540,10 +540,15 @@ void itab_forget(struct itab *t, uint64_t ino, uint64_t cnt)
 		if (n->nlookup == 0) {
 			*p = n->hnext;
 			t->count--;
+			if (n->orphan && orphan) {
+				*orphan = n->fid;
+				rc = 1;
+			}
 			inode_free(t, n);
 		}
 	}
 	table_unlock(t);
+	return rc;
 }
 
 int itab_add_negative(struct itab *t, uint64_t parent, const char *name,
@@ -654,9 +659,7 @@ void itab_rename(struct itab *t, uint64_t oldparent, const char *oldname,
 struct isnap {
 	struct itab_info info;
 	uint64_t parent;      /* of the first recorded name; the root: itself */
-	unsigned nopen;
 	unsigned xabsent;
-	int silly;
 };
 
 /* Copy ino's state into *s: 0, or -ESTALE when ino is not in the table. */
@@ -676,9 +679,7 @@ static int snap(struct itab *t, uint64_t ino, struct isnap *s)
 		s->info.dv = n->dv;
 		s->info.cache_dv = n->cache_dv;
 		s->parent = n->names ? n->names->parent : ino;
-		s->nopen = n->nopen;
 		s->xabsent = n->xabsent;
-		s->silly = n->silly != NULL;
 	}
 	table_unlock(t);
 	return n ? 0 : -ESTALE;
@@ -730,7 +731,7 @@ void itab_update(struct itab *t, const struct cairn_attr *a, int promise)
 	table_unlock(t);
 }
 
-int itab_open_begin(struct itab *t, uint64_t ino, int keep, int count,
+int itab_open_begin(struct itab *t, uint64_t ino, int keep,
 		    struct cairn_fid *fid)
 {
 	struct inode *n;
@@ -743,15 +744,13 @@ int itab_open_begin(struct itab *t, uint64_t ino, int keep, int count,
 		*fid = n->fid;
 		rc = keep && n->promise && n->cache_valid &&
 		     n->cache_dv == n->dv;
-		if (rc && count)
-			n->nopen++;
 	}
 	table_unlock(t);
 	return rc;
 }
 
 void itab_open_end(struct itab *t, uint64_t ino, const struct cairn_attr *a,
-		   int promise, int count)
+		   int promise)
 {
 	struct inode *n;
 
@@ -766,8 +765,6 @@ void itab_open_end(struct itab *t, uint64_t ino, const struct cairn_attr *a,
 			n->cache_dv = a->dv;
 		}
 	}
-	if (n && count)
-		n->nopen++;
 	if (n)
 		inode_check(n);
 	table_unlock(t);
@@ -890,62 +887,30 @@ void itab_break_all(struct itab *t, itab_visit_fn fn, void *arg)
 	table_unlock(t);
 }
 
-int itab_open_dec(struct itab *t, uint64_t ino, uint64_t *parent, char *name,
-		  size_t namesz)
+int itab_set_orphan(struct itab *t, uint64_t ino)
 {
-	struct iname *silly = NULL;
 	struct inode *n;
 
 	table_lock(t);
 	n = find(t, ino);
-	if (n && n->nopen > 0 && --n->nopen == 0) {
-		silly = n->silly;
-		n->silly = NULL;
-	}
+	if (n)
+		n->orphan = 1;
 	table_unlock(t);
-	if (!silly)
-		return 0;
-	*parent = silly->parent;
-	snprintf(name, namesz, "%s", silly->name);
-	free(silly);
-	return 1;
+	return n ? 0 : -ENOENT;
 }
 
-unsigned itab_open_count(struct itab *t, uint64_t ino)
+void itab_take_orphans(struct itab *t,
+		       void (*fn)(void *arg, const struct cairn_fid *fid),
+		       void *arg)
 {
-	struct isnap s;
-
-	return snap(t, ino, &s) ? 0 : s.nopen;
-}
-
-int itab_set_silly(struct itab *t, uint64_t ino, uint64_t parent,
-		   const char *name, size_t len)
-{
-	struct iname *in = iname_new(parent, name, len);
-	struct inode *n;
-	int rc = 0;
-
-	if (!in)
-		return -ENOMEM;
 	table_lock(t);
-	n = find(t, ino);
-	if (!n)
-		rc = -ENOENT;
-	else if (n->silly)
-		rc = -EBUSY;
-	else
-		n->silly = in;
+	for (size_t b = 0; b < t->inodes.n; b++)
+		for (struct inode *n = t->inodes.b[b]; n; n = n->hnext)
+			if (n->orphan) {
+				fn(arg, &n->fid);
+				n->orphan = 0;
+			}
 	table_unlock(t);
-	if (rc)
-		free(in);
-	return rc;
-}
-
-int itab_silly(struct itab *t, uint64_t ino)
-{
-	struct isnap s;
-
-	return !snap(t, ino, &s) && s.silly;
 }
 
 int itab_info(struct itab *t, uint64_t ino, struct itab_info *out)
@@ -975,12 +940,12 @@ void itab_get_counts(struct itab *t, struct itab_counts *out)
 	out->inodes = t->count;
 	out->entries = t->nnames;
 	out->negative = t->nnegs;
-	/* Promises and opens are bits of each inode, not counted as they
+	/* Promises and orphans are bits of each inode, not counted as they
 	 * change: one walk, for a status request now and then. */
 	for (size_t b = 0; b < t->inodes.n; b++)
 		for (struct inode *n = t->inodes.b[b]; n; n = n->hnext) {
 			out->promises += n->promise;
-			out->open += n->nopen > 0;
+			out->orphans += n->orphan;
 		}
 	table_unlock(t);
 }

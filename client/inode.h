@@ -78,8 +78,11 @@ void itab_destroy(struct itab *t);
 int itab_add_entry(struct itab *t, uint64_t parent, const char *name,
 		   size_t len, const struct cairn_attr *a, int promise,
 		   int *dir_promise);
-/* Drop `n` lookup references (FUSE forget). Unknown inos are ignored. */
-void itab_forget(struct itab *t, uint64_t ino, uint64_t n);
+/* Drop `n` lookup references (FUSE forget). Unknown inos are ignored.
+ * Returns 1 when that freed an inode marked by itab_set_orphan (its FID
+ * is copied to *orphan unless orphan is NULL), else 0. */
+int itab_forget(struct itab *t, uint64_t ino, uint64_t n,
+		struct cairn_fid *orphan);
 
 /*
  * A negative LOOKUP reply arrived with no break in between: the server
@@ -137,22 +140,21 @@ void itab_attr_stale(struct itab *t, uint64_t ino);
  * Opening ino (open, opendir), in one look at the table: *fid gets its
  * FID. With keep set, when the kernel may keep its page cache (the promise
  * stands and the data version has not changed since the cache was filled),
- * the open is done here: counted when count is set (see itab_open_dec),
- * and 1 returned; the caller answers with keep_cache. Else 0: the caller
- * fetches attributes and finishes with itab_open_end. -ESTALE when the
+ * the open is done here and 1 returned; the caller answers with
+ * keep_cache. Else 0: the caller fetches attributes and finishes with itab_open_end. -ESTALE when the
  * kernel should not know ino.
  */
-int itab_open_begin(struct itab *t, uint64_t ino, int keep, int count,
+int itab_open_begin(struct itab *t, uint64_t ino, int keep,
 		    struct cairn_fid *fid);
 /*
  * Finish opening ino (open, opendir, create) with its attributes `a`
  * fetched for the open: take them as itab_update does; when `promise`
  * stands, the page cache the kernel now fills holds version a->dv (a later
- * open may keep it); count the open when count is set. One look at the
+ * open may keep it). One look at the
  * table. Attributes of another object than ino are not taken.
  */
 void itab_open_end(struct itab *t, uint64_t ino, const struct cairn_attr *a,
-		   int promise, int count);
+		   int promise);
 
 /*
  * Absent-xattr cache for a few well-known names the kernel and tools ask
@@ -194,23 +196,20 @@ void itab_set_promised(struct itab *t, uint64_t ino);
 void itab_break_all(struct itab *t, itab_visit_fn fn, void *arg);
 
 /*
- * Open files and "silly renames". The server keeps no open state, so a
- * file unlinked while open here is renamed to a hidden name instead
- * (NFS-style) and removed at its last release.
- *
- * itab_open_begin/end count FUSE opens of ino, itab_open_dec takes one
- * back. itab_set_silly records the hidden name (parent, name) of an open
- * ino (-ENOENT if unknown, -EBUSY if it already has one). itab_open_dec returns 1 when that was the last open
- * and a silly name is pending: it is copied to *parent / name (namesz >=
- * CAIRN_NAME_MAX + 1) and forgotten, and the caller removes it; else 0.
- * itab_silly returns 1 while ino has a pending silly name.
+ * Files unlinked while maybe open. The kernel no longer tells us about
+ * opens (no_open: docs/ARCHITECTURE.md), so every unlink or rename-over of
+ * a file the kernel knows asks the server to keep it as an orphan
+ * (RM_KEEP/RN_KEEP) and marks the inode here. When the kernel forgets a
+ * marked inode (for an unlinked file: after its last close),
+ * itab_forget hands its FID back so that the caller tells the server
+ * (ORPHAN_DROP). itab_set_orphan: 0, or -ENOENT when ino is not known.
  */
-int itab_open_dec(struct itab *t, uint64_t ino, uint64_t *parent, char *name,
-		  size_t namesz);
-unsigned itab_open_count(struct itab *t, uint64_t ino);
-int itab_set_silly(struct itab *t, uint64_t ino, uint64_t parent,
-		   const char *name, size_t len);
-int itab_silly(struct itab *t, uint64_t ino);
+int itab_set_orphan(struct itab *t, uint64_t ino);
+/* Unmount: pass the FID of every marked inode to fn and clear the marks
+ * (fn runs under the table's lock: it must only copy). */
+void itab_take_orphans(struct itab *t,
+		       void (*fn)(void *arg, const struct cairn_fid *fid),
+		       void *arg);
 
 /* State of one inode: 0, or -ENOENT. */
 int itab_info(struct itab *t, uint64_t ino, struct itab_info *out);
@@ -219,8 +218,8 @@ size_t itab_count(struct itab *t);
 /*
  * Counts for `cairn status MOUNTPOINT` (client/ctl.h): inodes (the root
  * included), recorded entries and the negative ones among them, inodes
- * whose promise stands, and inodes open at least once. Walks the whole
- * table under its lock (promises and opens are per-inode bits), so it is
+ * whose promise stands, and inodes marked by itab_set_orphan. Walks the
+ * whole table under its lock (those two are per-inode bits), so it is
  * for an occasional status request, not for a hot path.
  */
 struct itab_counts {
@@ -228,7 +227,7 @@ struct itab_counts {
 	size_t entries;
 	size_t negative;
 	size_t promises;
-	size_t open;
+	size_t orphans;
 };
 void itab_get_counts(struct itab *t, struct itab_counts *out);
 /* The inode entry (parent, name) is recorded for: its ino, 0 when it is

@@ -129,8 +129,15 @@ def sigint_ends_calls_to_a_stopped_server(ctx):
         expect_interrupted(ctx, srv, ["cat", a.p("data")], "cat of an unopened file")
 
         # 3. A write on a file already open: a non-fatal SIGINT (python's
-        # KeyboardInterrupt) must get EINTR back, not wait.
-        fd = os.open(a.p("data"), os.O_WRONLY)
+        # KeyboardInterrupt) must get EINTR back, not wait. Another file
+        # than in 2: there cat's readahead is still waiting for the
+        # server, and the kernel keeps that page locked (readahead is a
+        # background request, which no signal ends) until the server
+        # answers or --timeout gives up; a write to that page waits as
+        # long (docs/cairn.1, --timeout).
+        with open(a.p("wdata"), "wb") as f:
+            f.write(b"hello\n" * 100)
+        fd = os.open(a.p("wdata"), os.O_WRONLY)
         try:
             code = ("import os, sys\n"
                     "try:\n"

@@ -496,6 +496,107 @@ def unlink_while_open(ctx):
         os.close(fd)
 
 
+def server_orphans(ctx):
+    """The server's count of unlinked files kept for a client (STATUS)."""
+    r = H.run_cairn(["status", ctx.srv.addr], timeout=15)
+    if r.returncode != 0:
+        fail("cairn status %s: %s" % (ctx.srv.addr, r.stderr.strip()))
+    for line in r.stdout.splitlines():
+        k, _, v = line.partition(" ")
+        if k == "orphans":
+            return int(v)
+    fail("server STATUS has no orphans key:\n" + r.stdout)
+
+
+def wait_orphans(ctx, want, what, timeout=10):
+    """The client releases unlinked files in the background, in batches:
+    wait (bounded) until the server holds `want` of them."""
+    end = time.time() + timeout
+    n = server_orphans(ctx)
+    while n != want and time.time() < end:
+        time.sleep(0.05)
+        n = server_orphans(ctx)
+    expect_eq(n, want, "orphans on the server " + what)
+
+
+@test
+def unlink_while_open_then_rmdir(ctx):
+    """No hidden name is left behind: the directory of an open, unlinked
+    file can be removed at once, and the file lives on through its
+    descriptor until the last close; then the server frees it."""
+    m, _ = fresh(ctx)
+    d = os.path.join(m, "d")
+    os.mkdir(d)
+    f = os.path.join(d, "f")
+    write_file(f, b"x" * 100000)
+    fd = os.open(f, os.O_RDWR)
+    try:
+        os.unlink(f)
+        expect_eq(os.listdir(d), [], "listing after unlink of an open file")
+        os.rmdir(d)
+        expect(not os.path.exists(d), "directory still there after rmdir")
+        expect_eq(os.pread(fd, 10, 99990), b"x" * 10, "read after rmdir")
+        os.ftruncate(fd, 5)
+        os.pwrite(fd, b"abc", 5)
+        expect_eq(os.pread(fd, 100, 0), b"xxxxxabc", "truncate+write after rmdir")
+        expect_eq(os.fstat(fd).st_nlink, 0, "nlink after rmdir")
+        expect_eq(os.fstat(fd).st_size, 8, "size after truncate+write")
+        expect(server_orphans(ctx) >= 1, "the server does not keep the open file")
+    finally:
+        os.close(fd)
+    wait_orphans(ctx, 0, "after the last close")
+
+
+@test
+def rename_over_open_file(ctx):
+    m, _ = fresh(ctx)
+    f, g = os.path.join(m, "f"), os.path.join(m, "g")
+    write_file(f, b"old")
+    write_file(g, b"new")
+    fd = os.open(f, os.O_RDONLY)
+    try:
+        os.rename(g, f)
+        expect_eq(read_file(f), b"new", "the name after rename over an open file")
+        expect_eq(os.pread(fd, 100, 0), b"old", "the replaced file through its descriptor")
+        expect_eq(os.fstat(fd).st_nlink, 0, "nlink of the replaced file")
+    finally:
+        os.close(fd)
+    wait_orphans(ctx, 0, "after the replaced file was closed")
+
+
+@test
+def unlink_many_releases_all(ctx):
+    """rm of a few hundred files not open: each is kept by the server only
+    until the kernel forgets it (batched releases), none is leaked."""
+    m, _ = fresh(ctx)
+    d = os.path.join(m, "many")
+    os.mkdir(d)
+    for i in range(300):
+        write_file(os.path.join(d, "f%03d" % i), b"%d" % i)
+    for i in range(300):
+        os.unlink(os.path.join(d, "f%03d" % i))
+    os.rmdir(d)
+    wait_orphans(ctx, 0, "after rm of 300 closed files")
+
+
+@test
+def open_trunc_on_cached_file(ctx):
+    """With no OPEN sent, O_TRUNC arrives as a SETATTR: a cached file is
+    truncated on the server and for the other client too."""
+    m, _ = fresh(ctx)
+    f = os.path.join(m, "f")
+    write_file(f, b"0123456789")
+    expect_eq(read_file(f), b"0123456789", "first read")
+    fd = os.open(f, os.O_WRONLY | os.O_TRUNC)
+    try:
+        expect_eq(os.fstat(fd).st_size, 0, "size right after O_TRUNC")
+    finally:
+        os.close(fd)
+    expect_eq(read_file(f), b"", "content after O_TRUNC")
+    b = ctx.B.p(os.path.relpath(f, ctx.A.path))
+    expect_eq(read_file(b), b"", "content on the other client after O_TRUNC")
+
+
 # ---------------------------------------------------------------- rename
 
 @test

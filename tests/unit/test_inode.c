@@ -63,7 +63,7 @@ static int keeps(struct itab *t, uint64_t ino)
 {
 	struct cairn_fid fid;
 
-	return itab_open_begin(t, ino, 1, 0, &fid);
+	return itab_open_begin(t, ino, 1, &fid);
 }
 
 /* Whether the promise on ino stands (0 for an unknown ino). */
@@ -89,7 +89,7 @@ static void t_root(void)
 	CHECK_EQ(fid.uniq, 1);
 	CHECK_EQ(itab_fid(t, 42, &fid), -ESTALE);
 	/* The root is pinned: the kernel never forgets it. */
-	itab_forget(t, ITAB_ROOT_INO, 1000);
+	itab_forget(t, ITAB_ROOT_INO, 1000, NULL);
 	CHECK_EQ(itab_info(t, ITAB_ROOT_INO, &info), 0);
 	CHECK_EQ(itab_create(&bad, &t2), -EINVAL);
 	itab_destroy(t);
@@ -110,10 +110,10 @@ static void t_lookup_counts(void)
 	CHECK_EQ(info.nnames, 1);
 	CHECK_EQ(itab_fid(t, 5, &fid), 0);
 	CHECK_EQ(fid.uniq, 5 * 7 + 1);
-	itab_forget(t, 5, 2);
+	itab_forget(t, 5, 2, NULL);
 	CHECK_EQ(itab_info(t, 5, &info), 0);
 	CHECK_EQ(info.nlookup, 1);
-	itab_forget(t, 5, 1);
+	itab_forget(t, 5, 1, NULL);
 	CHECK_EQ(itab_info(t, 5, &info), -ENOENT);
 	CHECK_EQ(itab_fid(t, 5, &fid), -ESTALE);
 	CHECK_EQ(itab_count(t), 1);
@@ -121,9 +121,9 @@ static void t_lookup_counts(void)
 	CHECK_EQ(itab_entry(t, 1, "a", 1), -ENOENT);
 	/* Forgetting more than was looked up, or an unknown inode. */
 	CHECK_EQ(add(t, 1, "b", 6, 1, 1), 0);
-	itab_forget(t, 6, 99);
+	itab_forget(t, 6, 99, NULL);
 	CHECK_EQ(itab_count(t), 1);
-	itab_forget(t, 12345, 1);
+	itab_forget(t, 12345, 1, NULL);
 	/* Bad input takes nothing. */
 	CHECK_EQ(add(t, 1, "", 7, 1, 1), -EINVAL);
 	CHECK_EQ(add(t, 1, "x", 0, 1, 1), -EINVAL);
@@ -246,7 +246,7 @@ static void t_negative(void)
 	/* A directory's negative entries go when it is forgotten. */
 	CHECK_EQ(add(t, 1, "sub", 30, 1, 1), 0);
 	CHECK_EQ(itab_add_negative(t, 30, "nothere", 7), 0);
-	itab_forget(t, 30, 1);
+	itab_forget(t, 30, 1, NULL);
 	CHECK_EQ(itab_entry(t, 30, "nothere", 7), -ENOENT);
 	itab_destroy(t);
 }
@@ -259,7 +259,7 @@ static void t_callback_state(void)
 
 	CHECK_EQ(add(t, 1, "f", 40, 5, 1), 0);
 	CHECK_EQ(keeps(t, 40), 0); /* never opened */
-	itab_open_end(t, 40, &a, 1, 0); /* opened after a fresh GETATTR */
+	itab_open_end(t, 40, &a, 1); /* opened after a fresh GETATTR */
 	CHECK_EQ(keeps(t, 40), 1);
 	/* Our own write: the page cache follows the new version. */
 	a.dv = 6;
@@ -287,12 +287,12 @@ static void t_callback_state(void)
 	CHECK_EQ(keeps(t, 40), 0);
 	/* An open whose GETATTR raced with a break: nothing is trusted
 	 * (the cache only ever stands with the promise). */
-	itab_open_end(t, 40, &a, 0, 0);
+	itab_open_end(t, 40, &a, 0);
 	CHECK_EQ(keeps(t, 40), 0);
 	CHECK_EQ(itab_info(t, 40, &info), 0);
 	CHECK_EQ(info.promise, 0);
 	CHECK_EQ(info.cache_valid, 0);
-	itab_open_end(t, 40, &a, 1, 0);
+	itab_open_end(t, 40, &a, 1);
 	CHECK_EQ(keeps(t, 40), 1);
 	/* A reply that raced with a break. */
 	itab_update(t, &a, 0);
@@ -345,7 +345,7 @@ static void t_break_all(void)
 	CHECK_EQ(add(t, 2, "c", 3, 1, 1), 0);
 	CHECK_EQ(itab_add_negative(t, 1, "no", 2), 0);
 	CHECK_EQ(itab_add_negative(t, 2, "no", 2), 0);
-	itab_open_end(t, 3, &a3, 1, 0);
+	itab_open_end(t, 3, &a3, 1);
 	CHECK_EQ(keeps(t, 3), 1);
 	itab_break_all(t, count_visit, &c);
 	CHECK_EQ(c.inodes, 3);
@@ -392,72 +392,98 @@ static void t_break_dir(void)
 	itab_destroy(t);
 }
 
-/* open in one look at the table: the FID, whether the page cache may stay,
- * and the open count; and the end of an open that fetched attributes. */
+/* open in one look at the table: the FID and whether the page cache may
+ * stay; and the end of an open that fetched attributes. */
 static void t_open(void)
 {
 	struct itab *t = new_table();
 	struct cairn_attr a = attr_of(50, 50 * 7 + 1, 3);
 	struct cairn_attr reused = attr_of(50, 999, 8);
 	struct cairn_attr other = attr_of(51, 51 * 7 + 1, 9);
-	char name[CAIRN_NAME_MAX + 1];
 	struct itab_info info;
 	struct cairn_fid fid;
-	uint64_t parent;
 
-	CHECK_EQ(itab_open_begin(t, 50, 1, 1, &fid), -ESTALE);
+	CHECK_EQ(itab_open_begin(t, 50, 1, &fid), -ESTALE);
 	CHECK_EQ(add(t, 1, "f", 50, 3, 1), 0);
-	/* Never opened: the caller fetches attributes; nothing counted. */
+	/* Never opened: the caller fetches attributes. */
 	memset(&fid, 0, sizeof(fid));
-	CHECK_EQ(itab_open_begin(t, 50, 1, 1, &fid), 0);
+	CHECK_EQ(itab_open_begin(t, 50, 1, &fid), 0);
 	CHECK_EQ(fid.vnode, 50);
 	CHECK_EQ(fid.uniq, 50 * 7 + 1);
-	CHECK_EQ(itab_open_count(t, 50), 0);
-	itab_open_end(t, 50, &a, 1, 1);
-	CHECK_EQ(itab_open_count(t, 50), 1);
+	itab_open_end(t, 50, &a, 1);
 	CHECK_EQ(itab_info(t, 50, &info), 0);
 	CHECK_EQ(info.cache_valid, 1);
 	CHECK_EQ(info.cache_dv, 3);
-	/* The fast path: kept and counted in the same call. */
+	/* The fast path. */
 	memset(&fid, 0, sizeof(fid));
-	CHECK_EQ(itab_open_begin(t, 50, 1, 1, &fid), 1);
+	CHECK_EQ(itab_open_begin(t, 50, 1, &fid), 1);
 	CHECK_EQ(fid.vnode, 50);
-	CHECK_EQ(itab_open_count(t, 50), 2);
-	/* O_TRUNC (keep 0) never keeps and counts nothing yet; a directory
-	 * (count 0) is never counted. */
-	CHECK_EQ(itab_open_begin(t, 50, 0, 1, &fid), 0);
-	CHECK_EQ(itab_open_begin(t, 50, 1, 0, &fid), 1);
-	CHECK_EQ(itab_open_count(t, 50), 2);
+	/* O_TRUNC (keep 0) never keeps. */
+	CHECK_EQ(itab_open_begin(t, 50, 0, &fid), 0);
 	/* A break: the next open fetches attributes again. */
 	CHECK_EQ(itab_break(t, 50, NULL, NULL), 0);
-	CHECK_EQ(itab_open_begin(t, 50, 1, 1, &fid), 0);
-	CHECK_EQ(itab_open_count(t, 50), 2);
-	/* Its GETATTR raced with another break: counted, attributes taken,
-	 * neither promise nor cache. */
+	CHECK_EQ(itab_open_begin(t, 50, 1, &fid), 0);
+	/* Its GETATTR raced with another break: attributes taken, neither
+	 * promise nor cache. */
 	a.dv = 4;
-	itab_open_end(t, 50, &a, 0, 1);
-	CHECK_EQ(itab_open_count(t, 50), 3);
+	itab_open_end(t, 50, &a, 0);
 	CHECK_EQ(itab_info(t, 50, &info), 0);
 	CHECK_EQ(info.dv, 4);
 	CHECK_EQ(info.promise, 0);
 	CHECK_EQ(info.cache_valid, 0);
-	/* Attributes of another object (a broken server) are not taken, and
-	 * the open still counts. */
-	itab_open_end(t, 50, &reused, 1, 1);
-	itab_open_end(t, 50, &other, 1, 0);
-	CHECK_EQ(itab_open_count(t, 50), 4);
+	/* Attributes of another object (a broken server) are not taken. */
+	itab_open_end(t, 50, &reused, 1);
+	itab_open_end(t, 50, &other, 1);
 	CHECK_EQ(itab_info(t, 50, &info), 0);
 	CHECK_EQ(info.dv, 4);
 	CHECK_EQ(info.promise, 0);
 	CHECK_EQ(info.cache_valid, 0);
 	CHECK_EQ(keeps(t, 50), 0);
 	/* Unknown inodes: nothing happens. */
-	itab_open_end(t, 77, &a, 1, 1);
+	itab_open_end(t, 77, &a, 1);
 	CHECK_EQ(itab_info(t, 77, &info), -ENOENT);
-	/* Every open counted is released once. */
-	for (int i = 0; i < 4; i++)
-		CHECK_EQ(itab_open_dec(t, 50, &parent, name, sizeof(name)), 0);
-	CHECK_EQ(itab_open_count(t, 50), 0);
+	itab_destroy(t);
+}
+
+static void take_fid(void *arg, const struct cairn_fid *fid)
+{
+	struct cairn_fid *out = arg;
+
+	*out = *fid;
+}
+
+/* Unlinked while maybe open: the FID comes back when the kernel forgets
+ * the inode, once; or at unmount. */
+static void t_orphan(void)
+{
+	struct itab *t = new_table();
+	struct itab_counts c;
+	struct cairn_fid fid;
+
+	CHECK_EQ(itab_set_orphan(t, 60), -ENOENT);
+	CHECK_EQ(add(t, 1, "f", 60, 3, 1), 0);
+	CHECK_EQ(add(t, 1, "f", 60, 3, 1), 0); /* looked up twice */
+	CHECK_EQ(add(t, 1, "g", 61, 3, 1), 0);
+	CHECK_EQ(add(t, 1, "h", 62, 3, 1), 0);
+	CHECK_EQ(itab_set_orphan(t, 60), 0);
+	CHECK_EQ(itab_set_orphan(t, 62), 0);
+	itab_get_counts(t, &c);
+	CHECK_EQ(c.orphans, 2);
+	memset(&fid, 0, sizeof(fid));
+	CHECK_EQ(itab_forget(t, 60, 1, &fid), 0); /* still held */
+	CHECK_EQ(itab_forget(t, 61, 1, &fid), 0); /* not marked */
+	CHECK_EQ(fid.vnode, 0);
+	CHECK_EQ(itab_forget(t, 60, 1, &fid), 1);
+	CHECK_EQ(fid.vnode, 60);
+	CHECK_EQ(fid.uniq, 60 * 7 + 1);
+	CHECK_EQ(itab_forget(t, 60, 1, &fid), 0); /* gone */
+	/* Unmount: what the kernel still held. */
+	memset(&fid, 0, sizeof(fid));
+	itab_take_orphans(t, take_fid, &fid);
+	CHECK_EQ(fid.vnode, 62);
+	itab_get_counts(t, &c);
+	CHECK_EQ(c.orphans, 0);
+	CHECK_EQ(itab_forget(t, 62, 1, NULL), 0);
 	itab_destroy(t);
 }
 
@@ -515,7 +541,7 @@ static void t_getattr(void)
 	CHECK_EQ(itab_getattr(t, 45, &got), -EAGAIN);
 	itab_set_promised(t, 45);
 	CHECK_EQ(itab_getattr(t, 45, &got), -EAGAIN);
-	itab_open_end(t, 45, &a, 1, 0);
+	itab_open_end(t, 45, &a, 1);
 	CHECK_EQ(itab_getattr(t, 45, &got), 0);
 	itab_break_all(t, visit_nothing, NULL);
 	CHECK_EQ(itab_getattr(t, 45, &got), -EAGAIN);
@@ -582,7 +608,7 @@ static void t_many(void)
 		CHECK_EQ(itab_entry(t, 1, name, strlen(name)), (int64_t)i);
 	}
 	for (uint64_t i = 2; i < N; i++)
-		itab_forget(t, i, 1);
+		itab_forget(t, i, 1, NULL);
 	CHECK_EQ(itab_count(t), 1);
 	itab_destroy(t);
 }
@@ -615,21 +641,21 @@ static void *worker_main(void *arg)
 						      (uint32_t)vnode * 7 + 1,
 						      (uint64_t)i);
 			struct cairn_fid fid;
-			uint64_t parent;
-			int rc = itab_open_begin(w->t, vnode, 1, 1, &fid);
+			int rc = itab_open_begin(w->t, vnode, 1, &fid);
 
 			/* Referenced by this thread: always known. */
 			if (rc < 0 || fid.vnode != vnode)
 				w->errors++;
 			if (rc == 0)
-				itab_open_end(w->t, vnode, &a, i & 2, 1);
-			itab_open_dec(w->t, vnode, &parent, name, sizeof(name));
+				itab_open_end(w->t, vnode, &a, i & 2);
+			if (i % 11 == 0)
+				itab_set_orphan(w->t, vnode);
 		}
 		if (i % 5 == 0)
 			itab_add_negative(w->t, 1, "neg", 3);
 		if (i % 7 == 0)
 			itab_break(w->t, vnode, NULL, NULL);
-		itab_forget(w->t, vnode, 1);
+		itab_forget(w->t, vnode, 1, NULL);
 	}
 	return NULL;
 }
@@ -746,7 +772,8 @@ int main(void)
 	run("names: links, unlink, rename, exchange, cap", t_names);
 	run("negative entries and their caps", t_negative);
 	run("promise and page cache state", t_callback_state);
-	run("open: one look decides, counts, and ends", t_open);
+	run("open: one look decides and ends", t_open);
+	run("orphans: FID back at the last forget or unmount", t_orphan);
 	run("getattr from the table: current attributes only", t_getattr);
 	run("lookup: directory promise before and after", t_lookup_promise);
 	run("break all visits every inode, name and negative entry",
