@@ -52,7 +52,7 @@
  * bytes per chunk, so this bounds the cache at millions of chunks). */
 #define CCACHE_MAP_SIZE   (1ull << 30)
 #define CCACHE_MAX_READERS 512u
-#define CCACHE_FORMAT     1u
+#define CCACHE_FORMAT     2u   /* 2: keys (fid, idx, dv) */
 #define CCACHE_NDIRS      256u
 
 struct ccache {
@@ -892,7 +892,7 @@ static int env_open(struct ccache *c, int *fresh)
 		*fresh = 1;
 		rc = 0;
 	} else if (!rc && (val.mv_size != 4 ||
-			   memcmp(val.mv_data, "\1\0\0\0", 4))) {
+			   memcmp(val.mv_data, "\2\0\0\0", 4))) {
 		rc = MDB_VERSION_MISMATCH;
 	}
 	if (rc) {
@@ -910,7 +910,7 @@ bad:
 
 static int put_format(struct ccache *c, struct wtx *w)
 {
-	MDB_val key = { 6, "format" }, val = { 4, "\1\0\0\0" };
+	MDB_val key = { 6, "format" }, val = { 4, "\2\0\0\0" };
 
 	return lmdb_err(c, mdb_put(w->txn, c->db_meta, &key, &val, 0), "put");
 }

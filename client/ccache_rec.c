@@ -81,8 +81,8 @@ void ccache_rec_key_encode(const struct ccache_key *k,
 	put(&p, k->fid.vol, 4, 1);
 	put(&p, k->fid.vnode, 8, 1);
 	put(&p, k->fid.uniq, 4, 1);
-	put(&p, k->dv, 8, 1);
 	put(&p, k->idx, 4, 1);
+	put(&p, k->dv, 8, 1);
 }
 
 int ccache_rec_key_decode(const void *p, size_t n, struct ccache_key *out)
@@ -94,8 +94,8 @@ int ccache_rec_key_decode(const void *p, size_t n, struct ccache_key *out)
 	out->fid.vol = (uint32_t)rec_be(&r, 4);
 	out->fid.vnode = rec_be(&r, 8);
 	out->fid.uniq = (uint32_t)rec_be(&r, 4);
-	out->dv = rec_be(&r, 8);
 	out->idx = (uint32_t)rec_be(&r, 4);
+	out->dv = rec_be(&r, 8);
 	if (r.err || out->fid.vnode == 0)
 		return -EUCLEAN;
 	return 0;
@@ -142,6 +142,50 @@ int ccache_rec_tick_decode(const void *p, size_t n, uint64_t *tick)
 		return -EUCLEAN;
 	*tick = rec_be(&r, 8);
 	return r.err || *tick == 0 ? -EUCLEAN : 0;
+}
+
+/* ---- lineage key and value ---------------------------------------------- */
+
+void ccache_rec_fid_encode(const struct cairn_fid *f,
+			   uint8_t out[CCACHE_REC_FID_SIZE])
+{
+	uint8_t *p = out;
+
+	put(&p, f->vol, 4, 1);
+	put(&p, f->vnode, 8, 1);
+	put(&p, f->uniq, 4, 1);
+}
+
+int ccache_rec_fid_decode(const void *p, size_t n, struct cairn_fid *out)
+{
+	struct rec r = { p, n, 0, 0 };
+
+	if (n != CCACHE_REC_FID_SIZE)
+		return -EUCLEAN;
+	out->vol = (uint32_t)rec_be(&r, 4);
+	out->vnode = rec_be(&r, 8);
+	out->uniq = (uint32_t)rec_be(&r, 4);
+	return r.err || out->vnode == 0 ? -EUCLEAN : 0;
+}
+
+void ccache_rec_lin_encode(const struct ccache_lin *l,
+			   uint8_t out[CCACHE_REC_LIN_SIZE])
+{
+	uint8_t *p = out;
+
+	put(&p, l->base, 8, 0);
+	put(&p, l->cur, 8, 0);
+}
+
+int ccache_rec_lin_decode(const void *p, size_t n, struct ccache_lin *out)
+{
+	struct rec r = { p, n, 0, 0 };
+
+	if (n != CCACHE_REC_LIN_SIZE)
+		return -EUCLEAN;
+	out->base = rec_le(&r, 8);
+	out->cur = rec_le(&r, 8);
+	return r.err || out->base > out->cur ? -EUCLEAN : 0;
 }
 
 /* ---- chunk file header -------------------------------------------------- */

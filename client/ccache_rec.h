@@ -10,6 +10,8 @@
  *   ccache_rec_key_decode   index key (chunks db), lru value -> key
  *   ccache_rec_val_decode   index value (chunks db)     -> struct ccache_val
  *   ccache_rec_tick_decode  lru key                     -> tick
+ *   ccache_rec_fid_decode   lineage key (lineage db)    -> fid
+ *   ccache_rec_lin_decode   lineage value               -> struct ccache_lin
  *   ccache_rec_name_decode  chunk file name             -> key
  *   ccache_rec_boot_decode  the "dirty" marker file     -> boot id
  * and an encoder for each, with decode(encode(x)) == x and one encoding
@@ -24,10 +26,14 @@
  * says nothing yet about whether its checksums match.
  *
  * Layouts (little-endian inside values and the header, big-endian in
- * LMDB keys so that a cursor walks one file's chunks in order):
- *   key      BE4 vol, BE8 vnode, BE4 uniq, BE8 dv, BE4 idx      (28 bytes)
+ * LMDB keys so that a cursor walks one file's chunks in order, and the
+ * chunks of one (file, index) together: the one cursor seek at
+ * (fid, idx, 0) finds them):
+ *   key      BE4 vol, BE8 vnode, BE4 uniq, BE4 idx, BE8 dv      (28 bytes)
  *   value    u32 len (1..CCACHE_CHUNK), u32 zero, u64 tick >= 1  (16 bytes)
  *   lru key  BE8 tick >= 1; its value is the chunk's key
+ *   lineage key    BE4 vol, BE8 vnode, BE4 uniq                 (16 bytes)
+ *   lineage value  u64 base_dv, u64 cur_dv, base_dv <= cur_dv   (16 bytes)
  *   header   8 magic "CairnCk" + version byte 1,
  *            u32 vol, u32 uniq, u64 vnode, u64 dv, u32 idx, u32 len,
  *            u32 nblk (= len in CCACHE_BLOCK blocks, rounded up),
@@ -56,6 +62,8 @@
 #define CCACHE_REC_KEY_SIZE    28u
 #define CCACHE_REC_VAL_SIZE    16u
 #define CCACHE_REC_TICK_SIZE   8u
+#define CCACHE_REC_FID_SIZE    16u
+#define CCACHE_REC_LIN_SIZE    16u
 #define CCACHE_REC_HDR_FIXED   44u   /* up to and including nblk */
 #define CCACHE_REC_HDR_MAX     (CCACHE_REC_HDR_FIXED + 4u * CCACHE_MAX_BLOCKS + 4u)
 #define CCACHE_REC_NAME_LEN    60u
@@ -73,6 +81,12 @@ struct ccache_val {
 	uint32_t len;   /* data bytes in the chunk; fewer than CCACHE_CHUNK
 			 * only where that version of the file ends */
 	uint64_t tick;  /* last use, for LRU; unique, >= 1 */
+};
+
+/* A file's lineage (ccache.h): every chunk of the file whose version is
+ * in [base, cur] holds that chunk's bytes at version cur. */
+struct ccache_lin {
+	uint64_t base, cur;
 };
 
 struct ccache_hdr {
@@ -101,6 +115,16 @@ int ccache_rec_val_decode(const void *p, size_t n, struct ccache_val *out);
 
 void ccache_rec_tick_encode(uint64_t tick, uint8_t out[CCACHE_REC_TICK_SIZE]);
 int ccache_rec_tick_decode(const void *p, size_t n, uint64_t *tick);
+
+/* The lineage key: a fid, laid out as the start of a chunk key. vnode != 0. */
+void ccache_rec_fid_encode(const struct cairn_fid *f,
+			   uint8_t out[CCACHE_REC_FID_SIZE]);
+int ccache_rec_fid_decode(const void *p, size_t n, struct cairn_fid *out);
+
+/* base <= cur. */
+void ccache_rec_lin_encode(const struct ccache_lin *l,
+			   uint8_t out[CCACHE_REC_LIN_SIZE]);
+int ccache_rec_lin_decode(const void *p, size_t n, struct ccache_lin *out);
 
 /*
  * The header of a chunk of h->len bytes (1..CCACHE_CHUNK; h->nblk and

@@ -15,7 +15,8 @@
  *     encoding: a name, key or header the cache accepts is one it writes);
  *   - accepted values are in the ranges the header promises: len
  *     1..CCACHE_CHUNK with nblk blocks, vnode and tick non-zero, a header
- *     size at most CCACHE_REC_HDR_MAX.
+ *     size at most CCACHE_REC_HDR_MAX, a lineage's base at most its cur;
+ *   - a lineage key is the start of the keys of its file's chunks.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -32,11 +33,13 @@ enum rec_kind {
 	REC_HDR,       /* a chunk file's whole header */
 	REC_NAME,      /* a chunk file's name */
 	REC_BOOT,      /* the dirty marker */
+	REC_FID,       /* lineage key (lineage db) */
+	REC_LIN,       /* lineage value */
 	REC__COUNT
 };
 
 static const char *const kind_name[REC__COUNT] = {
-	"key", "val", "tick", "hdr_size", "hdr", "name", "boot",
+	"key", "val", "tick", "hdr_size", "hdr", "name", "boot", "fid", "lin",
 };
 
 static unsigned long tried[REC__COUNT], accepted[REC__COUNT];
@@ -154,6 +157,40 @@ static int one(int kind, const uint8_t *p, size_t n)
 			check_same(kind, enc, strlen(enc), p, n);
 		}
 		free(k);
+		break;
+	}
+	case REC_FID: {
+		struct cairn_fid *f = malloc(sizeof(*f));
+		struct ccache_key k = { .dv = 0, .idx = 0 };
+		uint8_t enc[CCACHE_REC_FID_SIZE], kenc[CCACHE_REC_KEY_SIZE];
+
+		rc = ccache_rec_fid_decode(p, n, f);
+		if (!rc) {
+			if (f->vnode == 0)
+				fail(kind, "accepted vnode 0", n);
+			ccache_rec_fid_encode(f, enc);
+			check_same(kind, enc, sizeof(enc), p, n);
+			k.fid = *f;
+			ccache_rec_key_encode(&k, kenc);
+			if (memcmp(kenc, enc, sizeof(enc)))
+				fail(kind, "not the start of its chunks' keys",
+				     n);
+		}
+		free(f);
+		break;
+	}
+	case REC_LIN: {
+		struct ccache_lin *l = malloc(sizeof(*l));
+		uint8_t enc[CCACHE_REC_LIN_SIZE];
+
+		rc = ccache_rec_lin_decode(p, n, l);
+		if (!rc) {
+			if (l->base > l->cur)
+				fail(kind, "accepted base above cur", n);
+			ccache_rec_lin_encode(l, enc);
+			check_same(kind, enc, sizeof(enc), p, n);
+		}
+		free(l);
 		break;
 	}
 	case REC_BOOT: {

@@ -13,8 +13,9 @@ exists) and once more after unmounting. It keeps, each as a kind byte (the
 enum of tests/fuzz/fuzz_ccache_rec.c) and the record:
   - every chunk file's name, whole header, and the header's fixed part;
   - the dirty marker;
-  - every key and value of the index's "chunks" and "lru" databases
-    (mdb_dump, Debian package lmdb-utils; without it they are skipped).
+  - every key and value of the index's "chunks", "lru" and "lineage"
+    databases (mdb_dump, Debian package lmdb-utils; without it they are
+    skipped).
 File names are KIND-HASH of the content, so a re-run adds only what is
 new. DIR defaults to tests/fuzz/corpus/fuzz_ccache_rec.
 """
@@ -30,7 +31,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 import harness as H  # noqa: E402
 
-KINDS = ["key", "val", "tick", "hdr_size", "hdr", "name", "boot"]
+KINDS = ["key", "val", "tick", "hdr_size", "hdr", "name", "boot", "fid", "lin"]
 HDR_FIXED = 44
 
 
@@ -69,7 +70,8 @@ def from_dir(cache, out, seen):
     if not shutil.which("mdb_dump"):
         print("record_ccache: no mdb_dump (lmdb-utils): index records skipped")
         return
-    for db, kk, vk in (("chunks", "key", "val"), ("lru", "tick", "key")):
+    for db, kk, vk in (("chunks", "key", "val"), ("lru", "tick", "key"),
+                       ("lineage", "fid", "lin")):
         p = subprocess.run(["mdb_dump", "-s", db, os.path.join(root, "index")],
                            stdout=subprocess.PIPE, text=True, check=True)
         lines = [l.strip() for l in p.stdout.splitlines() if l.startswith(" ")]
