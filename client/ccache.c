@@ -1,6 +1,7 @@
 /*
  * ccache.c - the persistent chunk cache (see ccache.h for the contract,
- * ccache_rec.h for the bytes on disk).
+ * ccache_rec.h for the bytes on disk): its index, lookups, stores and our
+ * own writes. Opening, recovery and closing are in ccache_open.c.
  *
  * States of a chunk, and what makes it move:
  *
@@ -17,66 +18,44 @@
  * A record whose file is gone or damaged is found by the next lookup of
  * that chunk, which discards it.
  *
+ * What the index says is true forever once it is true, which is what
+ * makes every ordering safe (ccache.h, "Our own writes"). It says two
+ * kinds of things: "file (fid, dv, idx) holds chunk idx of fid as it is
+ * at version dv" (a chunk file is never rewritten, and a version's bytes
+ * never change), and, through a lineage {base, cur}, "for every chunk of
+ * fid recorded with a version in [base, cur], chunk idx is the same at
+ * that version and at cur". Readers act on what a read transaction
+ * showed them, which stays true after later transactions; a write
+ * transaction must only add true statements, and decides what it drops
+ * from what it sees under c->lock, never from an earlier look.
+ *
  * Invariants, under c->lock: used is the sum of hdr + len over the chunks
  * db and nchunks its count; every chunks record has an lru record under
- * its tick and vice versa; tick is at least every tick in use. The index
- * is changed only under c->lock and only by one write transaction at a
- * time (LMDB's writer lock is therefore never contended: it nests inside
- * c->lock, a leaf). Chunk files are renamed into place and unlinked only
- * under c->lock, so a file name and its record change together as far as
- * other threads of this process can see.
+ * its tick and vice versa; tick is at least every tick in use. At most one
+ * chunk per (fid, idx), whatever its version; when fid has a lineage,
+ * every chunk of fid has a version in [base, cur]; a lineage exists only
+ * for a fid with chunks (dropped with its last one). The index is changed
+ * only under c->lock and only by one write transaction at a time (LMDB's
+ * writer lock is therefore never contended: it nests inside c->lock, a
+ * leaf). Chunk files are renamed into place and unlinked only under
+ * c->lock, so a file name and its record change together as far as other
+ * threads of this process can see.
  *
  * Sync policy: none on the way (MDB_NOSYNC, no fsync of chunk files): the
  * crc32s decide whether a chunk's bytes can be trusted, and the dirty
  * marker (fsynced once at open) decides whether the index can be. The cost
  * of a machine crash is a rebuild from the chunk headers, not wrong data.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <isa-l/crc.h>
-#include <lmdb.h>
-#include <limits.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
-#include "ccache.h"
+#include "ccache_int.h"
 #include "../lib/debug.h"
 #include "../lib/log.h"
-
-/* Virtual size of the index map; the file grows only as used (about 150
- * bytes per chunk, so this bounds the cache at millions of chunks). */
-#define CCACHE_MAP_SIZE   (1ull << 30)
-#define CCACHE_MAX_READERS 512u
-#define CCACHE_FORMAT     2u   /* 2: keys (fid, idx, dv) */
-#define CCACHE_NDIRS      256u
-
-struct ccache {
-	char dir[PATH_MAX];     /* DIR/chunks, for log lines */
-	int dfd;                /* DIR/chunks */
-	int lockfd;             /* DIR/chunks/lock, flock()ed */
-	MDB_env *env;
-	MDB_dbi db_chunks, db_lru, db_meta;
-	uint64_t limit;
-
-	pthread_mutex_t lock;
-	uint64_t used;          /* lock */
-	uint64_t nchunks;       /* lock */
-	uint64_t tick;          /* lock: the last tick handed out */
-	int broken;             /* set under lock, read as a hint without */
-
-	uint64_t tmp_seq;       /* atomic */
-	/* Counters: relaxed atomics. */
-	uint64_t hits, misses, hit_bytes, fetched, stored, stored_bytes,
-		 evicted, discarded, errors;
-};
-
-#define ADD(x, v) __atomic_add_fetch(&(x), (v), __ATOMIC_RELAXED)
-#define GET(x)    __atomic_load_n(&(x), __ATOMIC_RELAXED)
 
 /* ---- OS seam ------------------------------------------------------------ */
 
@@ -102,7 +81,7 @@ void ccache_os_reset(void)
 }
 
 /* All n bytes at off, or -errno (-EIO for a short file). */
-static int read_full(int fd, void *buf, size_t n, off_t off)
+int cc_read_full(int fd, void *buf, size_t n, off_t off)
 {
 	while (n > 0) {
 		ssize_t r = ccache_os.pread(fd, buf, n, off);
@@ -140,7 +119,7 @@ static int write_full(int fd, const void *buf, size_t n, off_t off)
 
 /* ---- names ------------------------------------------------------------- */
 
-static unsigned key_dir(const struct ccache_key *k)
+unsigned cc_key_dir(const struct ccache_key *k)
 {
 	uint64_t h = k->fid.vnode * 0x9e3779b97f4a7c15ull ^ k->dv ^
 		     (uint64_t)k->idx * 0xff51afd7ed558ccdull ^ k->fid.uniq;
@@ -154,12 +133,7 @@ static void key_path(const struct ccache_key *k, char out[64])
 	char name[CCACHE_REC_NAME_LEN + 1];
 
 	ccache_rec_name_encode(k, name);
-	snprintf(out, 64, "%02x/%s", key_dir(k), name);
-}
-
-static uint64_t chunk_bytes(uint32_t len)
-{
-	return ccache_rec_hdr_bytes(len) + len;
+	snprintf(out, 64, "%02x/%s", cc_key_dir(k), name);
 }
 
 /*
@@ -167,7 +141,7 @@ static uint64_t chunk_bytes(uint32_t len)
  * ISA-L, which picks a carry-less-multiply version at run time: about
  * 9 GB/s here against zlib's 3, and every hit checks what it returns.
  */
-static uint32_t crc(const void *p, size_t n)
+uint32_t cc_crc(const void *p, size_t n)
 {
 	return crc32_gzip_refl(0, p, n);
 }
@@ -176,7 +150,7 @@ static uint32_t crc(const void *p, size_t n)
 
 /* An LMDB failure as an errno; damage puts the cache in its sticky broken
  * state (every lookup misses, nothing is stored, the next open rebuilds). */
-static int lmdb_err(struct ccache *c, int rc, const char *what)
+int cc_lmdb_err(struct ccache *c, int rc, const char *what)
 {
 	switch (rc) {
 	case 0:
@@ -200,10 +174,10 @@ static int lmdb_err(struct ccache *c, int rc, const char *what)
 	}
 }
 
-struct keyvec {
-	struct ccache_key *v;
-	size_t n, cap;
-};
+static int fid_eq(const struct cairn_fid *a, const struct cairn_fid *b)
+{
+	return a->vol == b->vol && a->vnode == b->vnode && a->uniq == b->uniq;
+}
 
 static int keyvec_add(struct keyvec *kv, const struct ccache_key *k)
 {
@@ -220,26 +194,18 @@ static int keyvec_add(struct keyvec *kv, const struct ccache_key *k)
 	return 0;
 }
 
-/* A write transaction and the totals it may change, restored if it does
- * not commit. Caller holds c->lock throughout. */
-struct wtx {
-	MDB_txn *txn;
-	uint64_t used, nchunks, tick;
-	struct keyvec unlink;   /* files to remove once committed */
-};
-
-static int wtx_begin(struct ccache *c, struct wtx *w)
+int cc_wtx_begin(struct ccache *c, struct wtx *w)
 {
 	LOCK_ASSERT_HELD(&c->lock);
 	memset(w, 0, sizeof(*w));
 	w->used = c->used;
 	w->nchunks = c->nchunks;
 	w->tick = c->tick;
-	return lmdb_err(c, mdb_txn_begin(c->env, NULL, 0, &w->txn),
+	return cc_lmdb_err(c, mdb_txn_begin(c->env, NULL, 0, &w->txn),
 			"begin");
 }
 
-static void unlink_key(struct ccache *c, const struct ccache_key *k)
+void cc_unlink_key(struct ccache *c, const struct ccache_key *k)
 {
 	char path[64];
 
@@ -249,12 +215,24 @@ static void unlink_key(struct ccache *c, const struct ccache_key *k)
 			 strerror(errno));
 }
 
+/* A chunk dropped in w whose file just got a new copy under the same name
+ * (a chunk stored again): its file must stay, and it was not evicted. */
+static void unlink_cancel(struct wtx *w, const struct ccache_key *k)
+{
+	for (size_t i = 0; i < w->unlink.n; i++)
+		if (ccache_rec_key_eq(&w->unlink.v[i], k)) {
+			w->unlink.v[i] = w->unlink.v[--w->unlink.n];
+			w->evicted--;
+			return;
+		}
+}
+
 /* Commit when rc is 0, else abort; returns the outcome. */
-static int wtx_end(struct ccache *c, struct wtx *w, int rc)
+int cc_wtx_end(struct ccache *c, struct wtx *w, int rc)
 {
 	LOCK_ASSERT_HELD(&c->lock);
 	if (!rc)
-		rc = lmdb_err(c, mdb_txn_commit(w->txn), "commit");
+		rc = cc_lmdb_err(c, mdb_txn_commit(w->txn), "commit");
 	else
 		mdb_txn_abort(w->txn);
 	if (rc) {
@@ -263,14 +241,15 @@ static int wtx_end(struct ccache *c, struct wtx *w, int rc)
 		c->tick = w->tick;
 	} else {
 		for (size_t i = 0; i < w->unlink.n; i++)
-			unlink_key(c, &w->unlink.v[i]);
+			cc_unlink_key(c, &w->unlink.v[i]);
+		ADD(c->evicted, w->evicted);
 	}
 	free(w->unlink.v);
 	return rc;
 }
 
-static int rec_get(struct ccache *c, MDB_txn *txn, const struct ccache_key *k,
-		   struct ccache_val *v)
+int cc_rec_get(struct ccache *c, MDB_txn *txn, const struct ccache_key *k,
+	       struct ccache_val *v)
 {
 	uint8_t kb[CCACHE_REC_KEY_SIZE];
 	MDB_val key = { sizeof(kb), kb }, val;
@@ -279,13 +258,13 @@ static int rec_get(struct ccache *c, MDB_txn *txn, const struct ccache_key *k,
 	ccache_rec_key_encode(k, kb);
 	rc = mdb_get(txn, c->db_chunks, &key, &val);
 	if (rc)
-		return lmdb_err(c, rc, "get");
+		return cc_lmdb_err(c, rc, "get");
 	return ccache_rec_val_decode(val.mv_data, val.mv_size, v);
 }
 
 /* Remove the records of k (whose value is v): chunks and lru. */
-static int rec_del(struct ccache *c, struct wtx *w, const struct ccache_key *k,
-		   const struct ccache_val *v)
+int cc_rec_del(struct ccache *c, struct wtx *w, const struct ccache_key *k,
+	       const struct ccache_val *v)
 {
 	uint8_t kb[CCACHE_REC_KEY_SIZE], tb[CCACHE_REC_TICK_SIZE];
 	MDB_val key = { sizeof(kb), kb }, tkey = { sizeof(tb), tb };
@@ -295,18 +274,18 @@ static int rec_del(struct ccache *c, struct wtx *w, const struct ccache_key *k,
 	ccache_rec_tick_encode(v->tick, tb);
 	rc = mdb_del(w->txn, c->db_chunks, &key, NULL);
 	if (rc)
-		return lmdb_err(c, rc, "delete");
+		return cc_lmdb_err(c, rc, "delete");
 	rc = mdb_del(w->txn, c->db_lru, &tkey, NULL);
 	if (rc && rc != MDB_NOTFOUND)
-		return lmdb_err(c, rc, "delete");
+		return cc_lmdb_err(c, rc, "delete");
 	c->used -= chunk_bytes(v->len);
 	c->nchunks--;
 	return 0;
 }
 
 /* Record chunk k of len bytes as the most recently used. */
-static int rec_put(struct ccache *c, struct wtx *w, const struct ccache_key *k,
-		   uint32_t len)
+int cc_rec_put(struct ccache *c, struct wtx *w, const struct ccache_key *k,
+	       uint32_t len)
 {
 	struct ccache_val v = { .len = len, .tick = ++c->tick };
 	uint8_t kb[CCACHE_REC_KEY_SIZE], vb[CCACHE_REC_VAL_SIZE],
@@ -320,17 +299,103 @@ static int rec_put(struct ccache *c, struct wtx *w, const struct ccache_key *k,
 	ccache_rec_tick_encode(v.tick, tb);
 	if ((rc = mdb_put(w->txn, c->db_chunks, &key, &val, 0)) ||
 	    (rc = mdb_put(w->txn, c->db_lru, &tkey, &key, 0)))
-		return lmdb_err(c, rc, "put");
+		return cc_lmdb_err(c, rc, "put");
 	c->used += chunk_bytes(len);
 	c->nchunks++;
 	return 0;
+}
+
+/* The lineage of fid: 0, -ENOENT when it has none, -EUCLEAN when its
+ * record is damaged (then it has none: only exact versions hit). */
+static int lin_get(struct ccache *c, MDB_txn *txn, const struct cairn_fid *fid,
+		   struct ccache_lin *l)
+{
+	uint8_t fb[CCACHE_REC_FID_SIZE];
+	MDB_val key = { sizeof(fb), fb }, val;
+	int rc;
+
+	ccache_rec_fid_encode(fid, fb);
+	if ((rc = mdb_get(txn, c->db_lin, &key, &val)))
+		return cc_lmdb_err(c, rc, "get");
+	return ccache_rec_lin_decode(val.mv_data, val.mv_size, l);
+}
+
+static int lin_put(struct ccache *c, struct wtx *w, const struct cairn_fid *fid,
+		   const struct ccache_lin *l)
+{
+	uint8_t fb[CCACHE_REC_FID_SIZE], lb[CCACHE_REC_LIN_SIZE];
+	MDB_val key = { sizeof(fb), fb }, val = { sizeof(lb), lb };
+
+	ccache_rec_fid_encode(fid, fb);
+	ccache_rec_lin_encode(l, lb);
+	return cc_lmdb_err(c, mdb_put(w->txn, c->db_lin, &key, &val, 0), "put");
+}
+
+static int lin_del(struct ccache *c, struct wtx *w, const struct cairn_fid *fid)
+{
+	uint8_t fb[CCACHE_REC_FID_SIZE];
+	MDB_val key = { sizeof(fb), fb };
+	int rc;
+
+	ccache_rec_fid_encode(fid, fb);
+	rc = mdb_del(w->txn, c->db_lin, &key, NULL);
+	return rc == MDB_NOTFOUND ? 0 : cc_lmdb_err(c, rc, "delete");
+}
+
+/*
+ * Move cur to the next chunk record of at->fid (op MDB_NEXT), or to the
+ * first at or after key *at (MDB_SET_RANGE): 0 and its key in *k (*kv,
+ * *vv the raw record), -ENOENT when the file has no more, or an error. A
+ * key the decoders refuse ends the walk as if the file had no more chunks
+ * (load() drops such records at open).
+ */
+int cc_seek_chunk(struct ccache *c, MDB_cursor *cur,
+		  const struct ccache_key *at, int op,
+		  struct ccache_key *k, MDB_val *kv, MDB_val *vv)
+{
+	uint8_t kb[CCACHE_REC_KEY_SIZE];
+	int mrc;
+
+	if (op == MDB_SET_RANGE) {
+		ccache_rec_key_encode(at, kb);
+		kv->mv_size = sizeof(kb);
+		kv->mv_data = kb;
+	}
+	if ((mrc = mdb_cursor_get(cur, kv, vv, (MDB_cursor_op)op)))
+		return mrc == MDB_NOTFOUND ? -ENOENT : cc_lmdb_err(c, mrc, "cursor");
+	if (ccache_rec_key_decode(kv->mv_data, kv->mv_size, k) ||
+	    !fid_eq(&k->fid, &at->fid))
+		return -ENOENT;
+	return 0;
+}
+
+/* 1 when fid has no chunk record in txn (or on an error), else 0. */
+int cc_fid_empty(struct ccache *c, MDB_txn *txn, const struct cairn_fid *fid)
+{
+	struct ccache_key at = { .fid = *fid }, k;
+	MDB_cursor *cur;
+	MDB_val kv, vv;
+	int rc;
+
+	if (mdb_cursor_open(txn, c->db_chunks, &cur))
+		return 1;
+	rc = cc_seek_chunk(c, cur, &at, MDB_SET_RANGE, &k, &kv, &vv);
+	mdb_cursor_close(cur);
+	return rc != 0;
+}
+
+/* A lineage without chunks says nothing: drop it, so lineage records stay
+ * as few as the files with chunks. */
+static int lin_gc(struct ccache *c, struct wtx *w, const struct cairn_fid *fid)
+{
+	return cc_fid_empty(c, w->txn, fid) ? lin_del(c, w, fid) : 0;
 }
 
 /*
  * Evict least recently used chunks until `need` more bytes fit under the
  * limit. Stale lru records (no matching chunk) are dropped on the way.
  */
-static int evict(struct ccache *c, struct wtx *w, uint64_t need)
+int cc_evict(struct ccache *c, struct wtx *w, uint64_t need)
 {
 	MDB_cursor *cur;
 	MDB_val tkey, kval;
@@ -339,7 +404,7 @@ static int evict(struct ccache *c, struct wtx *w, uint64_t need)
 	if (c->used + need <= c->limit)
 		return 0;
 	if ((mrc = mdb_cursor_open(w->txn, c->db_lru, &cur)))
-		return lmdb_err(c, mrc, "cursor");
+		return cc_lmdb_err(c, mrc, "cursor");
 	while (!rc && c->used + need > c->limit) {
 		struct ccache_key k;
 		struct ccache_val v;
@@ -348,82 +413,75 @@ static int evict(struct ccache *c, struct wtx *w, uint64_t need)
 
 		if ((mrc = mdb_cursor_get(cur, &tkey, &kval, MDB_FIRST))) {
 			if (mrc != MDB_NOTFOUND)
-				rc = lmdb_err(c, mrc, "cursor");
+				rc = cc_lmdb_err(c, mrc, "cursor");
 			break; /* nothing left to evict */
 		}
 		bad = ccache_rec_tick_decode(tkey.mv_data, tkey.mv_size,
 					     &tick) ||
 		      ccache_rec_key_decode(kval.mv_data, kval.mv_size, &k);
-		if (!bad && !rec_get(c, w->txn, &k, &v) && v.tick == tick) {
-			if (!(rc = rec_del(c, w, &k, &v)) &&
+		if (!bad && !cc_rec_get(c, w->txn, &k, &v) && v.tick == tick) {
+			if (!(rc = cc_rec_del(c, w, &k, &v)) &&
 			    !(rc = keyvec_add(&w->unlink, &k)))
-				ADD(c->evicted, 1);
+				w->evicted++;
+			if (!rc)
+				rc = lin_gc(c, w, &k.fid);
 			continue;
 		}
 		/* an lru record without its chunk: drop it */
 		if ((mrc = mdb_cursor_del(cur, 0)))
-			rc = lmdb_err(c, mrc, "delete");
+			rc = cc_lmdb_err(c, mrc, "delete");
 	}
 	mdb_cursor_close(cur);
 	return rc;
 }
 
 /*
- * Walk the chunks of fid (every version). keep_dv: drop versions older
- * than it, report a newer one with -ESTALE, and drop an older copy of
- * `same` without unlinking its file (the new one has its name). With
- * keep_dv 0, drop everything.
+ * Which chunks of a file drop() removes: those with an index in
+ * [from, to], except those of version dv when keep is set; with stale,
+ * a chunk of a version above dv fails the whole walk with -ESTALE.
  */
-static int fid_walk(struct ccache *c, struct wtx *w, const struct cairn_fid *fid,
-		    uint64_t keep_dv, const struct ccache_key *same)
-{
-	struct ccache_key lo = { .fid = *fid, .dv = 0, .idx = 0 }, k;
-	uint8_t kb[CCACHE_REC_KEY_SIZE];
-	MDB_val key = { sizeof(kb), kb }, val;
-	MDB_cursor *cur;
-	int rc = 0, mrc, op = MDB_SET_RANGE;
+struct drop_spec {
+	uint32_t from, to;
+	int keep, stale;
+	uint64_t dv;
+};
 
-	ccache_rec_key_encode(&lo, kb);
+static int drop(struct ccache *c, struct wtx *w, const struct cairn_fid *fid,
+		const struct drop_spec *s)
+{
+	struct ccache_key at = { .fid = *fid, .dv = 0, .idx = s->from }, k;
+	MDB_val key, val;
+	MDB_cursor *cur;
+	int rc, mrc, op = MDB_SET_RANGE;
+
 	if ((mrc = mdb_cursor_open(w->txn, c->db_chunks, &cur)))
-		return lmdb_err(c, mrc, "cursor");
-	while (!rc) {
+		return cc_lmdb_err(c, mrc, "cursor");
+	while (!(rc = cc_seek_chunk(c, cur, &at, op, &k, &key, &val)) &&
+	       k.idx <= s->to) {
 		struct ccache_val v;
 
-		if ((mrc = mdb_cursor_get(cur, &key, &val, op))) {
-			if (mrc != MDB_NOTFOUND)
-				rc = lmdb_err(c, mrc, "cursor");
-			break;
-		}
 		op = MDB_NEXT;
-		if (ccache_rec_key_decode(key.mv_data, key.mv_size, &k) ||
-		    k.fid.vol != fid->vol || k.fid.vnode != fid->vnode ||
-		    k.fid.uniq != fid->uniq)
-			break;
-		if (keep_dv && k.dv > keep_dv) {
+		if (s->stale && k.dv > s->dv) {
 			rc = -ESTALE; /* a newer version is cached */
 			break;
 		}
-		if (keep_dv && k.dv == keep_dv && !ccache_rec_key_eq(&k, same))
+		if (s->keep && k.dv == s->dv)
 			continue;
 		if (ccache_rec_val_decode(val.mv_data, val.mv_size, &v)) {
 			/* load() dropped bad records: this is new damage */
-			rc = lmdb_err(c, MDB_CORRUPTED, "walk");
+			rc = cc_lmdb_err(c, MDB_CORRUPTED, "walk");
 			break;
 		}
-		if ((rc = rec_del(c, w, &k, &v)))
+		if ((rc = cc_rec_del(c, w, &k, &v)) ||
+		    (rc = keyvec_add(&w->unlink, &k)))
 			break;
+		w->evicted++;
 		/* Deleted under the cursor: find the next key again. */
 		op = MDB_SET_RANGE;
-		ccache_rec_key_encode(&k, kb);
-		key.mv_size = sizeof(kb);
-		key.mv_data = kb;
-		if (same && ccache_rec_key_eq(&k, same))
-			continue; /* its file is the new copy's */
-		if (!(rc = keyvec_add(&w->unlink, &k)))
-			ADD(c->evicted, 1);
+		at = k;
 	}
 	mdb_cursor_close(cur);
-	return rc;
+	return rc == -ENOENT ? 0 : rc;
 }
 
 /*
@@ -441,27 +499,29 @@ static void discard(struct ccache *c, const struct ccache_key *k,
 
 	key_path(k, path);
 	pthread_mutex_lock(&c->lock);
-	if (wtx_begin(c, &w)) {
+	if (cc_wtx_begin(c, &w)) {
 		pthread_mutex_unlock(&c->lock);
 		return;
 	}
-	rc = rec_get(c, w.txn, k, &v);
+	rc = cc_rec_get(c, w.txn, k, &v);
 	found = rc == 0 && v.tick == tick;
 	if (found) {
-		rc = rec_del(c, &w, k, &v);
+		rc = cc_rec_del(c, &w, k, &v);
 	} else if (rc == -EUCLEAN) {
 		/* the record itself is bad: drop it by key */
 		uint8_t kb[CCACHE_REC_KEY_SIZE];
 		MDB_val key = { sizeof(kb), kb };
 
 		ccache_rec_key_encode(k, kb);
-		rc = lmdb_err(c, mdb_del(w.txn, c->db_chunks, &key, NULL),
+		rc = cc_lmdb_err(c, mdb_del(w.txn, c->db_chunks, &key, NULL),
 			      "delete");
 		found = 1;
 	}
 	if (found && !rc)
 		rc = keyvec_add(&w.unlink, k);
-	rc = wtx_end(c, &w, found ? rc : -ENOENT);
+	if (found && !rc)
+		rc = lin_gc(c, &w, &k->fid);
+	rc = cc_wtx_end(c, &w, found ? rc : -ENOENT);
 	pthread_mutex_unlock(&c->lock);
 	if (found && !rc) {
 		ADD(c->discarded, 1);
@@ -471,6 +531,44 @@ static void discard(struct ccache *c, const struct ccache_key *k,
 }
 
 /* ---- lookups ------------------------------------------------------------- */
+
+/*
+ * The chunk that holds chunk idx of fid as it is at version dv: the one
+ * chunk of (fid, idx) when it is of version dv, or when fid's lineage
+ * ends at dv and the chunk's version is in it. 0 with its own key in *pk
+ * and its record in *v; -ENOENT; -EUCLEAN with *pk the key of a record
+ * the decoders refuse.
+ */
+static int find(struct ccache *c, MDB_txn *txn, const struct cairn_fid *fid,
+		uint32_t idx, uint64_t dv, struct ccache_key *pk,
+		struct ccache_val *v)
+{
+	struct ccache_key at = { .fid = *fid, .dv = 0, .idx = idx };
+	struct ccache_lin l;
+	MDB_cursor *cur;
+	MDB_val key, val;
+	int rc, lin = -1, op = MDB_SET_RANGE;
+
+	if ((rc = mdb_cursor_open(txn, c->db_chunks, &cur)))
+		return cc_lmdb_err(c, rc, "cursor");
+	/* One chunk per (fid, idx) is the rule; walking on costs nothing
+	 * when it holds. */
+	while (!(rc = cc_seek_chunk(c, cur, &at, op, pk, &key, &val)) &&
+	       pk->idx == idx) {
+		op = MDB_NEXT;
+		if (pk->dv != dv) {
+			if (lin < 0)
+				lin = lin_get(c, txn, fid, &l) == 0;
+			if (!lin || l.cur != dv || pk->dv < l.base ||
+			    pk->dv > l.cur)
+				continue;
+		}
+		rc = ccache_rec_val_decode(val.mv_data, val.mv_size, v);
+		break;
+	}
+	mdb_cursor_close(cur);
+	return rc == 0 && pk->idx != idx ? -ENOENT : rc;
+}
 
 /* Read and check the header of chunk k (fd open, index says len). */
 static int check_hdr(int fd, const struct ccache_key *k, uint32_t len,
@@ -488,7 +586,7 @@ static int check_hdr(int fd, const struct ccache_key *k, uint32_t len,
 		*why = "wrong size (truncated?)";
 		return -EUCLEAN;
 	}
-	if (read_full(fd, buf, hsz, 0)) {
+	if (cc_read_full(fd, buf, hsz, 0)) {
 		*why = "cannot read header";
 		return -EIO;
 	}
@@ -496,7 +594,7 @@ static int check_hdr(int fd, const struct ccache_key *k, uint32_t len,
 		*why = "malformed header";
 		return -EUCLEAN;
 	}
-	if (h->hcrc != crc(buf, hsz - 4)) {
+	if (h->hcrc != cc_crc(buf, hsz - 4)) {
 		*why = "header checksum mismatch";
 		return -EUCLEAN;
 	}
@@ -505,6 +603,77 @@ static int check_hdr(int fd, const struct ccache_key *k, uint32_t len,
 		return -EUCLEAN;
 	}
 	return 0;
+}
+
+/*
+ * Bytes [off, off + len) of chunk k (len bytes long as its record says:
+ * vlen), fewer if it ends before, every block they come from checked.
+ * b->mem starts at the first block they touch and holds at least `room`
+ * bytes. Returns 0; -EUCLEAN with *why when the chunk is damaged (the
+ * caller discards it); -ENOENT when it cannot be read for a reason that
+ * is not its own (out of descriptors, say); -ENOMEM.
+ */
+static int chunk_read(struct ccache *c, const struct ccache_key *k,
+		      uint32_t vlen, uint32_t off, uint32_t len, uint32_t room,
+		      struct ccache_buf *b, const char **why)
+{
+	struct ccache_hdr h;
+	char path[64];
+	uint32_t end, b0, b1, start, stop;
+	uint8_t *mem = NULL;
+	int fd, rc = -EUCLEAN;
+
+	memset(b, 0, sizeof(*b));
+	key_path(k, path);
+	fd = ccache_os.openat(c->dfd, path, O_RDONLY, 0);
+	if (fd < 0 && errno != ENOENT)
+		return -ENOENT;
+	if (fd < 0) {
+		*why = "file missing";
+		return -EUCLEAN;
+	}
+	if (check_hdr(fd, k, vlen, &h, why))
+		goto out;
+	if (off >= vlen || len == 0) {
+		if (room && !(b->mem = calloc(1, room)))
+			rc = -ENOMEM;
+		else
+			rc = 0;
+		goto out;
+	}
+	end = len > vlen - off ? vlen : off + len;
+	b0 = off / CCACHE_BLOCK;
+	b1 = (end - 1) / CCACHE_BLOCK + 1;
+	start = b0 * CCACHE_BLOCK;
+	stop = b1 * CCACHE_BLOCK > vlen ? vlen : b1 * CCACHE_BLOCK;
+	if (!(mem = malloc(stop - start > room ? stop - start : room))) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	if (cc_read_full(fd, mem, stop - start,
+		      (off_t)(ccache_rec_hdr_bytes(vlen) + start))) {
+		*why = "cannot read data";
+		goto out;
+	}
+	for (uint32_t i = b0; i < b1; i++) {
+		uint32_t at = i * CCACHE_BLOCK - start;
+		uint32_t n = stop - start - at < CCACHE_BLOCK
+			     ? stop - start - at : CCACHE_BLOCK;
+
+		if (cc_crc(mem + at, n) != h.crc[i]) {
+			*why = "data checksum mismatch";
+			goto out;
+		}
+	}
+	b->mem = mem;
+	b->p = mem + (off - start);
+	b->len = end - off;
+	mem = NULL;
+	rc = 0;
+out:
+	free(mem);
+	close(fd);
+	return rc;
 }
 
 /* Make k the most recently used, if its record is still the one seen. */
@@ -516,102 +685,69 @@ static void touch(struct ccache *c, const struct ccache_key *k, uint64_t tick)
 
 	pthread_mutex_lock(&c->lock);
 	/* Recently used enough already: spare the write. */
-	if (c->tick - tick < c->nchunks / 8 + 1 || wtx_begin(c, &w)) {
+	if (c->tick - tick < c->nchunks / 8 + 1 || cc_wtx_begin(c, &w)) {
 		pthread_mutex_unlock(&c->lock);
 		return;
 	}
-	rc = rec_get(c, w.txn, k, &v);
+	rc = cc_rec_get(c, w.txn, k, &v);
 	if (!rc && v.tick != tick)
 		rc = -ESTALE;
-	if (!rc && !(rc = rec_del(c, &w, k, &v)))
-		rc = rec_put(c, &w, k, v.len);
-	wtx_end(c, &w, rc);
+	if (!rc && !(rc = cc_rec_del(c, &w, k, &v)))
+		rc = cc_rec_put(c, &w, k, v.len);
+	cc_wtx_end(c, &w, rc);
 	pthread_mutex_unlock(&c->lock);
+}
+
+/*
+ * The chunk that holds (fid, idx) at version dv, found in a read
+ * transaction of its own: 0, *pk and *v as find() gives them; -ENOENT
+ * (a damaged record is discarded on the way).
+ */
+static int lookup(struct ccache *c, const struct cairn_fid *fid, uint32_t idx,
+		  uint64_t dv, struct ccache_key *pk, struct ccache_val *v)
+{
+	MDB_txn *txn;
+	int rc;
+
+	if (GET(c->broken))
+		return -ENOENT;
+	if ((rc = mdb_txn_begin(c->env, NULL, MDB_RDONLY, &txn))) {
+		cc_lmdb_err(c, rc, "begin");
+		return -ENOENT;
+	}
+	rc = find(c, txn, fid, idx, dv, pk, v);
+	mdb_txn_abort(txn);
+	if (rc == -EUCLEAN)
+		discard(c, pk, 0, "bad index record");
+	return rc ? -ENOENT : 0;
 }
 
 int ccache_get(struct ccache *c, const struct ccache_key *k, uint32_t off,
 	       uint32_t len, struct ccache_buf *b)
 {
 	const char *why = NULL;
-	struct ccache_hdr h;
+	struct ccache_key pk;
 	struct ccache_val v;
-	char path[64];
-	MDB_txn *txn;
-	uint32_t end, b0, b1, start, stop;
-	uint8_t *mem = NULL;
-	int fd = -1, rc;
+	int rc;
 
 	memset(b, 0, sizeof(*b));
-	if (!c || GET(c->broken))
+	if (!c)
+		return -ENOENT;
+	if (lookup(c, &k->fid, k->idx, k->dv, &pk, &v))
 		goto miss;
-	if ((rc = mdb_txn_begin(c->env, NULL, MDB_RDONLY, &txn))) {
-		lmdb_err(c, rc, "begin");
-		goto miss;
-	}
-	rc = rec_get(c, txn, k, &v);
-	mdb_txn_abort(txn);
-	if (rc == -EUCLEAN) {
-		why = "bad index record";
-		v.tick = 0;
-		goto bad;
-	}
+	rc = chunk_read(c, &pk, v.len, off, len, 0, b, &why);
+	if (rc == -ENOMEM)
+		return rc;
+	if (rc == -EUCLEAN)
+		discard(c, &pk, v.tick, why);
 	if (rc)
 		goto miss;
-	key_path(k, path);
-	fd = ccache_os.openat(c->dfd, path, O_RDONLY, 0);
-	if (fd < 0 && errno != ENOENT)
-		goto miss; /* out of descriptors, say: not the chunk's fault */
-	if (fd < 0) {
-		why = "file missing";
-		goto bad;
-	}
-	if (check_hdr(fd, k, v.len, &h, &why))
-		goto bad;
-	if (off >= v.len || len == 0) {
-		close(fd);
-		goto hit;
-	}
-	end = len > v.len - off ? v.len : off + len;
-	b0 = off / CCACHE_BLOCK;
-	b1 = (end - 1) / CCACHE_BLOCK + 1;
-	start = b0 * CCACHE_BLOCK;
-	stop = b1 * CCACHE_BLOCK > v.len ? v.len : b1 * CCACHE_BLOCK;
-	if (!(mem = malloc(stop - start))) {
-		close(fd);
-		return -ENOMEM;
-	}
-	if (read_full(fd, mem, stop - start,
-		      (off_t)(ccache_rec_hdr_bytes(v.len) + start))) {
-		why = "cannot read data";
-		goto bad;
-	}
-	for (uint32_t i = b0; i < b1; i++) {
-		uint32_t at = i * CCACHE_BLOCK - start;
-		uint32_t n = stop - start - at < CCACHE_BLOCK
-			     ? stop - start - at : CCACHE_BLOCK;
-
-		if (crc(mem + at, n) != h.crc[i]) {
-			why = "data checksum mismatch";
-			goto bad;
-		}
-	}
-	close(fd);
-	b->mem = mem;
-	b->p = mem + (off - start);
-	b->len = end - off;
-hit:
 	ADD(c->hits, 1);
 	ADD(c->hit_bytes, b->len);
-	touch(c, k, v.tick);
+	touch(c, &pk, v.tick);
 	return 0;
-bad:
-	free(mem);
-	if (fd >= 0)
-		close(fd);
-	discard(c, k, v.tick, why);
 miss:
-	if (c)
-		ADD(c->misses, 1);
+	ADD(c->misses, 1);
 	return -ENOENT;
 }
 
@@ -636,12 +772,12 @@ static int write_tmp(struct ccache *c, const struct ccache_key *k,
 	for (uint32_t i = 0; i < h.nblk; i++) {
 		uint32_t at = i * CCACHE_BLOCK;
 
-		h.crc[i] = crc((const uint8_t *)data + at,
+		h.crc[i] = cc_crc((const uint8_t *)data + at,
 			       len - at < CCACHE_BLOCK ? len - at
 						       : CCACHE_BLOCK);
 	}
 	hsz = ccache_rec_hdr_encode(&h, hb);
-	h.hcrc = crc(hb, hsz - 4);
+	h.hcrc = cc_crc(hb, hsz - 4);
 	ccache_rec_hdr_encode(&h, hb);
 	snprintf(tmp, 64, "tmp/%ld.%" PRIu64, (long)getpid(),
 		 ADD(c->tmp_seq, 1));
@@ -669,16 +805,80 @@ static int place(struct ccache *c, const struct ccache_key *k,
 		return 0;
 	if (errno != ENOENT)
 		return -errno;
-	snprintf(dir, sizeof(dir), "%02x", key_dir(k));
+	snprintf(dir, sizeof(dir), "%02x", cc_key_dir(k));
 	if (mkdirat(c->dfd, dir, 0700) < 0 && errno != EEXIST)
 		return -errno;
 	return ccache_os.renameat(c->dfd, tmp, c->dfd, path) ? -errno : 0;
 }
 
+/* Place the file in tmp as chunk k of len bytes and record it, in w,
+ * replacing a record of k. *placed is set once the file has k's name
+ * (then, should w be aborted, the caller removes it by that name). */
+static int store(struct ccache *c, struct wtx *w, const struct ccache_key *k,
+		 uint32_t len, const char *tmp, int *placed)
+{
+	struct ccache_val v;
+	int rc;
+
+	if ((rc = place(c, k, tmp)))
+		return rc;
+	*placed = 1;
+	/* An older copy of k, dropped in w or still recorded, had this
+	 * name: its file is gone already, its record goes now. */
+	unlink_cancel(w, k);
+	rc = cc_rec_get(c, w->txn, k, &v);
+	if (rc == -EUCLEAN)
+		return cc_lmdb_err(c, MDB_CORRUPTED, "store");
+	if (!rc && (rc = cc_rec_del(c, w, k, &v)))
+		return rc;
+	return cc_rec_put(c, w, k, len);
+}
+
+/* The index side of ccache_put: drop what chunk k supersedes, store it,
+ * and move the lineage (ccache.h: "Fetched chunks"). */
+static int put_index(struct ccache *c, struct wtx *w, const struct ccache_key *k,
+		     uint32_t len, const char *tmp, int *placed)
+{
+	/* Default (no lineage, or k->dv above it): the file's chunks of
+	 * other versions go, a newer one makes k outdated. */
+	struct drop_spec s = { 0, UINT32_MAX, 1, 1, k->dv };
+	struct ccache_lin l = { k->dv, k->dv }, old;
+	int rc = lin_get(c, w->txn, &k->fid, &old);
+
+	if (rc && rc != -ENOENT && rc != -EUCLEAN)
+		return rc;
+	if (!rc && k->dv < old.cur)
+		return -ESTALE;
+	if (!rc && k->dv == old.cur) {
+		/* the lineage's own version: only this index changes */
+		s = (struct drop_spec){ k->idx, k->idx, 0, 0, 0 };
+		l = old;
+	}
+	if ((rc = drop(c, w, &k->fid, &s)) ||
+	    (rc = cc_evict(c, w, chunk_bytes(len))) ||
+	    (rc = store(c, w, k, len, tmp, placed)))
+		return rc;
+	return lin_put(c, w, &k->fid, &l);
+}
+
+/* Remove what a failed store left: the placed file, else the tmp one. */
+static void store_undo(struct ccache *c, const struct ccache_key *k,
+		       const char *tmp, int placed)
+{
+	char path[64];
+
+	if (placed) {
+		key_path(k, path);
+		unlinkat(c->dfd, path, 0);
+	} else if (tmp[0]) {
+		unlinkat(c->dfd, tmp, 0);
+	}
+}
+
 int ccache_put(struct ccache *c, const struct ccache_key *k,
 	       const void *data, uint32_t len)
 {
-	char tmp[64], path[64];
+	char tmp[64] = "";
 	int rc, placed = 0;
 	struct wtx w;
 
@@ -691,27 +891,15 @@ int ccache_put(struct ccache *c, const struct ccache_key *k,
 	if ((rc = write_tmp(c, k, data, len, tmp)))
 		goto fail;
 	pthread_mutex_lock(&c->lock);
-	if ((rc = wtx_begin(c, &w))) {
+	if ((rc = cc_wtx_begin(c, &w))) {
 		pthread_mutex_unlock(&c->lock);
 		unlinkat(c->dfd, tmp, 0);
 		goto fail;
 	}
-	/* Older versions go; a newer one means this one is outdated. */
-	rc = fid_walk(c, &w, &k->fid, k->dv, k);
-	if (!rc)
-		rc = evict(c, &w, chunk_bytes(len));
-	if (!rc && !(rc = place(c, k, tmp)))
-		placed = 1;
-	if (!rc)
-		rc = rec_put(c, &w, k, len);
-	rc = wtx_end(c, &w, rc);
-	if (rc && placed) {
-		/* With no record the file must not stay. */
-		key_path(k, path);
-		unlinkat(c->dfd, path, 0);
-	} else if (rc) {
-		unlinkat(c->dfd, tmp, 0);
-	}
+	rc = put_index(c, &w, k, len, tmp, &placed);
+	rc = cc_wtx_end(c, &w, rc);
+	if (rc)
+		store_undo(c, k, tmp, placed);
 	pthread_mutex_unlock(&c->lock);
 	if (rc == -ESTALE)
 		return rc;
@@ -726,19 +914,27 @@ fail:
 	return rc;
 }
 
-void ccache_forget_fid(struct ccache *c, const struct cairn_fid *fid)
+/* Drop every chunk of fid and its lineage, in a transaction of its own. */
+static int forget(struct ccache *c, const struct cairn_fid *fid)
 {
+	struct drop_spec all = { 0, UINT32_MAX, 0, 0, 0 };
 	struct wtx w;
 	int rc;
 
-	if (!c || GET(c->broken))
-		return;
 	pthread_mutex_lock(&c->lock);
-	if (!(rc = wtx_begin(c, &w))) {
-		rc = fid_walk(c, &w, fid, 0, NULL);
-		wtx_end(c, &w, rc);
+	if (!(rc = cc_wtx_begin(c, &w))) {
+		if (!(rc = drop(c, &w, fid, &all)))
+			rc = lin_del(c, &w, fid);
+		rc = cc_wtx_end(c, &w, rc);
 	}
 	pthread_mutex_unlock(&c->lock);
+	return rc;
+}
+
+void ccache_forget_fid(struct ccache *c, const struct cairn_fid *fid)
+{
+	if (c && !GET(c->broken))
+		forget(c, fid);
 }
 
 void ccache_count_fetch(struct ccache *c, uint64_t bytes)
@@ -747,542 +943,276 @@ void ccache_count_fetch(struct ccache *c, uint64_t bytes)
 		ADD(c->fetched, bytes);
 }
 
-/* ---- open, recovery, close ----------------------------------------------- */
+/* ---- our own writes ---------------------------------------------------------- */
 
-static int boot_id(char id[37])
+/*
+ * What a patch may cost. A chunk a write covers only in part is rebuilt
+ * (its cached bytes with the written ones over them, as a new chunk file)
+ * only when the bytes it carries over are at most PATCH_MIN, or at most
+ * PATCH_RATIO times the bytes written into it; otherwise it is dropped.
+ * cp's 128 KiB writes still fill a chunk in 8 patches (3.5 MiB copied
+ * per MiB written); a program writing 4 KiB at a time would copy about
+ * 128 MiB per MiB without the bound, and now keeps the first 128 KiB of
+ * each chunk.
+ */
+#define PATCH_MIN   (128u * 1024u)
+#define PATCH_RATIO 16u
+
+/* The write ccache_write describes. */
+struct wop {
+	struct cairn_fid fid;
+	uint64_t old_dv, new_dv, old_size, new_size, off;
+	const uint8_t *data;
+	uint32_t len;
+};
+
+/* One chunk a write touches. */
+struct wpiece {
+	struct ccache_key k;    /* (fid, new_dv, idx) */
+	uint32_t len;           /* its length at new_dv */
+	uint32_t ws, we;        /* the bytes written, from the chunk's start */
+	uint32_t old_len;       /* its length at old_dv (0: none) */
+	int have_old;           /* ok, ov: the chunk holding it at old_dv */
+	struct ccache_key ok;
+	struct ccache_val ov;
+	char tmp[64];           /* its new file; "" when not stored */
+	int placed;
+};
+
+/* The pieces of op (n of them) and whether any is written only in part. */
+static int wop_pieces(const struct wop *op, struct wpiece *ps, uint32_t n)
 {
-	char buf[64];
-	int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
-	ssize_t n;
-	uint8_t rec[CCACHE_REC_BOOT_LEN];
+	uint64_t end = op->off + op->len;
+	int partial = 0;
 
-	if (fd < 0)
-		return -errno;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n < 36)
-		return -EIO;
-	buf[36] = '\0';
-	if (ccache_rec_boot_encode(buf, rec))
-		return -EIO;
-	memcpy(id, buf, 37);
-	return 0;
-}
+	for (uint32_t i = 0; i < n; i++) {
+		struct wpiece *p = &ps[i];
+		uint64_t base;
 
-enum shutdown { SHUT_CLEAN, SHUT_PROCESS, SHUT_MACHINE };
-
-/* How the last user of the cache went away (the dirty marker). */
-static enum shutdown last_shutdown(struct ccache *c, const char *now)
-{
-	uint8_t buf[CCACHE_REC_BOOT_LEN + 1];
-	char then[37];
-	int fd = openat(c->dfd, "dirty", O_RDONLY | O_CLOEXEC);
-	ssize_t n;
-
-	if (fd < 0)
-		return errno == ENOENT ? SHUT_CLEAN : SHUT_MACHINE;
-	n = read(fd, buf, sizeof(buf));
-	close(fd);
-	if (n < 0 || ccache_rec_boot_decode(buf, (size_t)n, then) ||
-	    !now[0] || strcmp(then, now))
-		return SHUT_MACHINE;
-	return SHUT_PROCESS;
-}
-
-/* Write the dirty marker durably (before the index changes). An unknown
- * boot id writes one no decoder accepts: the next open rebuilds. */
-static int mark_dirty(struct ccache *c, const char *now)
-{
-	uint8_t rec[CCACHE_REC_BOOT_LEN];
-	const char *body = "unknown\n";
-	size_t n = strlen(body);
-	int fd, rc = 0;
-
-	if (now[0] && !ccache_rec_boot_encode(now, rec)) {
-		body = (const char *)rec;
-		n = sizeof(rec);
+		memset(p, 0, sizeof(*p));
+		p->k.fid = op->fid;
+		p->k.dv = op->new_dv;
+		p->k.idx = (uint32_t)(op->off / CCACHE_CHUNK + i);
+		base = (uint64_t)p->k.idx * CCACHE_CHUNK;
+		p->len = op->new_size - base < CCACHE_CHUNK
+			 ? (uint32_t)(op->new_size - base) : CCACHE_CHUNK;
+		p->ws = (uint32_t)((op->off > base ? op->off : base) - base);
+		p->we = (uint32_t)((end < base + p->len ? end : base + p->len) -
+				   base);
+		if (op->old_size > base)
+			p->old_len = op->old_size - base < CCACHE_CHUNK
+				     ? (uint32_t)(op->old_size - base)
+				     : CCACHE_CHUNK;
+		partial |= p->we - p->ws != p->len;
 	}
-	fd = openat(c->dfd, "dirty.tmp", O_WRONLY | O_CREAT | O_TRUNC |
-		    O_CLOEXEC, 0600);
-	if (fd < 0)
-		return -errno;
-	errno = 0;
-	if (write(fd, body, n) != (ssize_t)n || fsync(fd) < 0)
-		rc = errno ? -errno : -EIO;
-	close(fd);
-	if (!rc && renameat(c->dfd, "dirty.tmp", c->dfd, "dirty") < 0)
-		rc = -errno;
-	if (!rc && fsync(c->dfd) < 0)
-		rc = -errno;
-	return rc;
-}
-
-/* Remove every file in directory `name` of c->dfd. */
-static void clear_dir(struct ccache *c, const char *name)
-{
-	int fd = openat(c->dfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	struct dirent *e;
-	DIR *d;
-
-	if (fd < 0 || !(d = fdopendir(fd))) {
-		if (fd >= 0)
-			close(fd);
-		return;
-	}
-	while ((e = readdir(d)))
-		if (e->d_name[0] != '.')
-			unlinkat(dirfd(d), e->d_name, 0);
-	closedir(d);
-}
-
-static void env_close(struct ccache *c)
-{
-	if (c->env)
-		mdb_env_close(c->env);
-	c->env = NULL;
+	return partial;
 }
 
 /*
- * Open the index. Returns 0 (*fresh: it holds no format record, i.e. was
- * just created or lost its contents), or a negative errno / -EUCLEAN when
- * it cannot be trusted (torn, truncated, another format).
+ * Look, in one read transaction, at what op's pieces written in part need:
+ * the chunks holding their bytes at old_dv. Returns 1 when there is
+ * nothing to do at all (the lineage is at new_dv or beyond already, or
+ * the file has no chunk and no lineage and no piece can be built without
+ * old bytes), else 0.
  */
-static int env_open(struct ccache *c, int *fresh)
+static int wop_snapshot(struct ccache *c, const struct wop *op,
+			struct wpiece *ps, uint32_t n)
 {
-	char path[PATH_MAX + 16];
-	MDB_envinfo info;
-	MDB_stat ms;
+	struct ccache_lin l;
 	MDB_txn *txn;
-	MDB_val key = { 6, "format" }, val;
-	struct stat st;
+	int lin, rc = 0;
+
+	if (mdb_txn_begin(c->env, NULL, MDB_RDONLY, &txn))
+		return 0; /* the commit will tell */
+	lin = lin_get(c, txn, &op->fid, &l) == 0;
+	if (lin && l.cur >= op->new_dv) {
+		rc = 1;
+	} else if (lin || !cc_fid_empty(c, txn, &op->fid)) {
+		for (uint32_t i = 0; i < n; i++) {
+			struct wpiece *p = &ps[i];
+
+			if (p->we - p->ws != p->len && p->old_len)
+				p->have_old = !find(c, txn, &op->fid, p->k.idx,
+						    op->old_dv, &p->ok, &p->ov) &&
+					      p->ov.len == p->old_len;
+		}
+	} else {
+		/* Nothing cached: only pieces written whole, or past the
+		 * old end of file, can be built. */
+		rc = 1;
+		for (uint32_t i = 0; i < n; i++)
+			if (ps[i].we - ps[i].ws == ps[i].len || !ps[i].old_len)
+				rc = 0;
+	}
+	mdb_txn_abort(txn);
+	return rc;
+}
+
+/* Build piece p's bytes at new_dv into a tmp file when they are known
+ * and cheap enough (PATCH_*). 0 (p->tmp empty when not built), or a
+ * negative errno. */
+static int wpiece_build(struct ccache *c, const struct wop *op,
+			struct wpiece *p)
+{
+	uint64_t base = (uint64_t)p->k.idx * CCACHE_CHUNK;
+	uint32_t wlen = p->we - p->ws, carry = p->len - wlen;
+	const uint8_t *src = op->data + (base + p->ws - op->off);
+	struct ccache_buf b = { 0 };
+	const char *why = NULL;
 	int rc;
 
-	*fresh = 0;
-	snprintf(path, sizeof(path), "%s/index", c->dir);
-	if ((rc = mdb_env_create(&c->env))) {
-		c->env = NULL;
-		return -ENOMEM;
+	if (chunk_bytes(p->len) > c->limit)
+		return 0;
+	if (carry == 0)
+		return write_tmp(c, &p->k, src, p->len, p->tmp);
+	if (carry > PATCH_MIN && carry > (uint64_t)PATCH_RATIO * wlen)
+		return 0;
+	if (!p->old_len) {
+		/* past the old end of file: zeros up to the write */
+		if (!(b.mem = calloc(1, p->len)))
+			return -ENOMEM;
+	} else {
+		if (!p->have_old)
+			return 0;
+		rc = chunk_read(c, &p->ok, p->ov.len, 0, p->ov.len, p->len,
+				&b, &why);
+		if (rc == -EUCLEAN)
+			discard(c, &p->ok, p->ov.tick, why);
+		if (rc)
+			return rc == -ENOMEM ? rc : 0;
+		if (p->len > p->old_len)
+			memset((uint8_t *)b.mem + p->old_len, 0,
+			       p->len - p->old_len);
 	}
-	if ((rc = mdb_env_set_maxdbs(c->env, 4)) ||
-	    (rc = mdb_env_set_mapsize(c->env, CCACHE_MAP_SIZE)) ||
-	    (rc = mdb_env_set_maxreaders(c->env, CCACHE_MAX_READERS)) ||
-	    (rc = mdb_env_open(c->env, path, MDB_NOSYNC | MDB_NOTLS, 0600)))
-		goto bad;
-	/* A truncated file would fault when LMDB touches its missing pages:
-	 * every page up to the last one in use must be in the file. */
-	snprintf(path, sizeof(path), "%s/index/data.mdb", c->dir);
-	if ((rc = mdb_env_info(c->env, &info)) ||
-	    (rc = mdb_env_stat(c->env, &ms)))
-		goto bad;
-	if (stat(path, &st) < 0 ||
-	    (uint64_t)st.st_size < ((uint64_t)info.me_last_pgno + 1) * ms.ms_psize) {
-		rc = MDB_CORRUPTED;
-		goto bad;
-	}
-	if ((rc = mdb_txn_begin(c->env, NULL, 0, &txn)))
-		goto bad;
-	if ((rc = mdb_dbi_open(txn, "chunks", MDB_CREATE, &c->db_chunks)) ||
-	    (rc = mdb_dbi_open(txn, "lru", MDB_CREATE, &c->db_lru)) ||
-	    (rc = mdb_dbi_open(txn, "meta", MDB_CREATE, &c->db_meta))) {
-		mdb_txn_abort(txn);
-		goto bad;
-	}
-	rc = mdb_get(txn, c->db_meta, &key, &val);
-	if (rc == MDB_NOTFOUND) {
-		*fresh = 1;
-		rc = 0;
-	} else if (!rc && (val.mv_size != 4 ||
-			   memcmp(val.mv_data, "\2\0\0\0", 4))) {
-		rc = MDB_VERSION_MISMATCH;
-	}
-	if (rc) {
-		mdb_txn_abort(txn);
-		goto bad;
-	}
-	if ((rc = mdb_txn_commit(txn)))
-		goto bad;
-	return 0;
-bad:
-	log_warn("cache %s: index unusable: %s", c->dir, mdb_strerror(rc));
-	env_close(c);
-	return -EUCLEAN;
-}
-
-static int put_format(struct ccache *c, struct wtx *w)
-{
-	MDB_val key = { 6, "format" }, val = { 4, "\2\0\0\0" };
-
-	return lmdb_err(c, mdb_put(w->txn, c->db_meta, &key, &val, 0), "put");
-}
-
-/* A chunk file found by the rebuild: 0 and *len if its header is sound
- * and names key k. */
-static int adopt_check(int dirfd, const char *name, const struct ccache_key *k,
-		       uint32_t *len)
-{
-	uint8_t buf[CCACHE_REC_HDR_MAX];
-	struct ccache_hdr h;
-	struct stat st;
-	size_t hsz;
-	int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC), rc = -EUCLEAN;
-
-	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st) < 0 ||
-	    read_full(fd, buf, CCACHE_REC_HDR_FIXED, 0) ||
-	    ccache_rec_hdr_size(buf, CCACHE_REC_HDR_FIXED, &hsz) ||
-	    read_full(fd, buf, hsz, 0) ||
-	    ccache_rec_hdr_decode(buf, hsz, &h) ||
-	    h.hcrc != crc(buf, hsz - 4) || !ccache_rec_key_eq(&h.key, k) ||
-	    (uint64_t)st.st_size != hsz + h.len)
-		goto out;
-	*len = h.len;
-	rc = 0;
-out:
-	close(fd);
+	memcpy((uint8_t *)b.mem + p->ws, src, wlen);
+	rc = write_tmp(c, &p->k, b.mem, p->len, p->tmp);
+	free(b.mem);
 	return rc;
 }
 
 /*
- * After an unclean shutdown: walk every chunk file. Files with a name that
- * is not a chunk's (or in the wrong directory) go. With rebuild (the index
- * was lost), a file whose header is sound is recorded again; otherwise a
- * file without a record is an orphan of a store cut short, and goes.
- * quiet: a new cache; say nothing unless files were found.
+ * The index side of ccache_write, under c->lock in w. Returns 1 when the
+ * lineage is at new_dv or beyond already (nothing to add), 0, or a
+ * negative errno.
  */
-static int scan(struct ccache *c, struct wtx *w, int rebuild, int quiet)
+static int write_index(struct ccache *c, struct wtx *w, const struct wop *op,
+		       struct wpiece *ps, uint32_t n)
 {
-	unsigned long kept = 0, adopted = 0, removed = 0;
+	struct ccache_lin l;
+	uint64_t need = 0;
+	int rc = lin_get(c, w->txn, &op->fid, &l), lin = rc == 0;
 
-	for (unsigned i = 0; i < CCACHE_NDIRS; i++) {
-		char dname[3];
-		struct dirent *e;
-		DIR *d;
-		int fd;
-
-		snprintf(dname, sizeof(dname), "%02x", i);
-		fd = openat(c->dfd, dname, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (fd < 0)
-			continue;
-		if (!(d = fdopendir(fd))) {
-			close(fd);
-			continue;
-		}
-		while ((e = readdir(d))) {
-			struct ccache_key k;
-			struct ccache_val v;
-			uint32_t len = 0;
-			int rc;
-
-			if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-				continue;
-			if (ccache_rec_name_decode(e->d_name, strlen(e->d_name),
-						   &k) || key_dir(&k) != i) {
-				unlinkat(dirfd(d), e->d_name, 0);
-				removed++;
-				continue;
-			}
-			if (!rebuild) {
-				if (!rec_get(c, w->txn, &k, &v)) {
-					kept++;
-					continue;
-				}
-			} else if (!adopt_check(dirfd(d), e->d_name, &k, &len)) {
-				if ((rc = rec_put(c, w, &k, len))) {
-					closedir(d);
-					return rc;
-				}
-				adopted++;
-				continue;
-			}
-			unlinkat(dirfd(d), e->d_name, 0);
-			removed++;
-		}
-		closedir(d);
-	}
-	if (rebuild && (adopted || removed || !quiet))
-		log_info("cache %s: index rebuilt from the chunk files: %lu "
-			 "adopted, %lu removed", c->dir, adopted, removed);
-	else if (!rebuild)
-		log_info("cache %s: after an unclean shutdown: %lu chunks "
-			 "kept, %lu orphan files removed", c->dir, kept,
-			 removed);
-	return 0;
-}
-
-/* Totals from the index, and every chunk record checked: a record the
- * decoders refuse, or without its lru record, is repaired or dropped. */
-static int load(struct ccache *c, struct wtx *w)
-{
-	MDB_cursor *cur;
-	MDB_val key, val;
-	int mrc, op = MDB_FIRST;
-	unsigned long dropped = 0;
-
-	c->used = c->nchunks = 0;
-	c->tick = 0;
-	if ((mrc = mdb_cursor_open(w->txn, c->db_lru, &cur)))
-		return lmdb_err(c, mrc, "cursor");
-	if (!mdb_cursor_get(cur, &key, &val, MDB_LAST) &&
-	    ccache_rec_tick_decode(key.mv_data, key.mv_size, &c->tick))
-		c->tick = 0;
-	mdb_cursor_close(cur);
-	if ((mrc = mdb_cursor_open(w->txn, c->db_chunks, &cur)))
-		return lmdb_err(c, mrc, "cursor");
-	while (!(mrc = mdb_cursor_get(cur, &key, &val, op))) {
-		struct ccache_key k, lk;
-		struct ccache_val v;
-		uint8_t tb[CCACHE_REC_TICK_SIZE];
-		MDB_val tkey = { sizeof(tb), tb }, lval;
-
-		op = MDB_NEXT;
-		if (ccache_rec_key_decode(key.mv_data, key.mv_size, &k) ||
-		    ccache_rec_val_decode(val.mv_data, val.mv_size, &v)) {
-			if ((mrc = mdb_cursor_del(cur, 0)))
-				break;
-			dropped++;
-			continue;
-		}
-		c->used += chunk_bytes(v.len);
-		c->nchunks++;
-		if (v.tick > c->tick)
-			c->tick = v.tick;
-		ccache_rec_tick_encode(v.tick, tb);
-		if (mdb_get(w->txn, c->db_lru, &tkey, &lval) ||
-		    ccache_rec_key_decode(lval.mv_data, lval.mv_size, &lk) ||
-		    !ccache_rec_key_eq(&k, &lk)) {
-			if ((mrc = mdb_put(w->txn, c->db_lru, &tkey, &key, 0)))
-				break;
-			dropped++;
-		}
-	}
-	mdb_cursor_close(cur);
-	if (dropped)
-		log_warn("cache %s: %lu bad index records repaired or dropped",
-			 c->dir, dropped);
-	return mrc == MDB_NOTFOUND ? 0 : lmdb_err(c, mrc, "load");
-}
-
-/* With c->dfd open: the lock, the marker, the index, the recovery. */
-static int open_locked(struct ccache *c)
-{
-	char now[37] = "", path[PATH_MAX + 32];
-	enum shutdown how;
-	struct wtx w;
-	int fresh = 0, rebuild, damaged = 0, rc;
-
-	c->lockfd = openat(c->dfd, "lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-	if (c->lockfd < 0)
-		return -errno;
-	if (flock(c->lockfd, LOCK_EX | LOCK_NB) < 0)
-		return errno == EWOULDBLOCK ? -EBUSY : -errno;
-	if ((mkdirat(c->dfd, "tmp", 0700) < 0 && errno != EEXIST) ||
-	    (mkdirat(c->dfd, "index", 0700) < 0 && errno != EEXIST))
-		return -errno;
-	clear_dir(c, "tmp");
-	boot_id(now);
-	how = last_shutdown(c, now);
-	rebuild = how == SHUT_MACHINE;
-	if (rebuild)
-		log_warn("cache %s: the machine went down with the cache open "
-			 "(or its marker is damaged): rebuilding the index",
-			 c->dir);
-	if (rebuild || (damaged = env_open(c, &fresh) != 0)) {
-		env_close(c);
-		snprintf(path, sizeof(path), "%s/index/data.mdb", c->dir);
-		unlink(path);
-		snprintf(path, sizeof(path), "%s/index/lock.mdb", c->dir);
-		unlink(path);
-		if ((rc = env_open(c, &fresh)))
-			return rc;
-		rebuild = 1;
-	}
-	rebuild |= fresh;
-	if ((rc = mark_dirty(c, now)))
+	if (rc && rc != -ENOENT && rc != -EUCLEAN)
 		return rc;
-	pthread_mutex_lock(&c->lock);
-	if (!(rc = wtx_begin(c, &w))) {
-		/* A rebuild starts from nothing: the files are the truth. */
-		if (rebuild &&
-		    ((rc = mdb_drop(w.txn, c->db_chunks, 0)) ||
-		     (rc = mdb_drop(w.txn, c->db_lru, 0))))
-			rc = lmdb_err(c, rc, "drop");
-		if (!rc)
-			rc = load(c, &w);
-		if (!rc && (rebuild || how != SHUT_CLEAN))
-			rc = scan(c, &w, rebuild,
-				  how == SHUT_CLEAN && !damaged);
-		if (!rc && rebuild)
-			rc = put_format(c, &w);
-		if (!rc)
-			rc = evict(c, &w, 0);
-		rc = wtx_end(c, &w, rc);
+	if (lin && l.cur >= op->new_dv)
+		return 1;
+	if (!lin || l.cur != op->old_dv) {
+		/* A lineage from old_dv: only chunks of that very version
+		 * hold its bytes. */
+		struct drop_spec s = { 0, UINT32_MAX, 1, 0, op->old_dv };
+
+		if ((rc = drop(c, w, &op->fid, &s)))
+			return rc;
+		l.base = l.cur = op->old_dv;
 	}
-	pthread_mutex_unlock(&c->lock);
-	return rc;
+	if (op->new_size != op->old_size) {
+		/* The chunk that held the old end, and any past the new one,
+		 * have another length now. */
+		uint64_t lo = (op->new_size < op->old_size ? op->new_size
+							   : op->old_size) /
+			      CCACHE_CHUNK;
+		struct drop_spec s = {
+			lo > UINT32_MAX ? UINT32_MAX : (uint32_t)lo,
+			UINT32_MAX, 0, 0, 0
+		};
+
+		if ((rc = drop(c, w, &op->fid, &s)))
+			return rc;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		struct drop_spec s = { ps[i].k.idx, ps[i].k.idx, 0, 0, 0 };
+
+		if ((rc = drop(c, w, &op->fid, &s)))
+			return rc;
+		if (ps[i].tmp[0])
+			need += chunk_bytes(ps[i].len);
+	}
+	if ((rc = cc_evict(c, w, need)))
+		return rc;
+	for (uint32_t i = 0; i < n; i++)
+		if (ps[i].tmp[0] &&
+		    (rc = store(c, w, &ps[i].k, ps[i].len, ps[i].tmp,
+				&ps[i].placed)))
+			return rc;
+	l.cur = op->new_dv;
+	if (cc_fid_empty(c, w->txn, &op->fid))
+		return lin_del(c, w, &op->fid);
+	return lin_put(c, w, &op->fid, &l);
 }
 
-int ccache_open(const char *dir, uint64_t limit, struct ccache **out)
+int ccache_write(struct ccache *c, const struct cairn_fid *fid,
+		 uint64_t old_dv, uint64_t new_dv, uint64_t old_size,
+		 uint64_t new_size, uint64_t off, const void *data,
+		 uint32_t len)
 {
-	struct ccache *c = calloc(1, sizeof(*c));
-	int rc;
+	struct wop op = { *fid, old_dv, new_dv, old_size, new_size, off,
+			  data, len };
+	struct wpiece one[2], *ps = one;
+	uint64_t end = off + len;
+	uint32_t n = 0;
+	struct wtx w;
+	int rc = 0;
 
 	if (!c)
-		return -ENOMEM;
-	c->dfd = c->lockfd = -1;
-	c->limit = limit;
-	pthread_mutex_init(&c->lock, NULL);
-	if (snprintf(c->dir, sizeof(c->dir), "%s/chunks", dir) >=
-	    (int)sizeof(c->dir) - 96) {
-		rc = -ENAMETOOLONG;
-		goto fail;
-	}
-	if (mkdir(c->dir, 0700) < 0 && errno != EEXIST) {
-		rc = -errno;
-		goto fail;
-	}
-	c->dfd = open(c->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (c->dfd < 0) {
-		rc = -errno;
-		goto fail;
-	}
-	if ((rc = open_locked(c)))
-		goto fail;
-	log_info("cache %s: %" PRIu64 " chunks, %" PRIu64 " of %" PRIu64
-		 " bytes used", c->dir, c->nchunks, c->used, c->limit);
-	*out = c;
-	return 0;
-fail:
-	env_close(c);
-	if (c->lockfd >= 0)
-		close(c->lockfd);
-	if (c->dfd >= 0)
-		close(c->dfd);
-	pthread_mutex_destroy(&c->lock);
-	free(c);
-	return rc;
-}
-
-void ccache_close(struct ccache *c)
-{
-	struct ccache_stats s;
-	int rc;
-
-	if (!c)
-		return;
-	ccache_get_stats(c, &s);
-	log_info("cache %s: closing: %" PRIu64 " hits (%" PRIu64 " bytes), %"
-		 PRIu64 " misses, %" PRIu64 " bytes fetched, %" PRIu64
-		 " chunks stored, %" PRIu64 " evicted, %" PRIu64 " discarded; %"
-		 PRIu64 " chunks, %" PRIu64 " bytes", c->dir, s.hits,
-		 s.hit_bytes, s.misses, s.fetched_bytes, s.stored, s.evicted,
-		 s.discarded, s.chunks, s.used);
-	rc = c->broken ? -EIO : lmdb_err(c, mdb_env_sync(c->env, 1), "sync");
-	env_close(c);
-	if (!rc) {
-		unlinkat(c->dfd, "dirty", 0);
-	} else {
-		/* Leave a marker no open accepts: the next one rebuilds. */
-		int fd = openat(c->dfd, "dirty", O_WRONLY | O_TRUNC | O_CLOEXEC);
-
-		if (fd >= 0) {
-			if (write(fd, "broken\n", 7) != 7)
-				log_warn("cache %s: cannot mark the index "
-					 "for a rebuild", c->dir);
-			close(fd);
-		}
-	}
-	close(c->lockfd);
-	close(c->dfd);
-	pthread_mutex_destroy(&c->lock);
-	free(c);
-}
-
-/* ---- stats, options ------------------------------------------------------- */
-
-void ccache_get_stats(struct ccache *c, struct ccache_stats *s)
-{
-	memset(s, 0, sizeof(*s));
-	if (!c)
-		return;
-	pthread_mutex_lock(&c->lock);
-	s->used = c->used;
-	s->chunks = c->nchunks;
-	pthread_mutex_unlock(&c->lock);
-	s->limit = c->limit;
-	s->hits = GET(c->hits);
-	s->misses = GET(c->misses);
-	s->hit_bytes = GET(c->hit_bytes);
-	s->fetched_bytes = GET(c->fetched);
-	s->stored = GET(c->stored);
-	s->stored_bytes = GET(c->stored_bytes);
-	s->evicted = GET(c->evicted);
-	s->discarded = GET(c->discarded);
-	s->errors = GET(c->errors);
-}
-
-void ccache_print_stats(struct ccache *c, FILE *f)
-{
-	struct ccache_stats s;
-
-	if (!c) {
-		fprintf(f, "cache.enabled 0\n");
-		return;
-	}
-	ccache_get_stats(c, &s);
-	fprintf(f, "cache.enabled 1\n");
-	fprintf(f, "cache.dir %s\n", c->dir);
-	fprintf(f, "cache.chunk_size %u\n", CCACHE_CHUNK);
-	fprintf(f, "cache.limit_bytes %" PRIu64 "\n", s.limit);
-	fprintf(f, "cache.used_bytes %" PRIu64 "\n", s.used);
-	fprintf(f, "cache.chunks %" PRIu64 "\n", s.chunks);
-	fprintf(f, "cache.hits %" PRIu64 "\n", s.hits);
-	fprintf(f, "cache.misses %" PRIu64 "\n", s.misses);
-	fprintf(f, "cache.hit_bytes %" PRIu64 "\n", s.hit_bytes);
-	fprintf(f, "cache.fetched_bytes %" PRIu64 "\n", s.fetched_bytes);
-	fprintf(f, "cache.stored_chunks %" PRIu64 "\n", s.stored);
-	fprintf(f, "cache.stored_bytes %" PRIu64 "\n", s.stored_bytes);
-	fprintf(f, "cache.evictions %" PRIu64 "\n", s.evicted);
-	fprintf(f, "cache.discarded %" PRIu64 "\n", s.discarded);
-	fprintf(f, "cache.errors %" PRIu64 "\n", s.errors);
-}
-
-int ccache_parse_size(const char *s, uint64_t *out)
-{
-	static const char units[] = "kmgt";
-	uint64_t v = 0;
-	const char *p = s;
-	int shift = 0;
-
-	if (!*p)
-		return -EINVAL;
-	for (; *p >= '0' && *p <= '9'; p++) {
-		if (v > (UINT64_MAX - 9) / 10)
-			return -EINVAL;
-		v = v * 10 + (uint64_t)(*p - '0');
-	}
-	if (p == s)
-		return -EINVAL;
-	if (*p) {
-		const char *u = strchr(units, *p | 0x20);
-
-		if (!u || !*u || p[1])
-			return -EINVAL;
-		shift = 10 * (int)(u - units + 1);
-	}
-	if (shift && v > UINT64_MAX >> shift)
-		return -EINVAL;
-	*out = v << shift;
-	return 0;
-}
-
-uint64_t ccache_default_limit(const char *dir)
-{
-	struct statvfs sv;
-	uint64_t v;
-
-	if (statvfs(dir, &sv) < 0)
 		return 0;
-	v = (uint64_t)sv.f_bavail * sv.f_frsize / 100 * CCACHE_DEFAULT_PERCENT;
-	return v > CCACHE_DEFAULT_MAX ? CCACHE_DEFAULT_MAX : v;
+	if (GET(c->broken))
+		return -EIO;
+	if (new_dv != old_dv + 1 || end < off || end > new_size ||
+	    (len && (end - 1) / CCACHE_CHUNK > UINT32_MAX)) {
+		rc = -EINVAL;
+		goto fail;
+	}
+	if (len)
+		n = (uint32_t)((end - 1) / CCACHE_CHUNK - off / CCACHE_CHUNK + 1);
+	if (n > 2 && !(ps = calloc(n, sizeof(*ps)))) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	if (wop_pieces(&op, ps, n) && wop_snapshot(c, &op, ps, n))
+		goto out;
+	for (uint32_t i = 0; i < n && !rc; i++)
+		rc = wpiece_build(c, &op, &ps[i]);
+	if (rc)
+		goto undo;
+	pthread_mutex_lock(&c->lock);
+	if (!(rc = cc_wtx_begin(c, &w)))
+		rc = cc_wtx_end(c, &w, write_index(c, &w, &op, ps, n));
+	for (uint32_t i = 0; i < n && rc; i++)
+		store_undo(c, &ps[i].k, ps[i].tmp, ps[i].placed);
+	pthread_mutex_unlock(&c->lock);
+	if (rc == 1) { /* nothing to add */
+		rc = 0;
+		goto out;
+	}
+	if (rc)
+		goto fail;
+	for (uint32_t i = 0; i < n; i++)
+		if (ps[i].tmp[0]) {
+			ADD(c->written, 1);
+			ADD(c->written_bytes, ps[i].len);
+		}
+	goto out;
+undo:
+	for (uint32_t i = 0; i < n; i++)
+		store_undo(c, &ps[i].k, ps[i].tmp, 0);
+fail:
+	/* Whatever state the file's chunks are in, none may be served. */
+	if (!GET(c->broken))
+		forget(c, fid);
+	ADD(c->errors, 1);
+	log_debug("cache %s: cannot keep a write: %s", c->dir, strerror(-rc));
+out:
+	if (ps != one)
+		free(ps);
+	return rc;
 }

@@ -9,7 +9,13 @@
  * crash (orphans and tmp files removed) and after a machine crash or a
  * deleted or truncated index (rebuilt from the chunk headers), ENOSPC
  * injected through the OS seam, the lock, forgetting a file, threads, the
- * checksum being gzip's CRC-32, and the statistics lines.
+ * checksum being gzip's CRC-32, and the statistics lines. Our own writes
+ * (ccache_write) against a model of a file's versions: sequential 1 MiB
+ * writes (one chunk file each, no read) and small appends hit at the last
+ * version, partial writes, size changes, the orderings of writes and
+ * fetches (shuffled, nested through the OS seam, in threads) never serve
+ * a wrong byte, forget, eviction, the lineage across a reopen and lost in
+ * a rebuild (exact versions only).
  *
  * Output: one "ok - NAME" or "not ok - NAME" line per test; exit status 1
  * if any failed.
@@ -25,6 +31,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <lmdb.h>
 
 #include "../../client/ccache.h"
 #include "../../client/ccache_rec.h"
@@ -691,6 +698,738 @@ static void t_threads(void)
 	ccache_close(c);
 }
 
+/* ---- our own writes ------------------------------------------------------- */
+
+/*
+ * A file's versions as the server has them: version v (1..n) is sz[v]
+ * bytes d[v]; write v (len[v] bytes at off[v]) made version v + 1. Its
+ * data versions are mdv(v).
+ */
+#define NV 24
+struct model {
+	struct cairn_fid fid;
+	int n;
+	uint64_t sz[NV + 2], off[NV + 2];
+	uint32_t len[NV + 2];
+	uint8_t *d[NV + 2];
+};
+
+static uint64_t mdv(int v)
+{
+	return 1000 + (uint64_t)v;
+}
+
+static void model_init(struct model *m, uint64_t vnode, uint64_t size)
+{
+	memset(m, 0, sizeof(*m));
+	m->fid = key(vnode, 0, 0).fid;
+	m->n = 1;
+	m->sz[1] = size;
+	m->d[1] = malloc(size + 1);
+	fill(m->d[1], size, vnode);
+}
+
+/* Version n + 1: len new bytes at off over version n. */
+static void model_write(struct model *m, uint64_t off, uint32_t len)
+{
+	int v = m->n;
+	uint64_t sz = off + len > m->sz[v] ? off + len : m->sz[v];
+
+	if (v > NV)
+		abort(); /* a test wants more versions than NV */
+
+	m->d[v + 1] = calloc(1, sz + 1);
+	memcpy(m->d[v + 1], m->d[v], m->sz[v]);
+	fill(m->d[v + 1] + off, len, m->fid.vnode * 7919 + (uint64_t)v);
+	m->off[v] = off;
+	m->len[v] = len;
+	m->sz[v + 1] = sz;
+	m->n++;
+}
+
+static void model_free(struct model *m)
+{
+	for (int v = 1; v <= m->n; v++)
+		free(m->d[v]);
+}
+
+/* ccache_write of write v, as the client reports it once WRITE returns. */
+static int mwrite(struct ccache *c, const struct model *m, int v)
+{
+	return ccache_write(c, &m->fid, mdv(v), mdv(v + 1), m->sz[v],
+			    m->sz[v + 1], m->off[v], m->d[v + 1] + m->off[v],
+			    m->len[v]);
+}
+
+static uint32_t mlen(const struct model *m, int v, uint32_t idx)
+{
+	uint64_t base = (uint64_t)idx * MiB;
+
+	return base >= m->sz[v] ? 0 : m->sz[v] - base > MiB
+		? MiB : (uint32_t)(m->sz[v] - base);
+}
+
+/* ccache_put of chunk idx as a READ at version v brings it. */
+static int mput(struct ccache *c, const struct model *m, int v, uint32_t idx)
+{
+	struct ccache_key k = { m->fid, mdv(v), idx };
+
+	return ccache_put(c, &k, m->d[v] + (uint64_t)idx * MiB,
+			  mlen(m, v, idx));
+}
+
+/* Chunk idx at version v: 1 a hit with the right bytes, 0 a miss, -1
+ * wrong bytes. */
+static int mget(struct ccache *c, const struct model *m, int v, uint32_t idx)
+{
+	struct ccache_key k = { m->fid, mdv(v), idx };
+	struct ccache_buf b;
+	uint32_t want = mlen(m, v, idx);
+	int ok;
+
+	if (ccache_get(c, &k, 0, CCACHE_CHUNK, &b))
+		return 0;
+	ok = b.len == want &&
+	     !memcmp(b.p, m->d[v] + (uint64_t)idx * MiB, want);
+	ccache_buf_free(&b);
+	return ok ? 1 : -1;
+}
+
+/* Every chunk of every version: the hits, or -1 if any is wrong. */
+static int mcheck(struct ccache *c, const struct model *m)
+{
+	int hits = 0, r;
+
+	for (int v = 1; v <= m->n; v++)
+		for (uint32_t i = 0; i <= m->sz[m->n] / MiB + 1; i++) {
+			if ((r = mget(c, m, v, i)) < 0) {
+				fprintf(stderr, "  wrong bytes: version %d "
+					"chunk %u\n", v, i);
+				return -1;
+			}
+			hits += r;
+		}
+	return hits;
+}
+
+/* The OS seam, counting chunk files created and chunk reads; and a hook
+ * run once at the next creation (after ccache_write looked at the index,
+ * before it commits): how the tests put a call in between. */
+static int n_creat, n_pread;
+static void (*hook)(void);
+
+static int openat_count(int dfd, const char *path, int flags, mode_t mode)
+{
+	if (flags & O_CREAT) {
+		void (*h)(void) = hook;
+
+		n_creat++;
+		hook = NULL;
+		if (h)
+			h();
+	}
+	return openat(dfd, path, flags | O_CLOEXEC, mode);
+}
+
+static ssize_t pread_count(int fd, void *buf, size_t n, off_t off)
+{
+	n_pread++;
+	return pread(fd, buf, n, off);
+}
+
+static void seam_count(void)
+{
+	n_creat = n_pread = 0;
+	ccache_os.openat = openat_count;
+	ccache_os.pread = pread_count;
+}
+
+/* A new file written 1 MiB at a time, as cp or dd do: each write costs
+ * one chunk file and no read, and the last version hits everywhere. */
+static void t_write_sequential(void)
+{
+	char d[128];
+	struct ccache *c;
+	struct model m;
+	struct ccache_stats s;
+
+	model_init(&m, 100, 0);
+	for (int i = 0; i < 6; i++)
+		model_write(&m, (uint64_t)i * MiB, MiB);
+	model_write(&m, 6 * (uint64_t)MiB, 1000);
+	CHECK_EQ(ccache_open(newdir(d, sizeof(d)), 64 * MiB, &c), 0);
+	if (!c)
+		return;
+	seam_count();
+	for (int v = 1; v < m.n; v++)
+		CHECK_EQ(mwrite(c, &m, v), 0);
+	CHECK_EQ(n_creat, 7);
+	CHECK_EQ(n_pread, 0);
+	ccache_os_reset();
+	for (uint32_t i = 0; i < 7; i++)
+		CHECK_EQ(mget(c, &m, m.n, i), 1);
+	/* chunk 0 is of version 2: an exact hit there, a miss at 3 */
+	CHECK_EQ(mget(c, &m, 2, 0), 1);
+	CHECK_EQ(mget(c, &m, 3, 0), 0);
+	CHECK_EQ(mcheck(c, &m), 7 + 6);
+	s = stats(c);
+	CHECK_EQ(s.written, 7);
+	CHECK_EQ(s.written_bytes, 6 * MiB + 1000);
+	CHECK_EQ(s.chunks, 7);
+	CHECK_EQ(s.stored, 0);
+	CHECK_EQ(s.errors, 0);
+	/* the lineage survives a remount */
+	ccache_close(c);
+	CHECK_EQ(ccache_open(d, 64 * MiB, &c), 0);
+	if (c) {
+		CHECK_EQ(mcheck(c, &m), 7 + 6);
+		ccache_close(c);
+	}
+	model_free(&m);
+}
+
+/* Small appends patch the cached chunk; one crossing into the next chunk
+ * patches the first and writes the second whole. */
+static void t_write_appends(void)
+{
+	char d[128];
+	struct ccache *c;
+	struct model m;
+
+	model_init(&m, 101, 0);
+	model_write(&m, 0, 10000);
+	for (int i = 0; i < 16; i++)
+		model_write(&m, 10000 + (uint64_t)i * 6000, 6000);
+	model_write(&m, 106000, MiB);
+	for (int i = 0; i < 3; i++)
+		model_write(&m, m.sz[m.n], 4096);
+	CHECK_EQ(ccache_open(newdir(d, sizeof(d)), 64 * MiB, &c), 0);
+	if (!c)
+		return;
+	for (int v = 1; v < m.n; v++) {
+		CHECK_EQ(mwrite(c, &m, v), 0);
+		for (uint32_t i = 0; i < 2; i++)
+			CHECK_EQ(mget(c, &m, v + 1, i), mlen(&m, v + 1, i) > 0);
+	}
+	CHECK_EQ(stats(c).chunks, 2);
+	CHECK_EQ(stats(c).errors, 0);
+	ccache_close(c);
+	model_free(&m);
+}
+
+/* Partial writes: into a chunk not cached (it stays a miss, costs no
+ * chunk file), into a cached one within the patch bound (patched) and
+ * beyond it (dropped); the chunks not written stay valid. */
+static void t_write_partial(void)
+{
+	char d[128];
+	struct ccache *c;
+	struct model m;
+
+	model_init(&m, 102, 3 * MiB);
+	model_write(&m, MiB + 10, 100);         /* chunk 1, not cached */
+	model_write(&m, 2 * MiB + 4096, 4096);  /* chunk 2: 1020 KiB kept */
+	model_write(&m, 0, 100 * 1024);         /* chunk 0: 924 KiB kept */
+	CHECK_EQ(ccache_open(newdir(d, sizeof(d)), 64 * MiB, &c), 0);
+	if (!c)
+		return;
+	CHECK_EQ(mput(c, &m, 1, 0), 0);
+	CHECK_EQ(mput(c, &m, 1, 2), 0);
+	seam_count();
+	CHECK_EQ(mwrite(c, &m, 1), 0);
+	CHECK_EQ(n_creat, 0);
+	ccache_os_reset();
+	CHECK_EQ(mget(c, &m, 2, 0), 1);
+	CHECK_EQ(mget(c, &m, 2, 1), 0);
+	CHECK_EQ(mget(c, &m, 2, 2), 1);
+	CHECK_EQ(mwrite(c, &m, 2), 0);
+	CHECK_EQ(mget(c, &m, 3, 0), 1);
+	CHECK_EQ(mget(c, &m, 3, 2), 0);
+	CHECK_EQ(mwrite(c, &m, 3), 0);
+	CHECK_EQ(mget(c, &m, 4, 0), 1);
+	CHECK_EQ(stats(c).written, 1);
+	CHECK(mcheck(c, &m) >= 0);
+	/* a file with nothing cached: a write in part stores nothing */
+	{
+		struct model e;
+
+		model_init(&e, 103, 2 * MiB);
+		model_write(&e, 5, 10);
+		CHECK_EQ(mwrite(c, &e, 1), 0);
+		CHECK_EQ(mcheck(c, &e), 0);
+		CHECK_EQ(mput(c, &e, 1, 1), 0); /* no lineage: accepted */
+		model_free(&e);
+	}
+	ccache_close(c);
+	model_free(&m);
+}
+
+/* A write that changes the size: the chunk that held the old end goes, a
+ * chunk past the old end is built from zeros and the write. */
+static void t_write_size(void)
+{
+	char d[128];
+	struct ccache *c;
+	struct model m;
+
+	model_init(&m, 104, MiB + MiB / 2);
+	model_write(&m, 3 * (uint64_t)MiB + 5, 10);
+	model_write(&m, m.sz[2], 100);
+	model_write(&m, 3 * (uint64_t)MiB + 20, 50); /* same size */
+	CHECK_EQ(ccache_open(newdir(d, sizeof(d)), 64 * MiB, &c), 0);
+	if (!c)
+		return;
+	CHECK_EQ(mput(c, &m, 1, 0), 0);
+	CHECK_EQ(mput(c, &m, 1, 1), 0);
+	CHECK_EQ(mwrite(c, &m, 1), 0);
+	CHECK_EQ(mget(c, &m, 2, 0), 1);
+	CHECK_EQ(mget(c, &m, 2, 1), 0); /* its length changed */
+	CHECK_EQ(mget(c, &m, 2, 2), 0); /* a hole, never cached */
+	CHECK_EQ(mget(c, &m, 2, 3), 1); /* 5 zeros and the write */
+	CHECK_EQ(mwrite(c, &m, 2), 0);
+	CHECK_EQ(mget(c, &m, 3, 3), 1);
+	CHECK_EQ(mget(c, &m, 3, 0), 1);
+	CHECK_EQ(mwrite(c, &m, 3), 0);
+	CHECK_EQ(mget(c, &m, 4, 0), 1);
+	CHECK_EQ(mget(c, &m, 4, 3), 1);
+	CHECK_EQ(stats(c).chunks, 2);
+	CHECK(mcheck(c, &m) >= 0);
+	/* what the caller vouches for is checked */
+	CHECK_EQ(ccache_write(c, &m.fid, mdv(4), mdv(6), m.sz[4], m.sz[4], 0,
+			      "x", 1), -EINVAL);
+	CHECK_EQ(ccache_write(c, &m.fid, mdv(4), mdv(5), m.sz[4], 10, 9,
+			      "xy", 2), -EINVAL);
+	CHECK_EQ(mcheck(c, &m), 0); /* and a failure drops the file */
+	CHECK_EQ(stats(c).errors, 2);
+	CHECK_EQ(ccache_write(NULL, &m.fid, 1, 2, 0, 1, 0, "x", 1), 0);
+	ccache_close(c);
+	model_free(&m);
+}
+
+/* A random file history: sizes up to 3.5 MiB, writes whole, in part,
+ * appending, past the end; or (small) a file under 128 KiB, where every
+ * write in part is a patch. */
+static void model_random(struct model *m, uint64_t vnode, uint64_t *x,
+			 int nw, int small)
+{
+	model_init(m, vnode, (*x >> 20) % (small ? 100000 : 7 * MiB / 2));
+	for (int i = 0; i < nw; i++) {
+		uint64_t sz = m->sz[m->n], off;
+		uint32_t len;
+
+		*x = *x * 6364136223846793005ull + 1442695040888963407ull;
+		if (small) { /* every chunk within the patch bound */
+			off = (*x >> 24) % (sz + 2000);
+			len = 1 + (uint32_t)(*x >> 44) % 3000;
+			model_write(m, off, len);
+			continue;
+		}
+		switch ((*x >> 60) % 4) {
+		case 0: /* whole chunks */
+			off = (*x >> 30) % 4 * MiB;
+			len = MiB * (1 + (uint32_t)(*x >> 20) % 2);
+			break;
+		case 1: /* append */
+			off = sz;
+			len = 1 + (uint32_t)(*x >> 24) % (200 * 1024);
+			break;
+		case 2: /* inside */
+			off = sz ? (*x >> 16) % sz : 0;
+			len = 1 + (uint32_t)(*x >> 40) % (64 * 1024);
+			break;
+		default: /* past the end, leaving a hole */
+			off = sz + (*x >> 12) % (MiB + 5000);
+			len = 1 + (uint32_t)(*x >> 36) % 70000;
+			break;
+		}
+		if (off + len > 4 * (uint64_t)MiB)
+			off = 4 * (uint64_t)MiB - len;
+		model_write(m, off, len);
+	}
+}
+
+/* Writes in order, out of order and missing, fetches of any version
+ * before and after them: never a wrong byte. */
+static void t_write_orderings(void)
+{
+	char d[128];
+	struct ccache *c;
+	uint64_t x = 12345;
+	int hits = 0, wrong = 0, last_hits = 0;
+
+	CHECK_EQ(ccache_open(newdir(d, sizeof(d)), 64 * MiB, &c), 0);
+	if (!c)
+		return;
+	for (int round = 0; round < 48 && !wrong; round++) {
+		struct model m;
+		int ev[64], n = 0, nw = 8;
+
+		model_random(&m, 200 + (uint64_t)round, &x, nw, round >= 24);
+		for (int v = 1; v <= nw; v++)
+			ev[n++] = v;                 /* write v */
+		for (int i = 0; i < 12; i++)
+			ev[n++] = -(1 + i);          /* a fetch */
+		/* even rounds: writes in order, fetches anywhere;
+		 * odd rounds: everything shuffled */
+		for (int i = n - 1; i > 0; i--) {
+			int j, t;
+
+			x = x * 6364136223846793005ull + 1;
+			j = (int)((x >> 33) % (uint64_t)(i + 1));
+			if (round % 2 == 0 && ev[i] > 0 && ev[j] > 0)
+				continue;
+			t = ev[i], ev[i] = ev[j], ev[j] = t;
+		}
+		for (int i = 0; i < n && !wrong; i++) {
+			int v, r;
+
+			x = x * 6364136223846793005ull + 1;
+			if (ev[i] > 0) {
+				CHECK_EQ(mwrite(c, &m, ev[i]), 0);
+			} else {
+				v = 1 + (int)((x >> 40) % (uint64_t)m.n);
+				if (m.sz[v])
+					mput(c, &m, v, (uint32_t)((x >> 20) %
+						((m.sz[v] - 1) / MiB + 1)));
+			}
+			if ((r = mcheck(c, &m)) < 0)
+				wrong++;
+			else
+				hits += r;
+		}
+		if (round % 2 == 0)
+			for (uint32_t i = 0; i * (uint64_t)MiB < m.sz[m.n]; i++)
+				last_hits += mget(c, &m, m.n, i) == 1;
+		ccache_forget_fid(c, &m.fid);
+		model_free(&m);
+	}
+	CHECK_EQ(wrong, 0);
+	CHECK(hits > 100);
+	CHECK(last_hits > 10);
+	CHECK_EQ(stats(c).errors, 0);
+	ccache_close(c);
+}
+
+/* What the hooks below run between a ccache_write's look at the index
+ * and its commit. */
+static struct ccache *hc;
+static struct model *hm;
+
+static void hook_put_old(void)
+{
+	CHECK_EQ(mput(hc, hm, 1, 1), 0); /* a fetch of version 1 lands */
+}
+
+static void hook_write_next(void)
+{
+	CHECK_EQ(mwrite(hc, hm, 2), 0); /* our next write overtakes */
+}
+
+static void hook_put_new(void)
+{
+	CHECK_EQ(mput(hc, hm, 2, 0), 0); /* a fetch after the write */
+}
+
+static void hook_forget(void)
+{
+	ccache_forget_fid(hc, &hm->fid);
+}
+
+/* A read that found a chunk in the index, before it opens its file: the
+ * write overtakes it (and removes that file). */
+static int rd_hooked;
+static int openat_rd(int dfd, const char *path, int flags, mode_t mode)
+{
+	if (!(flags & O_CREAT) && rd_hooked++ == 0)
+		CHECK_EQ(mwrite(hc, hm, 1), 0);
+	return openat(dfd, path, flags | O_CLOEXEC, mode);
+}
+
+/* The orderings that need a call inside another, one by one. */
+static void t_write_races(void)
+{
+	static void (*const hooks[])(void) = { hook_put_old, hook_write_next,
+					       hook_put_new, hook_forget };
+	char d[128];
+	struct ccache *c;
+
+	CHECK_EQ(ccache_open(newdir(d, sizeof(d)), 64 * MiB, &c), 0);
+	if (!c)
+		return;
+	for (int h = 0; h < 4; h++) {
+		struct model m;
+
+		/* write 1: chunk 0 whole, chunk 1 in part (not cached);
+		 * write 2: chunk 1 in part */
+		model_init(&m, 300 + (uint64_t)h, 2 * MiB);
+		model_write(&m, 0, MiB + 100);
+		model_write(&m, MiB + 200, 50);
+		hc = c;
+		hm = &m;
+		CHECK_EQ(mput(c, &m, 1, 0), 0);
+		seam_count();
+		hook = hooks[h];
+		CHECK_EQ(mwrite(c, &m, 1), 0);
+		CHECK(hook == NULL);
+		ccache_os_reset();
+		CHECK(mcheck(c, &m) >= 0);
+		if (h == 0) /* the old chunk 1 went: chunk 0 hits */
+			CHECK_EQ(mget(c, &m, 2, 0), 1);
+		if (h == 2) { /* the fetch is kept, the write adds nothing */
+			CHECK_EQ(mget(c, &m, 2, 0), 1);
+			CHECK_EQ(stats(c).written, 2);
+		}
+		if (h == 3) /* the write starts a lineage of its own */
+			CHECK_EQ(mget(c, &m, 2, 0), 1);
+		if (h != 1) {
+			CHECK_EQ(mwrite(c, &m, 2), 0);
+			CHECK(mcheck(c, &m) >= 0);
+		}
+		ccache_forget_fid(c, &m.fid);
+		model_free(&m);
+	}
+	/* A lookup that found chunk 0 of version 1 through the lineage,
+	 * then the write replaced it: the right bytes or a miss. */
+	{
+		struct model m;
+		int r;
+
+		model_init(&m, 310, MiB);
+		model_write(&m, 0, MiB);
+		hc = c;
+		hm = &m;
+		CHECK_EQ(mput(c, &m, 1, 0), 0);
+		rd_hooked = 0;
+		ccache_os.openat = openat_rd;
+		r = mget(c, &m, 1, 0);
+		ccache_os_reset();
+		CHECK(r >= 0);
+		CHECK_EQ(rd_hooked, 1);
+		CHECK_EQ(mget(c, &m, 2, 0), 1);
+		model_free(&m);
+	}
+	CHECK_EQ(stats(c).errors, 0);
+	ccache_close(c);
+}
+
+/* Forgetting a file drops its lineage too: an older fetch is taken. */
+static void t_write_forget(void)
+{
+	char d[128];
+	struct ccache *c;
+	struct model m;
+
+	model_init(&m, 320, 5000);
+	model_write(&m, 0, 1000);
+	model_write(&m, 1000, 1000);
+	CHECK_EQ(ccache_open(newdir(d, sizeof(d)), 64 * MiB, &c), 0);
+	if (!c)
+		return;
+	CHECK_EQ(mput(c, &m, 1, 0), 0);
+	CHECK_EQ(mwrite(c, &m, 1), 0);
+	CHECK_EQ(mwrite(c, &m, 2), 0);
+	CHECK_EQ(mget(c, &m, 3, 0), 1);
+	CHECK_EQ(mput(c, &m, 2, 0), -ESTALE); /* outdated */
+	ccache_forget_fid(c, &m.fid);
+	CHECK_EQ(mcheck(c, &m), 0);
+	CHECK_EQ(stats(c).chunks, 0);
+	CHECK_EQ(mput(c, &m, 2, 0), 0);
+	CHECK_EQ(mget(c, &m, 2, 0), 1);
+	CHECK_EQ(mget(c, &m, 3, 0), 0);
+	ccache_close(c);
+	model_free(&m);
+}
+
+/* Under a limit of two chunks: what is evicted misses, what stays is
+ * right, and a file's lineage goes with its last chunk. */
+static void t_write_evict(void)
+{
+	char d[128];
+	struct ccache *c;
+	struct model m;
+	uint64_t one = ccache_rec_hdr_bytes(CCACHE_CHUNK) + CCACHE_CHUNK;
+
+	model_init(&m, 330, 0);
+	for (int i = 0; i < 5; i++)
+		model_write(&m, (uint64_t)i * MiB, MiB);
+	model_write(&m, 5 * (uint64_t)MiB, 3000);
+	model_write(&m, 5 * (uint64_t)MiB + 3000, 3000);
+	CHECK_EQ(ccache_open(newdir(d, sizeof(d)), 2 * one + 100, &c), 0);
+	if (!c)
+		return;
+	for (int v = 1; v < m.n; v++) {
+		CHECK_EQ(mwrite(c, &m, v), 0);
+		CHECK(stats(c).used <= stats(c).limit);
+		CHECK(mcheck(c, &m) >= 0);
+	}
+	CHECK_EQ(mget(c, &m, m.n, 5), 1);
+	CHECK_EQ(mget(c, &m, m.n, 4), 1);
+	CHECK_EQ(mget(c, &m, m.n, 0), 0);
+	CHECK(stats(c).evicted >= 4);
+	/* another file's chunks push all of it out */
+	for (uint32_t i = 0; i < 2; i++) {
+		struct ccache_key k = key(331, 1, i);
+
+		CHECK_EQ(put(c, &k, CCACHE_CHUNK), 0);
+	}
+	CHECK_EQ(mcheck(c, &m), 0);
+	CHECK_EQ(mput(c, &m, 2, 0), 0); /* no lineage left to refuse it */
+	ccache_close(c);
+	model_free(&m);
+}
+
+/* A lost index is rebuilt from the chunk files, which know no lineage:
+ * each chunk then hits at its own version only. Also an index of the
+ * previous format, and two chunk files of one (fid, idx). */
+static void t_write_rebuild(void)
+{
+	char d[128], path[512], copy[600], cmd[1300];
+	struct ccache *c;
+	struct model m;
+	MDB_env *env;
+	MDB_txn *txn;
+	MDB_dbi dbi;
+	struct ccache_key k1 = key(341, 1, 0), k2 = key(341, 2, 0);
+
+	model_init(&m, 340, 0);
+	for (int i = 0; i < 3; i++)
+		model_write(&m, (uint64_t)i * MiB, MiB);
+	model_write(&m, 0, MiB);
+	CHECK_EQ(ccache_open(newdir(d, sizeof(d)), 64 * MiB, &c), 0);
+	if (!c)
+		return;
+	for (int v = 1; v < m.n; v++)
+		CHECK_EQ(mwrite(c, &m, v), 0);
+	/* chunks 0, 1, 2 of versions 5, 3, 4: all at 5, each at its own */
+	CHECK_EQ(mcheck(c, &m), 3 + 2);
+	/* k1's file kept aside, then superseded by k2 */
+	CHECK_EQ(put(c, &k1, 5000), 0);
+	chunk_file(d, &k1, path, sizeof(path));
+	snprintf(copy, sizeof(copy), "%s.keep", path);
+	snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", path, copy);
+	CHECK_EQ(system(cmd), 0);
+	CHECK_EQ(put(c, &k2, 6000), 0);
+	ccache_close(c);
+	CHECK_EQ(rename(copy, path), 0);
+
+	write_marker(d, "00000000-0000-0000-0000-000000000000\n");
+	CHECK_EQ(ccache_open(d, 64 * MiB, &c), 0);
+	if (!c)
+		return;
+	CHECK_EQ(mcheck(c, &m), 3);
+	CHECK_EQ(mget(c, &m, m.n, 0), 1);   /* stored at the last version */
+	CHECK_EQ(mget(c, &m, m.n, 1), 0);   /* of version 3: no lineage */
+	CHECK_EQ(mget(c, &m, 3, 1), 1);
+	CHECK_EQ(get_ok(c, &k2, 6000, 0, 6000), 1);
+	CHECK_EQ(get_ok(c, &k1, 5000, 0, 5000), 0); /* the older went */
+	CHECK_EQ(stats(c).chunks, 3 + 1);
+	/* writing on starts a lineage from the chunks of that version */
+	model_write(&m, 2 * (uint64_t)MiB, MiB);
+	CHECK_EQ(mwrite(c, &m, m.n - 1), 0);
+	CHECK_EQ(mget(c, &m, m.n, 0), 1);
+	CHECK_EQ(mget(c, &m, m.n, 1), 0);
+	CHECK_EQ(mget(c, &m, m.n, 2), 1);
+	ccache_close(c);
+
+	/* an index of format 1 (keys in another order) is rebuilt */
+	snprintf(path, sizeof(path), "%s/chunks/index", d);
+	CHECK_EQ(mdb_env_create(&env), 0);
+	mdb_env_set_maxdbs(env, 4);
+	CHECK_EQ(mdb_env_open(env, path, 0, 0600), 0);
+	CHECK_EQ(mdb_txn_begin(env, NULL, 0, &txn), 0);
+	CHECK_EQ(mdb_dbi_open(txn, "meta", 0, &dbi), 0);
+	CHECK_EQ(mdb_put(txn, dbi, &(MDB_val){ 6, "format" },
+			 &(MDB_val){ 4, "\1\0\0\0" }, 0), 0);
+	CHECK_EQ(mdb_txn_commit(txn), 0);
+	mdb_env_close(env);
+	CHECK_EQ(ccache_open(d, 64 * MiB, &c), 0);
+	if (!c)
+		return;
+	CHECK_EQ(mcheck(c, &m), 2);
+	CHECK_EQ(mget(c, &m, m.n, 0), 0);   /* the lineage is gone */
+	CHECK_EQ(mget(c, &m, m.n - 1, 0), 1);
+	CHECK_EQ(get_ok(c, &k2, 6000, 0, 6000), 1);
+	ccache_close(c);
+	model_free(&m);
+}
+
+struct wthr {
+	struct ccache *c;
+	struct model *m;
+	int id, bad;
+	volatile int *stop;
+};
+
+/* Thread 0 applies the writes (mostly in order), 1 fetches chunks of
+ * random versions, 2 and 3 read random versions and check every byte. */
+static void *wthr_main(void *arg)
+{
+	struct wthr *t = arg;
+	uint64_t x = (uint64_t)t->id * 7919 + 17;
+	int v = 1;
+
+	while (!*t->stop) {
+		int u, r;
+
+		x = x * 6364136223846793005ull + 1442695040888963407ull;
+		u = 1 + (int)((x >> 40) % (uint64_t)t->m->n);
+		if (t->id == 0) {
+			if (v >= t->m->n)
+				break;
+			u = v < t->m->n - 1 && (x >> 20) % 4 == 0 ? v + 1 : v;
+			if (mwrite(t->c, t->m, u))
+				t->bad++;
+			if (u == v + 1 && mwrite(t->c, t->m, v))
+				t->bad++;
+			v += u == v + 1 ? 2 : 1;
+		} else if (t->id == 1) {
+			if (t->m->sz[u])
+				mput(t->c, t->m, u, (uint32_t)((x >> 10) %
+					((t->m->sz[u] - 1) / MiB + 1)));
+		} else if ((r = mget(t->c, t->m, u, (uint32_t)(x >> 8) % 5)) < 0) {
+			t->bad++;
+		}
+	}
+	return NULL;
+}
+
+static void t_write_threads(void)
+{
+	char d[128];
+	struct ccache *c;
+	uint64_t x = 99;
+	int bad = 0;
+
+	CHECK_EQ(ccache_open(newdir(d, sizeof(d)), 6 * MiB, &c), 0);
+	if (!c)
+		return;
+	for (int round = 0; round < 6; round++) {
+		struct model m;
+		struct wthr t[4];
+		pthread_t th[4];
+		volatile int stop = 0;
+
+		model_random(&m, 400 + (uint64_t)round, &x, NV - 2, round % 2);
+		for (int i = 0; i < 4; i++) {
+			t[i] = (struct wthr){ c, &m, i, 0, &stop };
+			CHECK_EQ(pthread_create(&th[i], NULL, wthr_main, &t[i]), 0);
+		}
+		pthread_join(th[0], NULL);
+		stop = 1;
+		for (int i = 0; i < 4; i++) {
+			if (i)
+				pthread_join(th[i], NULL);
+			bad += t[i].bad;
+		}
+		CHECK(mcheck(c, &m) >= 0);
+		model_free(&m);
+	}
+	CHECK_EQ(bad, 0);
+	CHECK_EQ(stats(c).errors, 0);
+	CHECK(stats(c).used <= stats(c).limit);
+	ccache_close(c);
+}
+
 static void t_print_stats(void)
 {
 	char d[128], *buf = NULL, *line, *save;
@@ -709,6 +1448,8 @@ static void t_print_stats(void)
 	ccache_print_stats(c, f);
 	fclose(f);
 	CHECK(strstr(buf, "cache.chunk_size 1048576\n") != NULL);
+	CHECK(strstr(buf, "cache.written_chunks 0\n") != NULL);
+	CHECK(strstr(buf, "cache.written_bytes 0\n") != NULL);
 	for (line = strtok_r(buf, "\n", &save); line;
 	     line = strtok_r(NULL, "\n", &save)) {
 		n++;
@@ -716,7 +1457,7 @@ static void t_print_stats(void)
 			bad++;
 	}
 	CHECK_EQ(bad, 0);
-	CHECK_EQ(n, 1 + 15);
+	CHECK_EQ(n, 1 + 17);
 	free(buf);
 	ccache_close(c);
 }
@@ -730,7 +1471,7 @@ int main(void)
 		perror("mkdtemp");
 		return 2;
 	}
-	printf("1..13\n");
+	printf("1..23\n");
 	run("parse_size", t_parse_size);
 	run("store_and_get_slices", t_store_get);
 	run("versions_supersede_and_forget", t_versions);
@@ -743,6 +1484,16 @@ int main(void)
 	run("rebuild_after_machine_crash_or_lost_index", t_rebuild);
 	run("os_seam_enospc_eio_short_writes", t_seam);
 	run("threads_with_eviction", t_threads);
+	run("write_sequential_1mib_hits_at_last_version", t_write_sequential);
+	run("write_small_appends_patch", t_write_appends);
+	run("write_partial_uncached_misses_bounded_patch", t_write_partial);
+	run("write_size_change_drops_old_last_chunk", t_write_size);
+	run("write_orderings_never_wrong_bytes", t_write_orderings);
+	run("write_races_inside_calls", t_write_races);
+	run("write_forget_drops_lineage", t_write_forget);
+	run("write_eviction_tiny_limit", t_write_evict);
+	run("write_rebuild_serves_exact_versions", t_write_rebuild);
+	run("write_threads_never_wrong_bytes", t_write_threads);
 	run("print_stats", t_print_stats);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
 	if (system(cmd) != 0)
