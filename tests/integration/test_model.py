@@ -18,22 +18,12 @@ after a change that moves them, then held). No sleeps, no retries.
 The seed is printed; CAIRN_MODEL_SEED=N repeats a run's operations (not
 its timing), CAIRN_MODEL_STEPS=N sets the number of changes. A mismatch names the seed, the step, the mount,
 what was expected and what was seen, and the last 20 operations.
-
-Known gap, tolerated unless CAIRN_MODEL_SILLY=strict: close() returns
-before the kernel's RELEASE reaches the daemon, so an unlink (or a rename
-over the name) right after a close on the same mount finds the file still
-open there and renames it to a `.cairn-silly.*` name instead (README, "What
-does not work yet"); such names are left out of listings here, the mtimes
-of the three directories (which those renames change behind the model's
-back) are not checked, and the names still there once nothing is open are
-counted and printed. Some stay for good (reported with issue 7's tests).
 """
 
 import collections
 import errno
 import os
 import random
-import re
 import stat
 import sys
 import time
@@ -46,8 +36,6 @@ NDIRS, NNAMES = 3, 8
 FILE_MODES = (0o644, 0o600, 0o640, 0o755, 0o444, 0o700)
 DIR_MODES = (0o755, 0o700, 0o750, 0o711)
 UMASK = 0o022
-SILLY = re.compile(r"^\.cairn-silly\.[0-9a-f]+\.[0-9a-f]+$")
-TOLERATE_SILLY = os.environ.get("CAIRN_MODEL_SILLY", "") != "strict"
 
 
 class Obj:
@@ -113,7 +101,6 @@ class Run:
         self.base = "model"
         self.mounts = {"A": ctx.A, "B": ctx.B}
         self.counts = collections.Counter()
-        self.silly_seen = 0           # listings that showed a silly name
 
     # ------------------------------------------------------------ reporting
 
@@ -338,8 +325,6 @@ class Run:
 
     def check_obj(self, who, rel, o, nlink, st):
         """lstat result st of rel against model object o."""
-        if TOLERATE_SILLY and o in self.m.top:
-            o.mtime = st.st_mtime_ns          # silly renames move it
         what = "lstat(%s)" % rel
         kind = "d" if stat.S_ISDIR(st.st_mode) else "f" if stat.S_ISREG(st.st_mode) else "?"
         if kind != o.kind:
@@ -382,21 +367,11 @@ class Run:
             self.mismatch(who, "contents of %s" % rel, "%d bytes" % len(o.data),
                           "%d bytes, first difference at offset %d" % (len(got), first))
 
-    def unsilly(self, names):
-        """names without silly ones, when those are tolerated."""
-        if not TOLERATE_SILLY:
-            return names
-        kept = [n for n in names if not SILLY.match(n)]
-        if len(kept) != len(names):
-            self.silly_seen += 1
-        return kept
-
     def rd_list(self, who, di):
         rel = self.m.rel(di)
         want = self.m.listing(di)
         if self.rng.random() < 0.5:
             got = self.call(who, "listdir(%s)" % rel, 0, os.listdir, self.path(who, rel))
-            got = self.unsilly(got)
             if sorted(got) != want:
                 self.mismatch(who, "listdir(%s)" % rel, want, sorted(got))
             return
@@ -405,7 +380,6 @@ class Run:
             with os.scandir(p) as it:
                 return {e.name: e.stat(follow_symlinks=False) for e in it}
         got = self.call(who, "scandir+lstat(%s)" % rel, 0, scan, self.path(who, rel))
-        got = {n: got[n] for n in self.unsilly(list(got))}
         if sorted(got) != want:
             self.mismatch(who, "scandir(%s)" % rel, want, sorted(got))
         for name, st in sorted(got.items()):
@@ -474,16 +448,6 @@ class Run:
         self.check_all()
         return time.time() - t0
 
-    def leftover_silly(self):
-        """Silly names still listed once neither mount has a file open
-        (the kernel's last RELEASEs may still be on their way: up to 5 s)."""
-        end = time.time() + 5
-        while time.time() < end and any(H.mount_status(m)["open_files"]
-                                        for m in self.mounts.values()):
-            time.sleep(0.05)
-        return sorted(n for di in range(NDIRS)
-                      for n in os.listdir(self.path("A", self.m.rel(di))) if SILLY.match(n))
-
 
 def steps_default():
     n = int(os.environ.get("CAIRN_MODEL_STEPS") or 0)
@@ -510,11 +474,6 @@ def random_changes_on_a_and_b_match_the_model_on_both(ctx):
         os.umask(old)
     print("# %d changes in %.1fs: %s" % (steps, dt, ", ".join(
         "%s %d" % kv for kv in sorted(r.counts.items()))))
-    if TOLERATE_SILLY:
-        left = r.leftover_silly()
-        print("# known gap: %d listings showed .cairn-silly names of files closed before "
-              "their unlink; %d such names left once nothing was open%s"
-              % (r.silly_seen, len(left), (", e.g. %s" % left[:3]) if left else ""))
 
 
 if __name__ == "__main__":
