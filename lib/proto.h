@@ -80,6 +80,11 @@ enum {
 	 * resent request keeps its id; the server then answers a resent
 	 * change from its duplicate request cache (server/drc.h). */
 	HELLO_REPLAY = 1u << 1,
+	/* With HELLO_CB_ACK: acknowledging a break never waits for a lock
+	 * the client's own requests in progress hold, except the pages of
+	 * an object its own WRITE in progress holds (docs/PROTOCOL.md,
+	 * "Callbacks"); the server then waits for it where it could not. */
+	HELLO_CB_NOLOCK = 1u << 2,
 };
 
 /* SETATTR valid mask. */

@@ -9,7 +9,8 @@
  * exists only while it has at least one promise.
  *
  * Locking: one mutex (t->lock) guards everything in the table, including
- * the cb_client fields but acks and gone (ack_lock, below). Nothing here
+ * the cb_client fields but those of acknowledgements (ack_lock, below).
+ * Nothing here
  * blocks or does I/O while holding it. Where the table's locks stand in
  * the server's lock order: docs/LOCKING.md.
  *
@@ -18,7 +19,8 @@
  * t->count <= t->max once cb_register returns; the age list is empty iff
  * t->count is 0; an object record has a promise; a recent[] slot's seq
  * only grows and other_seq <= seq; a wait's outstanding is the number of
- * its entries in t->acks; the helpers below run under the lock their
+ * frames on its ents list, and a connection's nframes the number on its
+ * frames list; the helpers below run under the lock their
  * section names; a wait's done callback, like cb_expire's lost, runs with
  * neither lock held.
  *
@@ -30,12 +32,18 @@
  * collisions, which only err towards an extra break.
  *
  * Acknowledgements have their own lock (t->ack_lock), never held together
- * with t->lock: every outstanding break frame a wait waits for is one
- * struct cb_ackent, hashed by id and on one list (t->acks) that is also
- * the wait-for graph ("the entry's wait's waiter waits for the entry's
- * client"). Armed waits sit on t->armed in arming order, which is
- * deadline order since the timeout is a constant. A wait is freed by
- * whoever settles its last entry once armed, after running its callback.
+ * with t->lock. Every frame sent to a client that acknowledges, and not
+ * yet acknowledged, is one struct cb_ackent: hashed by id, on its
+ * connection's list (cl->frames) and, when a wait waits for it, on that
+ * wait's list (w->ents), with the locks acknowledging it may need (see
+ * callback.h, "Deadlock avoidance"). Every open wait is on t->waits with
+ * the objects its change changed; armed waits are also on t->armed in
+ * arming order, which is deadline order since the timeout is a constant.
+ * That is the whole wait-for graph: wait -> the connections of its frames
+ * -> that client's waits holding a lock one of the connection's frames
+ * needs -> ... A wait is freed by whoever settles its last frame once
+ * armed, after running its callback. Clients are nodes (struct cb_node,
+ * one per HELLO client id, shared by its connections).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -48,7 +56,8 @@
 
 #define CB_RECENT_SLOTS 4096u
 #define CB_ACK_BUCKETS  1024u
-/* Clients a cycle check follows before it assumes the worst. */
+/* Waits (and connections) a cycle check follows before it assumes the
+ * worst. */
 #define CB_GRAPH_MAX    64
 /* Clients one cb_expire call can declare lost (the rest: next call). */
 #define CB_LOST_MAX     32
@@ -73,24 +82,47 @@ struct cb_recent {
 	uint64_t other_seq; /* last break here by someone other than changer */
 };
 
-/* A break frame that a wait waits for. All fields: ack_lock. */
+/* A client, by its HELLO client id; shared by its connections. ack_lock. */
+struct cb_node {
+	struct cb_node *next;            /* t->nodes */
+	uint8_t id[16];
+	int refs;                        /* connections (cb_clients) on it */
+};
+
+/* A lock acknowledging a frame may need: the locked pages of object fid
+ * (dir 0: a record without a name), or the i_rwsem of directory fid
+ * (dir 1: an entry record, for a client without HELLO_CB_NOLOCK). */
+struct cb_lockref {
+	struct cairn_fid fid;
+	int dir;
+};
+
+/* A frame sent and not yet acknowledged. All fields: ack_lock. */
 struct cb_ackent {
-	struct cb_ackent *hnext;         /* id hash chain */
-	struct cb_ackent *anext, *aprev; /* t->acks */
+	struct cb_ackent *hnext;          /* id hash chain */
+	struct cb_ackent *cnext, **cprev; /* its connection's frames */
+	struct cb_ackent *wnext, **wprev; /* its wait's frames (w set) */
 	uint32_t id;
-	struct cb_client *cl;            /* who must acknowledge */
-	struct cb_wait *w;
+	struct cb_client *cl;             /* who must acknowledge */
+	struct cb_wait *w;                /* who waits for it, or NULL */
+	int nlock;
+	struct cb_lockref lock[];
 };
 
 /* One change waiting for its breaks' acknowledgements. ack_lock. */
 struct cb_wait {
 	struct cb_wait *next, *prev;     /* t->armed; then a done list */
+	struct cb_wait *tnext, **tprev;  /* t->waits */
 	struct cb_client *waiter;
+	struct cb_ackent *ents;          /* the frames it waits for */
 	void (*done)(void *arg);
 	void *arg;
-	int outstanding;                 /* entries not yet settled */
+	int outstanding;                 /* frames on ents */
 	int armed;
 	uint64_t deadline_ms;            /* CLOCK_MONOTONIC */
+	int pages;                       /* its request holds fid[]'s pages */
+	int nfid;
+	struct cairn_fid fid[];          /* what its change changed */
 };
 
 struct cb_table {
@@ -109,8 +141,9 @@ struct cb_table {
 	pthread_mutex_t ack_lock;  /* never held with lock */
 	uint32_t next_ack;         /* guarded by ack_lock */
 	struct cb_ackent *ack_hash[CB_ACK_BUCKETS]; /* guarded by ack_lock */
-	struct cb_ackent *acks;    /* guarded by ack_lock */
+	struct cb_wait *waits;     /* open waits; guarded by ack_lock */
 	struct cb_wait *armed_head, *armed_tail; /* guarded by ack_lock */
+	struct cb_node *nodes;     /* guarded by ack_lock */
 	uint64_t cycles;           /* guarded by ack_lock */
 };
 
@@ -196,17 +229,25 @@ void cb_table_destroy(struct cb_table *t)
 		}
 	}
 	free(t->buckets);
-	/* Waits still open here belong to requests that never finished;
-	 * their owners are gone with the server. */
-	while (t->acks) {
-		struct cb_ackent *e = t->acks;
-		t->acks = e->anext;
-		free(e);
+	/* Frames and waits still open here belong to connections and
+	 * requests that never finished; their owners are gone with the
+	 * server. */
+	for (size_t i = 0; i < CB_ACK_BUCKETS; i++) {
+		while (t->ack_hash[i]) {
+			struct cb_ackent *e = t->ack_hash[i];
+			t->ack_hash[i] = e->hnext;
+			free(e);
+		}
 	}
-	while (t->armed_head) {
-		struct cb_wait *w = t->armed_head;
-		t->armed_head = w->next;
+	while (t->waits) {
+		struct cb_wait *w = t->waits;
+		t->waits = w->tnext;
 		free(w);
+	}
+	while (t->nodes) {
+		struct cb_node *n = t->nodes;
+		t->nodes = n->next;
+		free(n);
 	}
 	pthread_mutex_destroy(&t->ack_lock);
 	pthread_mutex_destroy(&t->lock);
@@ -221,7 +262,12 @@ void cb_client_init(struct cb_table *t, struct cb_client *cl, void *owner)
 	cl->head = NULL;
 	cl->count = 0;
 	cl->acks = 0;
+	cl->nolock = 0;
 	cl->gone = 0;
+	cl->node = NULL;
+	cl->frames = NULL;
+	cl->nframes = 0;
+	cl->untracked = 0;
 	table_unlock(t);
 }
 
@@ -583,6 +629,8 @@ out:
 	return records;
 }
 
+static void node_put(struct cb_table *t, struct cb_client *cl);
+
 void cb_drop_client(struct cb_table *t, struct cb_client *cl)
 {
 	table_lock(t);
@@ -591,6 +639,7 @@ void cb_drop_client(struct cb_table *t, struct cb_client *cl)
 	CAIRN_ASSERT(cl->count == 0);
 	table_unlock(t);
 	cb_client_gone(t, cl);
+	node_put(t, cl);
 }
 
 /* --- acknowledgements (all under t->ack_lock unless noted) -------------- */
@@ -620,46 +669,137 @@ static struct cb_ackent **ack_slot(struct cb_table *t, uint32_t id)
 	return pp;
 }
 
-static int seen_has(struct cb_client *const *seen, int n,
-		    const struct cb_client *cl)
+/* The graph node of connection cl: its client, or itself when it has
+ * none (out of memory at HELLO). */
+static const void *client_key(const struct cb_client *cl)
+{
+	return cl->node ? (const void *)cl->node : (const void *)cl;
+}
+
+void cb_client_hello(struct cb_table *t, struct cb_client *cl,
+		     const uint8_t id[16], uint32_t flags)
+{
+	struct cb_node *fresh = malloc(sizeof(*fresh)), *n;
+
+	ack_lock(t);
+	cl->acks = (flags & HELLO_CB_ACK) != 0;
+	cl->nolock = (flags & HELLO_CB_NOLOCK) != 0;
+	CAIRN_ASSERT(!cl->node); /* HELLO is answered once per connection */
+	for (n = t->nodes; n && memcmp(n->id, id, 16); n = n->next)
+		;
+	if (!n && fresh) {
+		memcpy(fresh->id, id, 16);
+		fresh->refs = 0;
+		fresh->next = t->nodes;
+		t->nodes = fresh;
+		n = fresh;
+		fresh = NULL;
+	}
+	if (n) {
+		n->refs++;
+		cl->node = n;
+	}
+	pthread_mutex_unlock(&t->ack_lock);
+	free(fresh);
+}
+
+static void node_put(struct cb_table *t, struct cb_client *cl)
+{
+	struct cb_node *n = cl->node, **pp;
+
+	if (!n)
+		return;
+	ack_lock(t);
+	cl->node = NULL;
+	CAIRN_ASSERT(n->refs > 0);
+	if (--n->refs == 0) {
+		for (pp = &t->nodes; *pp != n; pp = &(*pp)->next)
+			;
+		*pp = n->next;
+		free(n);
+	}
+	pthread_mutex_unlock(&t->ack_lock);
+}
+
+/* Does acknowledging e need a lock that wait x's request holds? */
+static int frame_needs(const struct cb_ackent *e, const struct cb_wait *x)
+{
+	for (int i = 0; i < e->nlock; i++) {
+		if (!e->lock[i].dir && !x->pages)
+			continue;
+		for (int j = 0; j < x->nfid; j++)
+			if (fid_eq(&e->lock[i].fid, &x->fid[j]))
+				return 1;
+	}
+	return 0;
+}
+
+/*
+ * May an acknowledgement on connection c wait for wait x? Only if x is a
+ * change of c's own client whose request holds a lock that one of c's
+ * unacknowledged frames (or e, about to be sent on c) needs, or if not
+ * all of c's frames are known.
+ */
+static int ack_may_wait_for(const struct cb_client *c,
+			    const struct cb_ackent *e, const struct cb_wait *x)
+{
+	if (client_key(x->waiter) != client_key(c))
+		return 0;
+	if (c->untracked || (e && frame_needs(e, x)))
+		return 1;
+	for (const struct cb_ackent *f = c->frames; f; f = f->cnext)
+		if (frame_needs(f, x))
+			return 1;
+	return 0;
+}
+
+static int has_ptr(const void *const *set, int n, const void *p)
 {
 	for (int i = 0; i < n; i++)
-		if (seen[i] == cl)
+		if (set[i] == p)
 			return 1;
 	return 0;
 }
 
 /*
- * Can `from` reach `to` in the wait-for graph? Then making `to` wait for
- * `from` would close a cycle. A graph too large to follow counts as yes:
- * not waiting is always safe, waiting in a cycle costs the timeout.
+ * Would making w wait for frame e (to e->cl) close a cycle? Follow the
+ * graph from e: the waits an acknowledgement on e->cl may wait for, the
+ * connections each of those waits for, their waits, and so on; a cycle
+ * is w reached again. A graph too large to follow counts as a cycle: not
+ * waiting is always safe, waiting in a cycle costs the timeout.
  */
-static int graph_reaches(struct cb_table *t, struct cb_client *from,
-			 const struct cb_client *to)
+static int wait_closes_cycle(struct cb_table *t, const struct cb_wait *w,
+			     const struct cb_ackent *e)
 {
-	struct cb_client *seen[CB_GRAPH_MAX];
-	int n = 0, grew = 1;
+	const void *todo[CB_GRAPH_MAX], *seen[CB_GRAPH_MAX];
+	int ntodo = 0, nseen = 0;
 
 	LOCK_ASSERT_HELD(&t->ack_lock);
-	if (from == to)
-		return 1;
-	seen[n++] = from;
-	while (grew) {
-		grew = 0;
-		for (struct cb_ackent *e = t->acks; e; e = e->anext) {
-			if (!seen_has(seen, n, e->w->waiter) ||
-			    seen_has(seen, n, e->cl))
+	todo[ntodo++] = e->cl;
+	for (int next = 0; next < ntodo; next++) {
+		const struct cb_client *c = todo[next];
+
+		for (const struct cb_wait *x = t->waits; x; x = x->tnext) {
+			if (has_ptr(seen, nseen, x) ||
+			    !ack_may_wait_for(c, c == e->cl ? e : NULL, x))
 				continue;
-			if (e->cl == to || n == CB_GRAPH_MAX)
+			if (x == w || nseen == CB_GRAPH_MAX)
 				return 1;
-			seen[n++] = e->cl;
-			grew = 1;
+			seen[nseen++] = x;
+			for (const struct cb_ackent *f = x->ents; f;
+			     f = f->wnext) {
+				if (has_ptr(todo, ntodo, f->cl))
+					continue;
+				if (ntodo == CB_GRAPH_MAX)
+					return 1;
+				todo[ntodo++] = f->cl;
+			}
 		}
 	}
 	return 0;
 }
 
-/* Remove entry e; a wait it completes moves to *done. */
+/* Remove frame e; a wait it completes moves to *done. */
 static void ack_settle(struct cb_table *t, struct cb_ackent *e,
 		       struct cb_wait **done)
 {
@@ -667,16 +807,23 @@ static void ack_settle(struct cb_table *t, struct cb_ackent *e,
 
 	LOCK_ASSERT_HELD(&t->ack_lock);
 	*ack_slot(t, e->id) = e->hnext;
-	if (e->aprev)
-		e->aprev->anext = e->anext;
-	else
-		t->acks = e->anext;
-	if (e->anext)
-		e->anext->aprev = e->aprev;
+	*e->cprev = e->cnext;
+	if (e->cnext)
+		e->cnext->cprev = e->cprev;
+	CAIRN_ASSERT(e->cl->nframes > 0);
+	e->cl->nframes--;
+	if (w) {
+		*e->wprev = e->wnext;
+		if (e->wnext)
+			e->wnext->wprev = e->wprev;
+	}
 	free(e);
+	if (!w)
+		return;
 	CAIRN_ASSERT(w->outstanding > 0);
 	if (--w->outstanding || !w->armed)
 		return;
+	CAIRN_ASSERT(!w->ents);
 	if (w->prev)
 		w->prev->next = w->next;
 	else
@@ -685,21 +832,21 @@ static void ack_settle(struct cb_table *t, struct cb_ackent *e,
 		w->next->prev = w->prev;
 	else
 		t->armed_tail = w->prev;
+	*w->tprev = w->tnext;
+	if (w->tnext)
+		w->tnext->tprev = w->tprev;
 	w->prev = NULL;
 	w->next = *done;
 	*done = w;
 }
 
-/* Settle every entry of a gone client. */
-static void ack_settle_gone(struct cb_table *t, struct cb_wait **done)
+/* Settle every frame of cl (it is gone). */
+static void ack_settle_client(struct cb_table *t, struct cb_client *cl,
+			      struct cb_wait **done)
 {
-	struct cb_ackent *e = t->acks, *next;
-
-	for (; e; e = next) {
-		next = e->anext;
-		if (e->cl->gone)
-			ack_settle(t, e, done);
-	}
+	while (cl->frames)
+		ack_settle(t, cl->frames, done);
+	CAIRN_ASSERT(cl->nframes == 0);
 }
 
 /* Without the lock: run and free completed waits. */
@@ -717,60 +864,99 @@ static void run_done(struct cb_table *t, struct cb_wait *w)
 }
 
 struct cb_wait *cb_wait_new(struct cb_table *t, struct cb_client *waiter,
+			    const struct cb_change *ch, int n, int pages,
 			    void (*done)(void *arg), void *arg)
 {
-	struct cb_wait *w = calloc(1, sizeof(*w));
+	struct cb_wait *w;
 
-	(void)t;
+	CAIRN_ASSERT(n >= 0 && n <= CB_MAX_CHANGES);
+	if (n < 0 || n > CB_MAX_CHANGES)
+		return NULL;
+	w = calloc(1, sizeof(*w) + (size_t)n * sizeof(w->fid[0]));
 	if (!w)
 		return NULL;
 	w->waiter = waiter;
 	w->done = done;
 	w->arg = arg;
+	w->pages = pages;
+	w->nfid = n;
+	for (int i = 0; i < n; i++)
+		w->fid[i] = ch[i].fid;
+	ack_lock(t);
+	w->tnext = t->waits;
+	if (t->waits)
+		t->waits->tprev = &w->tnext;
+	w->tprev = &t->waits;
+	t->waits = w;
+	pthread_mutex_unlock(&t->ack_lock);
 	return w;
 }
 
-uint32_t cb_ack_id(struct cb_table *t)
+/* What acknowledging b's frame may need (see struct cb_lockref). */
+static int frame_locks(const struct cb_batch *b, int nolock,
+		       struct cb_lockref *out)
 {
-	return cb_wait_add(t, NULL, NULL);
+	int n = 0;
+
+	for (uint32_t i = 0; i < b->count; i++) {
+		int dir = b->rec[i].namelen != 0;
+
+		if (!dir || !nolock)
+			out[n++] = (struct cb_lockref){ b->rec[i].fid, dir };
+	}
+	return n;
 }
 
-uint32_t cb_wait_add(struct cb_table *t, struct cb_wait *w,
-		     struct cb_client *cl)
+uint32_t cb_frame_add(struct cb_table *t, struct cb_wait *w,
+		      const struct cb_batch *b)
 {
-	struct cb_ackent *e = w ? malloc(sizeof(*e)) : NULL;
+	struct cb_client *cl = b->cl;
+	struct cb_ackent *e = malloc(sizeof(*e) +
+				     b->count * sizeof(e->lock[0]));
 	uint32_t id;
 
 	ack_lock(t);
 	id = ack_id_next(t);
-	if (!e || !cl->acks || cl->gone) {
-		/* not waited for */
-	} else if (graph_reaches(t, cl, w->waiter)) {
-		t->cycles++;
-	} else {
-		e->id = id;
-		e->cl = cl;
-		e->w = w;
-		e->hnext = t->ack_hash[id % CB_ACK_BUCKETS];
-		t->ack_hash[id % CB_ACK_BUCKETS] = e;
-		e->aprev = NULL;
-		e->anext = t->acks;
-		if (t->acks)
-			t->acks->aprev = e;
-		t->acks = e;
-		w->outstanding++;
-		e = NULL;
+	if (!cl->acks || cl->gone)
+		goto out; /* nothing to remember, nobody to wait for */
+	if (!e) {
+		cl->untracked = 1;
+		goto out;
 	}
+	e->id = id;
+	e->cl = cl;
+	e->w = NULL;
+	e->nlock = frame_locks(b, cl->nolock, e->lock);
+	if (w && client_key(cl) != client_key(w->waiter)) {
+		if (wait_closes_cycle(t, w, e)) {
+			t->cycles++;
+		} else {
+			e->w = w;
+			e->wnext = w->ents;
+			if (w->ents)
+				w->ents->wprev = &e->wnext;
+			e->wprev = &w->ents;
+			w->ents = e;
+			w->outstanding++;
+		}
+	}
+	if (!e->w && cl->nframes >= CB_FRAMES_MAX) {
+		cl->untracked = 1;
+		goto out;
+	}
+	e->hnext = t->ack_hash[id % CB_ACK_BUCKETS];
+	t->ack_hash[id % CB_ACK_BUCKETS] = e;
+	e->cnext = cl->frames;
+	if (cl->frames)
+		cl->frames->cprev = &e->cnext;
+	e->cprev = &cl->frames;
+	cl->frames = e;
+	cl->nframes++;
+	e = NULL;
+out:
 	pthread_mutex_unlock(&t->ack_lock);
-	free(e); /* not waited for: out of memory, gone, or a cycle */
+	free(e); /* not recorded */
 	return id;
-}
-
-void cb_client_set_acks(struct cb_table *t, struct cb_client *cl, int on)
-{
-	ack_lock(t);
-	cl->acks = on;
-	pthread_mutex_unlock(&t->ack_lock);
 }
 
 uint64_t cb_ack_cycles(struct cb_table *t)
@@ -786,6 +972,9 @@ int cb_wait_arm(struct cb_table *t, struct cb_wait *w)
 	ack_lock(t);
 	CAIRN_ASSERT(!w->armed);
 	if (!w->outstanding) {
+		*w->tprev = w->tnext;
+		if (w->tnext)
+			w->tnext->tprev = w->tprev;
 		pthread_mutex_unlock(&t->ack_lock);
 		free(w);
 		return 1;
@@ -826,7 +1015,7 @@ void cb_client_gone(struct cb_table *t, struct cb_client *cl)
 
 	ack_lock(t);
 	cl->gone = 1;
-	ack_settle_gone(t, &done);
+	ack_settle_client(t, cl, &done);
 	pthread_mutex_unlock(&t->ack_lock);
 	run_done(t, done);
 }
@@ -834,6 +1023,7 @@ void cb_client_gone(struct cb_table *t, struct cb_client *cl)
 int cb_expire(struct cb_table *t, void (*lost)(void *arg, void *owner),
 	      void *arg)
 {
+	struct cb_client *gone[CB_LOST_MAX];
 	void *owners[CB_LOST_MAX];
 	struct cb_wait *done = NULL;
 	uint64_t now = now_ms();
@@ -843,18 +1033,20 @@ int cb_expire(struct cb_table *t, void (*lost)(void *arg, void *owner),
 	/* Deadline order: stop at the first wait still in time. */
 	for (struct cb_wait *w = t->armed_head;
 	     w && w->deadline_ms <= now && n < CB_LOST_MAX; w = w->next) {
-		for (struct cb_ackent *e = t->acks; e && n < CB_LOST_MAX;
-		     e = e->anext) {
-			if (e->w != w || e->cl->gone)
+		for (struct cb_ackent *e = w->ents; e && n < CB_LOST_MAX;
+		     e = e->wnext) {
+			if (e->cl->gone)
 				continue;
 			e->cl->gone = 1;
 			if (t->hold)
 				t->hold(e->cl->owner);
+			gone[n] = e->cl;
 			owners[n++] = e->cl->owner;
 		}
 	}
-	if (n)
-		ack_settle_gone(t, &done);
+	/* Settled after the walk: settling frees frames and waits. */
+	for (int i = 0; i < n; i++)
+		ack_settle_client(t, gone[i], &done);
 	pthread_mutex_unlock(&t->ack_lock);
 	if (n)
 		assert_unlocked(t);

@@ -26,31 +26,50 @@
  * sequence number is broken again for the requester, now after the reply
  * on the same connection. Hash collisions only cause extra breaks.
  *
- * Acknowledgements. Every CB_BREAK frame carries a non-zero id (cb_ack_id
- * or cb_wait_add); the client answers it once its kernel no longer holds
- * the broken copies. A change is acknowledged only after its breaks are:
- * the handler opens a wait (cb_wait_new), adds one entry per break frame
- * (cb_wait_add), sends the frames, registers, then arms the wait
- * (cb_wait_arm). The wait's `done` callback runs exactly once, with no
- * lock held, when every entry is settled: acknowledged (cb_ack), its
- * client gone (cb_client_gone, cb_drop_client), or timed out (cb_expire,
- * which first reports the silent clients as lost). Nothing blocks: the
- * reply of a waiting change is sent by whichever thread settles the last
- * entry, so no worker thread is held while clients answer.
+ * Acknowledgements. Every CB_BREAK frame carries a non-zero id
+ * (cb_frame_add); a client that said HELLO_CB_ACK answers it once its
+ * kernel no longer holds the broken copies. A change is acknowledged only
+ * after its breaks are: the handler opens a wait (cb_wait_new), adds each
+ * break frame (cb_frame_add), sends the frames, registers, then arms the
+ * wait (cb_wait_arm). The wait's `done` callback runs exactly once, with
+ * no lock held, when every frame it waits for is settled: acknowledged
+ * (cb_ack), its client gone (cb_client_gone, cb_drop_client), or timed
+ * out (cb_expire, which first reports the silent clients as lost).
+ * Nothing blocks: the reply of a waiting change is sent by whichever
+ * thread settles the last frame, so no worker thread is held while
+ * clients answer.
  *
  * Deadlock avoidance. A client's acknowledgement can depend on its own
- * requests in progress: its notifier may block on a kernel lock (a
- * directory's i_rwsem, a locked page) held by one of its FUSE requests
- * that waits for our reply. Requests that are not waiting for
- * acknowledgements are answered without depending on anyone, so only
- * waiting changes can form a cycle: "change X of A waits for B, whose
- * change Y waits for A" (or for A itself, when a change breaks its own
- * requester's promise). cb_wait_add therefore keeps a wait-for graph
- * between clients and does not wait for a client that can reach the
- * waiter in it; that break is then delivered without being waited for
- * (it still carries an id and is still acknowledged), and the change it
- * belongs to is ordered after it only by the TCP stream. See
- * docs/LOCKING.md.
+ * requests in progress: its kernel invalidation may need a lock (a
+ * directory's i_rwsem, a file's locked pages) that one of its FUSE
+ * requests holds while it waits for our reply. Only replies that wait for
+ * acknowledgements (waits) are held back by anyone, so a deadlock is a
+ * cycle "wait X of client A waits for client B's acknowledgement, which
+ * waits for B's wait Y, which waits for A's acknowledgement, which waits
+ * for X". The table keeps that graph exactly enough to see such cycles:
+ *
+ *   - A node is a client (its HELLO client id), not a connection, so a
+ *     change parked on an old connection of a client that reconnected
+ *     (its resend waits for it in the duplicate request cache) is still
+ *     that client's.
+ *   - An acknowledgement on a connection may wait only for the client's
+ *     own waits that hold a lock one of the connection's unacknowledged
+ *     frames needs: the locked pages of an object a record names without
+ *     a name, which only a WRITE in progress holds (cb_wait_new's
+ *     `pages`); and, unless the client said HELLO_CB_NOLOCK, the i_rwsem
+ *     of the directory of an entry record, which any change of that
+ *     directory holds. A HELLO_CB_NOLOCK client drops directory entries
+ *     without taking the directory's lock (docs/LOCKING.md), so its
+ *     acknowledgement of entry records never waits for its own requests.
+ *   - A frame to the changer's own client is never waited for: the client
+ *     reads it before the reply it belongs to (same connection, or the
+ *     duplicate request cache's replay on its new one), and nobody else is
+ *     involved.
+ *
+ * cb_frame_add does not wait for a client when waiting could close a
+ * cycle; that break is then delivered without being waited for (it still
+ * carries an id and is still acknowledged), and counted (cb_ack_cycles).
+ * See docs/LOCKING.md.
  */
 #ifndef CAIRN_CALLBACK_H
 #define CAIRN_CALLBACK_H
@@ -63,18 +82,28 @@
 struct cb_table;
 struct cb_promise;
 
+struct cb_node;
+struct cb_ackent;
+
 /*
- * Per-client state, embedded in the owner's connection object and set up
- * with cb_client_init. All fields are guarded by the table's lock; callers
- * only read `owner`.
+ * Per-connection state, embedded in the owner's connection object and set
+ * up with cb_client_init. The first four fields are guarded by the
+ * table's lock, the rest by its ack lock; callers only read `owner`.
  */
 struct cb_client {
 	void *owner;              /* handed back in batches */
 	uint64_t id;              /* unique per cb_client_init, never reused */
 	struct cb_promise *head;  /* this client's promises */
 	size_t count;
-	int acks;                 /* acknowledges breaks (HELLO); ack lock */
-	int gone;                 /* never acknowledges again; ack lock */
+	int acks;                 /* acknowledges breaks (HELLO_CB_ACK) */
+	int nolock;               /* ... entry records without locks
+				   * (HELLO_CB_NOLOCK) */
+	int gone;                 /* never acknowledges again */
+	struct cb_node *node;     /* its client id's node (cb_client_hello) */
+	struct cb_ackent *frames; /* frames sent, not yet acknowledged */
+	unsigned nframes;
+	int untracked;            /* a frame went out over CB_FRAMES_MAX: what
+				   * its acknowledgement waits for is unknown */
 };
 
 /*
@@ -159,7 +188,7 @@ int cb_recheck(struct cb_table *t, struct cb_client *cl, uint64_t seq0,
 	       const struct cairn_fid *fids, int n, struct cb_batch **out);
 
 /* Drop every promise of cl (its connection is going away); implies
- * cb_client_gone. */
+ * cb_client_gone, and releases cl's node. */
 void cb_drop_client(struct cb_table *t, struct cb_client *cl);
 
 /* Number of promises in the table. */
@@ -178,31 +207,45 @@ void cb_batch_free(struct cb_batch *b);
 /* How long a change waits for a client's acknowledgement before that
  * client is declared lost. */
 #define CB_ACK_TIMEOUT_MS 3000
+/* Unacknowledged frames remembered per connection; past it, frames nobody
+ * waits for go out unrecorded (see cb_client.untracked). */
+#define CB_FRAMES_MAX 4096
 
 struct cb_wait;
 
 /*
- * Open a wait for a change requested by `waiter`. done(arg) will be called
- * once, after cb_wait_arm. Returns NULL on allocation failure (the caller
- * then replies without waiting).
+ * cl said HELLO with client id `id` and HELLO_* `flags`: it acknowledges
+ * breaks (HELLO_CB_ACK; only such clients are waited for), entry records
+ * without its own locks (HELLO_CB_NOLOCK), and every connection with the
+ * same id is the same node of the wait-for graph. Call once, before cl's
+ * first request runs. Out of memory, cl is a node of its own.
+ */
+void cb_client_hello(struct cb_table *t, struct cb_client *cl,
+		     const uint8_t id[16], uint32_t flags);
+
+/*
+ * Open a wait for a change requested by `waiter` that changed ch[0..n)
+ * (n <= CB_MAX_CHANGES, copied); `pages`: while the request is in
+ * progress, the requester's kernel holds the cached pages of those
+ * objects locked (a WRITE). done(arg) will be called once, after
+ * cb_wait_arm. Returns NULL on allocation failure (the caller then
+ * replies without waiting).
  */
 struct cb_wait *cb_wait_new(struct cb_table *t, struct cb_client *waiter,
+			    const struct cb_change *ch, int n, int pages,
 			    void (*done)(void *arg), void *arg);
 /*
- * The id for a break frame to cl. With w not NULL, w waits for its
- * acknowledgement if cl acknowledges breaks, is not gone, and waiting
- * cannot close a cycle (see above); with w NULL nothing waits (a
- * fire-and-forget break). Returns a non-zero id.
+ * The id for batch b's frame (to b->cl), recorded as unacknowledged until
+ * cb_ack or the client is gone. With w not NULL, w waits for its
+ * acknowledgement if b->cl acknowledges breaks, is not gone, is not the
+ * waiter's own client and waiting cannot close a cycle (see above); with
+ * w NULL nothing waits (a fire-and-forget break). Returns a non-zero id.
+ * Only b->cl and b's records are read, during the call.
  */
-uint32_t cb_wait_add(struct cb_table *t, struct cb_wait *w,
-		     struct cb_client *cl);
-/* cl acknowledges breaks (it said HELLO_CB_ACK): only such clients are
- * waited for. */
-void cb_client_set_acks(struct cb_table *t, struct cb_client *cl, int on);
+uint32_t cb_frame_add(struct cb_table *t, struct cb_wait *w,
+		      const struct cb_batch *b);
 /* Breaks not waited for because waiting could have closed a cycle. */
 uint64_t cb_ack_cycles(struct cb_table *t);
-/* A fresh id for a break nobody waits for. */
-uint32_t cb_ack_id(struct cb_table *t);
 /*
  * Start w's clock (CB_ACK_TIMEOUT_MS). Returns 1 when nothing is
  * outstanding: w is then freed and done is NOT called (the caller goes
@@ -214,7 +257,7 @@ int cb_wait_arm(struct cb_table *t, struct cb_wait *w);
  * Client cl acknowledged break `id` (or its frame could not be sent: the
  * sender calls this too). Unknown ids and ids of frames to other clients
  * are ignored. May run the done callbacks of waits it completes. Returns
- * 0, or -ENOENT for an id not waited for.
+ * 0, or -ENOENT for an id not recorded.
  */
 int cb_ack(struct cb_table *t, struct cb_client *cl, uint32_t id);
 /*

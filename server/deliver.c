@@ -51,27 +51,22 @@ struct parked {
 
 /*
  * Deliver CB_BREAK batches; releases the references the table took. With
- * w, w waits for each frame's acknowledgement (cb_wait_add decides); a
- * frame that cannot be sent is settled at once (its client is closing).
- * A frame to the changer's own client on another connection (c is the
- * changer's connection; it reconnected while this change ran) is not
- * waited for: that client may be waiting for this very change through the
- * duplicate request cache, a cycle the table cannot see, and a client is
- * never waited for on its own behalf anyway.
+ * w, w waits for each frame's acknowledgement where cb_frame_add decides
+ * it may (never for the changer's own client, on this connection or
+ * another: that client reads the break before the reply it belongs to).
+ * A frame that cannot be sent is settled at once (its client is closing).
  */
-static void send_batches(const struct srv_ctx *ctx, struct conn *c,
-			 struct cb_batch *list, struct cb_wait *w)
+static void send_batches(const struct srv_ctx *ctx, struct cb_batch *list,
+			 struct cb_wait *w)
 {
-	struct drc_client *self = c ? conn_drc(c) : NULL;
 	struct wbuf wb;
 
 	wbuf_init(&wb);
 	for (struct cb_batch *b = list; b; b = b->next) {
 		struct conn *oc = b->owner;
-		struct cb_wait *bw = self && conn_drc(oc) == self ? NULL : w;
 		size_t n;
 
-		b->id = cb_wait_add(ctx->cb, bw, b->cl);
+		b->id = cb_frame_add(ctx->cb, w, b);
 		wbuf_reset(&wb);
 		cb_batch_encode(b, &wb);
 		n = wb.len;
@@ -80,7 +75,7 @@ static void send_batches(const struct srv_ctx *ctx, struct conn *c,
 				  strerror(-wb.err));
 		if (!wb.err && conn_send(oc, &wb) == 0)
 			stats_cb_break(ctx->stats, b->count, n);
-		else if (bw)
+		else
 			cb_ack(ctx->cb, b->cl, b->id);
 		conn_put(oc);
 	}
@@ -91,20 +86,43 @@ static void send_batches(const struct srv_ctx *ctx, struct conn *c,
 /* --- the duplicate request cache ------------------------------------------ */
 
 /*
+ * Re-break for cl what another client changed since seq0 among fids
+ * (cb_recheck): the reply that carries them may predate that change,
+ * and the change did not wait for cl, which held no promise then.
+ * Called twice around the reply: before it, so that a client that checks
+ * its break sequence does not cache the reply (and the changer, which
+ * may have returned already, is not contradicted by any cache of cl's);
+ * after it, so that a client that applies frames in order drops what it
+ * cached from it.
+ */
+static void rebreak(const struct srv_ctx *ctx, struct conn *c, uint64_t seq0,
+		    const struct cairn_fid *fids, int n)
+{
+	struct cb_batch *again = NULL;
+
+	if (n && cb_recheck(ctx->cb, conn_cb_client(c), seq0, fids, n,
+			    &again) < 0)
+		conn_fail(c, "cannot record a callback break: out of memory");
+	send_batches(ctx, again, NULL);
+}
+
+/*
  * Answer a duplicate on c from the cache: the original's reply frame (its
- * id is the duplicate's), its promises registered for c, and re-broken at
- * once for whatever changed since the original began (cb_recheck from the
- * original's seq0, as for any reply computed before a concurrent change).
+ * id is the duplicate's), its promises registered for c, and re-broken
+ * around it for whatever changed since the original began (rebreak from
+ * the original's seq0, as for any reply computed before a concurrent
+ * change).
  */
 static void drc_replay(const struct srv_ctx *ctx, struct conn *c,
 		       const struct drc_reply *r)
 {
-	struct cb_batch *evicted = NULL, *again = NULL;
+	struct cb_batch *evicted = NULL;
 	struct cb_client *cl = conn_cb_client(c);
 	struct wbuf w;
 
 	if (r->nfid && cb_register(ctx->cb, cl, r->fid, r->nfid, &evicted) < 0)
 		log_warn("peer %s: callback table out of memory", conn_peer(c));
+	rebreak(ctx, c, r->seq0, r->fid, r->nfid);
 	wbuf_init(&w);
 	wire_put_bytes(&w, r->frame, r->len);
 	if (w.err)
@@ -112,11 +130,8 @@ static void drc_replay(const struct srv_ctx *ctx, struct conn *c,
 	else
 		conn_send(c, &w);
 	wbuf_free(&w);
-	if (r->nfid && cb_recheck(ctx->cb, cl, r->seq0, r->fid, r->nfid,
-				  &again) < 0)
-		conn_fail(c, "cannot record a callback break: out of memory");
-	send_batches(ctx, NULL, again, NULL);
-	send_batches(ctx, NULL, evicted, NULL);
+	rebreak(ctx, c, r->seq0, r->fid, r->nfid);
+	send_batches(ctx, evicted, NULL);
 }
 
 /* Release duplicates parked on a cache entry (drc_begin parked their
@@ -203,12 +218,11 @@ static uint64_t us_since(const struct timespec *t0)
 	       (uint64_t)((now.tv_nsec - t0->tv_nsec) / 1000);
 }
 
-/* Send the reply, then re-break and evict. Returns -EPROTO if the
- * connection was closed on purpose after the reply. */
+/* Send the reply, with the re-breaks around it, then evict. Returns
+ * -EPROTO if the connection was closed on purpose after the reply. */
 static int reply_finish(struct parked *p)
 {
 	const struct srv_ctx *ctx = p->ctx;
-	struct cb_batch *again = NULL;
 	size_t out_bytes = p->w.len;
 
 	if (p->de) {
@@ -222,12 +236,10 @@ static int reply_finish(struct parked *p)
 	}
 	if (p->t0.tv_sec || p->t0.tv_nsec)
 		stats_cb_ack_wait(ctx->stats, us_since(&p->t0));
+	rebreak(ctx, p->c, p->seq0, p->fid, p->np);
 	conn_send(p->c, &p->w);
-	if (p->np && cb_recheck(ctx->cb, conn_cb_client(p->c), p->seq0,
-				p->fid, p->np, &again) < 0)
-		conn_fail(p->c, "cannot record a callback break: out of memory");
-	send_batches(ctx, NULL, again, NULL);
-	send_batches(ctx, NULL, p->evicted, NULL);
+	rebreak(ctx, p->c, p->seq0, p->fid, p->np);
+	send_batches(ctx, p->evicted, NULL);
 	p->evicted = NULL;
 	stats_op(ctx->stats, p->op, p->in_bytes, out_bytes);
 	if (p->close_after[0]) {
@@ -271,8 +283,10 @@ static struct parked *break_changes(const struct srv_ctx *ctx,
 		*p = *local;
 		p->fid = p->fids;
 		memcpy(p->fids, out->pfid, (size_t)out->np * sizeof(p->fids[0]));
-		*wait = cb_wait_new(ctx->cb, conn_cb_client(c), parked_done,
-				    p);
+		/* A WRITE holds its pages in the requester's kernel. */
+		*wait = cb_wait_new(ctx->cb, conn_cb_client(c), out->ch,
+				    out->nch, local->op == OP_WRITE,
+				    parked_done, p);
 	}
 	if (*wait) {
 		clock_gettime(CLOCK_MONOTONIC, &p->t0);
@@ -282,7 +296,7 @@ static struct parked *break_changes(const struct srv_ctx *ctx,
 		free(p);
 		p = local;
 	}
-	send_batches(ctx, c, brk, *wait);
+	send_batches(ctx, brk, *wait);
 	return p;
 }
 

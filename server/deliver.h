@@ -16,14 +16,17 @@
  *   cb_register
  *   wait for the acks          ...and have invalidated their kernel's
  *                              copies before the changer's reply is sent
- *   send reply                 (and record it in the cache)
  *   cb_recheck + send          re-break what a concurrent change made
- *                              stale, now ordered after the reply
+ *                              stale (it did not wait for us: we held no
+ *                              promise yet), before the reply...
+ *   send reply                 (and record it in the cache)
+ *   cb_recheck + send          ...and after it (see rebreak in deliver.c)
  *
  * The wait holds no thread: when breaks are outstanding, the reply and
  * everything after it are parked, and sent by whichever thread settles the
- * last acknowledgement. See callback.h for why this cannot deadlock and
- * docs/LOCKING.md for the whole picture.
+ * last acknowledgement. The wait never includes the changer's own client:
+ * it reads the break before this reply. See callback.h for why this
+ * cannot deadlock and docs/LOCKING.md for the whole picture.
  *
  * Called on the thread that runs the request (the connection's reader or a
  * worker), holding no lock.

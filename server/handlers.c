@@ -155,8 +155,7 @@ static int op_hello(struct op_req *q)
 		conn_set_drc(q->c, drc_client_get(server_drc(q->ctx->srv),
 						   id));
 	conn_set_client_id(q->c, id);
-	cb_client_set_acks(q->ctx->cb, conn_cb_client(q->c),
-			   (m->flags & HELLO_CB_ACK) != 0);
+	cb_client_hello(q->ctx->cb, conn_cb_client(q->c), id, m->flags);
 	memcpy(rep.server_id, q->ctx->server_id, sizeof(rep.server_id));
 	reply(q, &rep);
 	promise(q, &rep.root.fid);

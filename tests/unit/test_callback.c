@@ -2,7 +2,10 @@
  * test_callback.c - unit tests for server/callback.h: registering
  * promises, breaks that skip the changer, entry records, one batch per
  * client, the memory bound and eviction, dropping a client, the recheck
- * that closes the reply/break race, and the CB_BREAK frame encoding.
+ * that closes the reply/break race, the CB_BREAK frame encoding, and the
+ * acknowledgement waits: which frames a change waits for, and the
+ * wait-for graph that refuses exactly the waits that could deadlock
+ * (docs/LOCKING.md).
  *
  * Output: one "ok - NAME" or "not ok - NAME" line per test; exit status 1
  * if any failed.
@@ -337,6 +340,307 @@ static void test_encode(void)
 	cb_table_destroy(t);
 }
 
+/* --- acknowledgement waits ------------------------------------------------ */
+
+/* A client connection that said HELLO (id byte `who`). */
+static void hello(struct cb_table *t, struct cb_client *cl, void *owner,
+		  uint8_t who, uint32_t flags)
+{
+	uint8_t id[16] = { who };
+
+	cb_client_init(t, cl, owner);
+	cb_client_hello(t, cl, id, flags);
+}
+
+/* A frame to cl: one record, fid itself (name NULL) or its entry. */
+static struct cb_batch *frame(struct cb_client *cl, struct cairn_fid fid,
+			      const char *name)
+{
+	struct cb_batch *b = calloc(1, sizeof(*b) + sizeof(b->rec[0]));
+
+	b->owner = cl->owner;
+	b->cl = cl;
+	b->cap = 1;
+	b->count = 1;
+	b->rec[0] = (struct cb_record){ fid, name, name ? strlen(name) : 0 };
+	return b;
+}
+
+/* Send a one-record frame for w (NULL: nobody waits); returns its id. */
+static uint32_t send1(struct cb_table *t, struct cb_wait *w,
+		      struct cb_client *cl, struct cairn_fid fid,
+		      const char *name)
+{
+	struct cb_batch *b = frame(cl, fid, name);
+	uint32_t id = cb_frame_add(t, w, b);
+
+	cb_batch_free(b);
+	return id;
+}
+
+static void done_count(void *arg)
+{
+	(*(int *)arg)++;
+}
+
+/* A wait for a change of one object (name NULL) or one entry. */
+static struct cb_wait *change_wait(struct cb_table *t, struct cb_client *cl,
+				   struct cairn_fid fid, const char *name,
+				   int pages, int *done)
+{
+	struct cb_change ch = { fid, name, name ? strlen(name) : 0, 0 };
+
+	return cb_wait_new(t, cl, &ch, 1, pages, done_count, done);
+}
+
+#define ACKING (HELLO_CB_ACK | HELLO_CB_NOLOCK)
+
+static void test_ack_wait(void)
+{
+	struct cb_table *t = cb_table_create(100, NULL);
+	struct cb_client a, b, c;
+	struct cairn_fid f = F(1);
+	int done = 0;
+
+	hello(t, &a, NULL, 1, ACKING);
+	hello(t, &b, NULL, 2, ACKING);
+	hello(t, &c, NULL, 3, 0); /* does not acknowledge */
+	struct cb_wait *w = change_wait(t, &a, f, NULL, 1, &done);
+	uint32_t ib = send1(t, w, &b, f, NULL);
+	uint32_t ic = send1(t, w, &c, f, NULL);
+	CHECK(ib && ic && ib != ic);
+	CHECK_EQ(cb_wait_arm(t, w), 0); /* waits for b only */
+	CHECK_EQ(cb_ack(t, &c, ic), -ENOENT);
+	CHECK_EQ(cb_ack(t, &a, ib), -ENOENT); /* not a's frame */
+	CHECK_EQ(done, 0);
+	CHECK_EQ(cb_ack(t, &b, ib), 0);
+	CHECK_EQ(done, 1);
+	CHECK_EQ(cb_ack(t, &b, ib), -ENOENT);
+
+	/* A fire-and-forget frame is remembered until acknowledged. */
+	uint32_t i2 = send1(t, NULL, &b, f, NULL);
+	CHECK_EQ(b.nframes, 1);
+	CHECK_EQ(cb_ack(t, &b, i2), 0);
+	CHECK_EQ(b.nframes, 0);
+
+	/* Nothing outstanding: arm says so and done is not called. */
+	w = change_wait(t, &a, f, NULL, 0, &done);
+	send1(t, w, &c, f, NULL);
+	CHECK_EQ(cb_wait_arm(t, w), 1);
+
+	/* A client gone settles what waits for it. */
+	w = change_wait(t, &a, f, NULL, 0, &done);
+	send1(t, w, &b, f, NULL);
+	CHECK_EQ(cb_wait_arm(t, w), 0);
+	cb_client_gone(t, &b);
+	CHECK_EQ(done, 2);
+	CHECK_EQ(b.nframes, 0);
+	CHECK_EQ(cb_ack_cycles(t), 0);
+	cb_drop_client(t, &a);
+	cb_drop_client(t, &b);
+	cb_drop_client(t, &c);
+	cb_table_destroy(t);
+}
+
+static void test_ack_own_client(void)
+{
+	struct cb_table *t = cb_table_create(100, NULL);
+	struct cb_client a1, a2, b;
+	struct cairn_fid f = F(1);
+	int done = 0;
+
+	/* a2 is a's new connection (same client id): a change of a never
+	 * waits for a, on either connection, and that is no cycle. */
+	hello(t, &a1, NULL, 1, ACKING);
+	hello(t, &a2, NULL, 1, ACKING);
+	hello(t, &b, NULL, 2, ACKING);
+	struct cb_wait *w = change_wait(t, &a1, f, NULL, 1, &done);
+	send1(t, w, &a1, f, NULL);
+	send1(t, w, &a2, f, NULL);
+	uint32_t ib = send1(t, w, &b, f, NULL);
+	CHECK_EQ(cb_wait_arm(t, w), 0);
+	CHECK_EQ(cb_ack(t, &b, ib), 0);
+	CHECK_EQ(done, 1);
+	CHECK_EQ(cb_ack_cycles(t), 0);
+	cb_drop_client(t, &a1);
+	cb_drop_client(t, &a2);
+	cb_drop_client(t, &b);
+	cb_table_destroy(t);
+}
+
+/*
+ * Two clients create in one directory at once: each create waits for the
+ * other's acknowledgement of an entry record. Acknowledging one needs the
+ * directory's lock, which the other client's own create holds, unless the
+ * client drops entries without it (HELLO_CB_NOLOCK).
+ */
+static void create_create(uint32_t flags, int want_cycles)
+{
+	struct cb_table *t = cb_table_create(100, NULL);
+	struct cb_client a, b;
+	struct cairn_fid d = F(1);
+	int done = 0;
+
+	hello(t, &a, NULL, 1, flags);
+	hello(t, &b, NULL, 2, flags);
+	struct cb_wait *wa = change_wait(t, &a, d, "x", 0, &done);
+	uint32_t ib = send1(t, wa, &b, d, "x");
+	CHECK_EQ(cb_wait_arm(t, wa), 0);
+	struct cb_wait *wb = change_wait(t, &b, d, "y", 0, &done);
+	uint32_t ia = send1(t, wb, &a, d, "y");
+	CHECK_EQ(cb_ack_cycles(t), want_cycles);
+	CHECK_EQ(cb_wait_arm(t, wb), want_cycles ? 1 : 0);
+	cb_ack(t, &a, ia);
+	cb_ack(t, &b, ib);
+	CHECK_EQ(done, want_cycles ? 1 : 2);
+	cb_drop_client(t, &a);
+	cb_drop_client(t, &b);
+	cb_table_destroy(t);
+}
+
+static void test_ack_create_create(void)
+{
+	create_create(HELLO_CB_ACK | HELLO_CB_NOLOCK, 0);
+	create_create(HELLO_CB_ACK, 1);
+}
+
+/*
+ * Writes: a client's WRITE in progress holds the pages its acknowledgement
+ * of a break of that file must drop. Two clients writing one file they
+ * both cache do deadlock; writing two different files does not.
+ */
+static void test_ack_writes(void)
+{
+	struct cb_table *t = cb_table_create(100, NULL);
+	struct cb_client a, b;
+	struct cairn_fid f = F(1), g = F(2);
+	int done = 0;
+
+	hello(t, &a, NULL, 1, ACKING);
+	hello(t, &b, NULL, 2, ACKING);
+	/* a writes f (b caches it), b writes g (a caches it). */
+	struct cb_wait *wa = change_wait(t, &a, f, NULL, 1, &done);
+	uint32_t ib = send1(t, wa, &b, f, NULL);
+	CHECK_EQ(cb_wait_arm(t, wa), 0);
+	struct cb_wait *wb = change_wait(t, &b, g, NULL, 1, &done);
+	uint32_t ia = send1(t, wb, &a, g, NULL);
+	CHECK_EQ(cb_wait_arm(t, wb), 0);
+	CHECK_EQ(cb_ack_cycles(t), 0);
+	cb_ack(t, &a, ia);
+	cb_ack(t, &b, ib);
+	CHECK_EQ(done, 2);
+
+	/* Both write f: the second cannot wait. */
+	wa = change_wait(t, &a, f, NULL, 1, &done);
+	ib = send1(t, wa, &b, f, NULL);
+	CHECK_EQ(cb_wait_arm(t, wa), 0);
+	wb = change_wait(t, &b, f, NULL, 1, &done);
+	send1(t, wb, &a, f, NULL);
+	CHECK_EQ(cb_ack_cycles(t), 1);
+	CHECK_EQ(cb_wait_arm(t, wb), 1);
+	cb_ack(t, &b, ib);
+	CHECK_EQ(done, 3);
+
+	/* A chmod of f holds no pages: no cycle with a write of f. */
+	wa = change_wait(t, &a, f, NULL, 1, &done);
+	ib = send1(t, wa, &b, f, NULL);
+	CHECK_EQ(cb_wait_arm(t, wa), 0);
+	wb = change_wait(t, &b, f, NULL, 0, &done);
+	ia = send1(t, wb, &a, f, NULL);
+	CHECK_EQ(cb_wait_arm(t, wb), 0);
+	CHECK_EQ(cb_ack_cycles(t), 1);
+	cb_ack(t, &a, ia);
+	cb_ack(t, &b, ib);
+	CHECK_EQ(done, 5);
+	cb_drop_client(t, &a);
+	cb_drop_client(t, &b);
+	cb_table_destroy(t);
+}
+
+/*
+ * A client acknowledges its frames in order, so an acknowledgement may
+ * wait for what an earlier unacknowledged frame needs, even one nobody
+ * waits for. Here b's write of f (which a caches) holds f's pages and
+ * waits for a; a (which takes directory locks to drop entries) has an
+ * unacknowledged break of an entry of d, so a's acknowledgement may wait
+ * for a's own create in d. That create breaks b with an entry record,
+ * which b drops without locks, but only after the earlier break of f.
+ */
+static void earlier_frames(int earlier, int want_cycles)
+{
+	struct cb_table *t = cb_table_create(100, NULL);
+	struct cb_client a, b;
+	struct cairn_fid f = F(1), d = F(2);
+	int done = 0;
+
+	hello(t, &a, NULL, 1, HELLO_CB_ACK);
+	hello(t, &b, NULL, 2, ACKING);
+	uint32_t iq = send1(t, NULL, &a, d, "q");
+	struct cb_wait *wb = change_wait(t, &b, f, NULL, 1, &done);
+	uint32_t ia = send1(t, wb, &a, f, NULL);
+	CHECK_EQ(cb_wait_arm(t, wb), 0);
+	uint32_t iff = earlier ? send1(t, NULL, &b, f, NULL) : 0;
+	struct cb_wait *wa = change_wait(t, &a, d, "x", 0, &done);
+	uint32_t ib = send1(t, wa, &b, d, "x");
+	CHECK_EQ(cb_ack_cycles(t), want_cycles);
+	CHECK_EQ(cb_wait_arm(t, wa), want_cycles ? 1 : 0);
+	if (iff)
+		CHECK_EQ(cb_ack(t, &b, iff), 0);
+	cb_ack(t, &b, ib);
+	cb_ack(t, &a, iq);
+	cb_ack(t, &a, ia);
+	CHECK_EQ(done, want_cycles ? 1 : 2);
+	cb_drop_client(t, &a);
+	cb_drop_client(t, &b);
+	cb_table_destroy(t);
+}
+
+static void test_ack_earlier_frames(void)
+{
+	earlier_frames(1, 1);
+	earlier_frames(0, 0);
+}
+
+/*
+ * The parked-resend case: b's change of d runs for b's old connection b1
+ * (b reconnected as b2; its resend waits for that change in the duplicate
+ * request cache) and waits for a. a's change of d then breaks b on b2. A
+ * client that takes d's lock to drop the entry deadlocks on its own
+ * resent request: the graph sees it because b1 and b2 are one node.
+ */
+static void resend(uint8_t b2_id, int want_cycles)
+{
+	struct cb_table *t = cb_table_create(100, NULL);
+	struct cb_client a, b1, b2;
+	struct cairn_fid d = F(1);
+	int done = 0;
+
+	hello(t, &a, NULL, 1, HELLO_CB_ACK);
+	hello(t, &b1, NULL, 2, HELLO_CB_ACK);
+	hello(t, &b2, NULL, b2_id, HELLO_CB_ACK);
+	struct cb_wait *wb = change_wait(t, &b1, d, "y", 0, &done);
+	uint32_t ia = send1(t, wb, &a, d, "y");
+	CHECK_EQ(cb_wait_arm(t, wb), 0);
+	cb_client_gone(t, &b1); /* the old connection closed */
+	struct cb_wait *wa = change_wait(t, &a, d, "x", 0, &done);
+	uint32_t ib = send1(t, wa, &b2, d, "x");
+	CHECK_EQ(cb_ack_cycles(t), want_cycles);
+	CHECK_EQ(cb_wait_arm(t, wa), want_cycles ? 1 : 0);
+	cb_ack(t, &b2, ib);
+	cb_ack(t, &a, ia);
+	CHECK_EQ(done, want_cycles ? 1 : 2);
+	cb_drop_client(t, &a);
+	cb_drop_client(t, &b1);
+	cb_drop_client(t, &b2);
+	cb_table_destroy(t);
+}
+
+static void test_ack_resend(void)
+{
+	resend(2, 1); /* b2 is b: a cycle, refused */
+	resend(3, 0); /* another client: no cycle */
+}
+
 int main(void)
 {
 	run("callback register and break skip the changer",
@@ -347,5 +651,14 @@ int main(void)
 	run("callback drop client", test_drop_client);
 	run("callback recheck closes the reply/break race", test_recheck_race);
 	run("callback CB_BREAK frame encoding", test_encode);
+	run("callback acknowledgement waits", test_ack_wait);
+	run("callback never waits for the changer's own client",
+	    test_ack_own_client);
+	run("callback concurrent creates in one directory",
+	    test_ack_create_create);
+	run("callback concurrent writes", test_ack_writes);
+	run("callback acknowledgements wait for earlier frames",
+	    test_ack_earlier_frames);
+	run("callback a resent change is its client's", test_ack_resend);
 	return failed_total ? 1 : 0;
 }
