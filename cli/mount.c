@@ -269,8 +269,10 @@ static void teardown(struct mount_state *m)
 		fuse_session_unmount(m->se);
 	/* The kernel is gone: release the unlinked files it held, while
 	 * the rpc still runs. */
-	if (m->fs)
+	if (m->fs) {
+		fs_ahead_stop(m->fs);
 		fs_orphans_stop(m->fs);
+	}
 	/* The notifier sends acknowledgements through the rpc, so it stops
 	 * first; pushes still arriving until rpc_destroy are only queued. */
 	notify_stop(m->ntf);
@@ -444,7 +446,8 @@ static int serve_mount(struct mount_state *m, const struct mount_args *a,
 		log_warn("cannot write %s: %s", m->runfile, strerror(-rc));
 	if ((rc = notify_start(m->ntf, m->se, m->itab, m->rpc)) < 0 ||
 	    (rc = rpc_start(m->rpc)) < 0 ||
-	    (rc = fs_orphans_start(m->fs)) < 0) {
+	    (rc = fs_orphans_start(m->fs)) < 0 ||
+	    (rc = fs_ahead_start(m->fs)) < 0) {
 		log_error("cannot start threads: %s", strerror(-rc));
 		return 1;
 	}

@@ -33,6 +33,8 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include "dircache.h"
 #include "../lib/debug.h"
 
@@ -57,6 +59,8 @@ struct dlist {
 	uint64_t next_cookie;
 	struct dent **ents;           /* by cookie */
 	size_t n, cap;
+	unsigned expanded : 1;        /* dcache_take_subdirs gave its
+				       * subdirectories out */
 };
 
 /* A listing being fetched: the same, not yet hashed. */
@@ -75,6 +79,7 @@ struct dmark {
 
 struct dcache {
 	pthread_mutex_t lock;
+	pthread_cond_t fetched;       /* a fetch ended (dcache_fetch_wait) */
 	struct dlist **lists;         /* by directory */
 	size_t nlb;
 	struct dent **names;          /* by (directory, name) */
@@ -224,6 +229,11 @@ int dcache_create(struct dcache **out)
 	dc->neb = DC_ENT_BUCKETS;
 	dc->lru.lnext = dc->lru.lprev = &dc->lru;
 	pthread_mutex_init(&dc->lock, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&dc->fetched, &ca);
+	pthread_condattr_destroy(&ca);
 	*out = dc;
 	return 0;
 }
@@ -402,6 +412,7 @@ void dcache_destroy(struct dcache *dc)
 	free(dc->names);
 	free(dc->vnodes);
 	pthread_mutex_destroy(&dc->lock);
+	pthread_cond_destroy(&dc->fetched);
 	free(dc);
 }
 
@@ -485,7 +496,7 @@ static struct dmark *find_mark(struct dcache *dc, uint64_t dir,
 	return *p;
 }
 
-int dcache_fetch_begin(struct dcache *dc, uint64_t dir)
+static int fetch_begin(struct dcache *dc, uint64_t dir, int absent)
 {
 	struct dmark *m = calloc(1, sizeof(*m)), *old;
 	int rc = 0;
@@ -496,6 +507,8 @@ int dcache_fetch_begin(struct dcache *dc, uint64_t dir)
 	old = find_mark(dc, dir, NULL);
 	if (old) {
 		rc = -EBUSY;
+	} else if (absent && find_list(dc, dir)) {
+		rc = -EEXIST;
 	} else {
 		m->dir = dir;
 		m->fetching = 1;
@@ -506,6 +519,39 @@ int dcache_fetch_begin(struct dcache *dc, uint64_t dir)
 	dc_unlock(dc);
 	free(m);
 	return rc;
+}
+
+int dcache_fetch_wait(struct dcache *dc, uint64_t dir, int timeout_ms)
+{
+	struct timespec until;
+	struct dmark *m;
+	int rc;
+
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_sec += timeout_ms / 1000;
+	until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	dc_lock(dc);
+	while ((m = find_mark(dc, dir, NULL)) && m->fetching &&
+	       pthread_cond_timedwait(&dc->fetched, &dc->lock, &until) == 0)
+		;
+	m = find_mark(dc, dir, NULL);
+	rc = m && m->fetching ? -ETIMEDOUT : find_list(dc, dir) ? 0 : -ENOENT;
+	dc_unlock(dc);
+	return rc;
+}
+
+int dcache_fetch_begin(struct dcache *dc, uint64_t dir)
+{
+	return fetch_begin(dc, dir, 0);
+}
+
+int dcache_fetch_begin_absent(struct dcache *dc, uint64_t dir)
+{
+	return fetch_begin(dc, dir, 1);
 }
 
 /* Install l (hashed under the lock) as dir's listing. */
@@ -598,6 +644,7 @@ int dcache_fetch_end(struct dcache *dc, uint64_t dir,
 		install(dc, dir, l, dv, new_cookie, fresh);
 		l = NULL;
 	}
+	pthread_cond_broadcast(&dc->fetched);
 	dc_unlock(dc);
 	free(m);
 	if (l || !ok || broken) {
@@ -631,6 +678,38 @@ int dcache_lookup(struct dcache *dc, uint64_t dir, const char *name,
 			dc->st.hits++;
 		lru_touch(dc, l);
 	}
+	dc_unlock(dc);
+	return rc;
+}
+
+size_t dcache_take_subdirs(struct dcache *dc, uint64_t dir,
+			   struct cairn_fid *out, size_t max)
+{
+	struct dlist *l;
+	size_t n = 0;
+
+	dc_lock(dc);
+	l = find_list(dc, dir);
+	if (l && !l->expanded) {
+		l->expanded = 1;
+		for (size_t i = 0; i < l->n && n < max; i++) {
+			const struct dent *d = l->ents[i];
+
+			if ((d->attr.mode & S_IFMT) == S_IFDIR && !d->stale &&
+			    !find_list(dc, d->attr.fid.vnode))
+				out[n++] = d->attr.fid;
+		}
+	}
+	dc_unlock(dc);
+	return n;
+}
+
+int dcache_cached(struct dcache *dc, uint64_t dir)
+{
+	int rc;
+
+	dc_lock(dc);
+	rc = find_list(dc, dir) != NULL;
 	dc_unlock(dc);
 	return rc;
 }

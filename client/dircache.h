@@ -80,6 +80,14 @@ void dcache_listing_free(struct dcache_listing *l);
  * -ENOMEM.
  */
 int dcache_fetch_begin(struct dcache *dc, uint64_t dir);
+/* The same, but -EEXIST when a listing of dir is cached (read-ahead). */
+int dcache_fetch_begin_absent(struct dcache *dc, uint64_t dir);
+/*
+ * Wait (at most timeout_ms) while another thread fetches dir. Returns 0
+ * when a listing of dir is cached after that, -ENOENT when not (the fetch
+ * failed, or none was running), -ETIMEDOUT when the fetch still runs.
+ */
+int dcache_fetch_wait(struct dcache *dc, uint64_t dir, int timeout_ms);
 /*
  * End the fetch of dir. l (taken; NULL when the fetch failed) is the
  * listing at data version dv, whose next new entry gets new_cookie. It
@@ -101,6 +109,17 @@ int dcache_fetch_end(struct dcache *dc, uint64_t dir,
  */
 int dcache_lookup(struct dcache *dc, uint64_t dir, const char *name,
 		  size_t len, struct cairn_attr *a);
+
+/*
+ * Read-ahead of a tree walk (fs_dir.c): the first time this is called for
+ * dir's cached listing, up to max FIDs of its subdirectories whose own
+ * listings are not cached (with a promised status) go to out; the count
+ * is returned. Every later call for the same listing returns 0.
+ */
+size_t dcache_take_subdirs(struct dcache *dc, uint64_t dir,
+			   struct cairn_fid *out, size_t max);
+/* Whether a listing of dir is cached. */
+int dcache_cached(struct dcache *dc, uint64_t dir);
 
 /* One entry copied out of a listing (name NUL-terminated). */
 struct dcache_ent {

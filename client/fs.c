@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <time.h>
+#include "ccache.h"
 #include "dircache.h"
 #include "fs_int.h"
 #include "inode.h"
@@ -44,6 +45,13 @@ static void on_interrupt(fuse_req_t req, void *data)
  * seq_lock (no reply section open on this thread; the reply needs the rpc
  * reader, which needs seq_lock for writing), not sf_lock. The inode
  * table's lock is held only inside inode.c. */
+static __thread struct rpc_intr *call_intr;
+
+void fs_set_call_intr(struct rpc_intr *ir)
+{
+	call_intr = ir;
+}
+
 static int fs_call(fuse_req_t req, struct fs *fs, uint16_t op,
 		   const struct wbuf *w, struct rpc_reply *rep)
 {
@@ -53,7 +61,8 @@ static int fs_call(fuse_req_t req, struct fs *fs, uint16_t op,
 	notify_assert_not_held(fs->ntf);
 	LOCK_ASSERT_NOT_HELD(&fs->sf_lock);
 	if (!req)
-		return rpc_call(fs->rpc, op, w, rep);
+		return call_intr ? rpc_call_intr(fs->rpc, op, w, rep, call_intr)
+				 : rpc_call(fs->rpc, op, w, rep);
 	rpc_intr_init(&intr, fs->rpc);
 	/* Calls on_interrupt at once if req was interrupted already (also
 	 * between two calls of one handler): the call then ends at once. */
@@ -478,9 +487,9 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	struct fs *fs = req_fs(req);
 	uint64_t seq = notify_seq(fs->ntf);
 	struct cairn_fid fid;
-	struct cairn_attr a;
+	struct cairn_attr a, before;
 	uint32_t valid = 0;
-	int rc;
+	int rc, known;
 
 	for (size_t i = 0; i < sizeof(setattr_bits) / sizeof(setattr_bits[0]);
 	     i++)
@@ -491,12 +500,24 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		valid &= ~(uint32_t)SA_ATIME;
 	if (valid & SA_MTIME_NOW)
 		valid &= ~(uint32_t)SA_MTIME;
-	if ((rc = itab_fid(fs->itab, ino, &fid)) ||
-	    (rc = setattr_rpc(req, fs, &fid, valid, attr, &a))) {
+	if ((rc = itab_fid(fs->itab, ino, &fid))) {
+		reply_error(req, rc);
+		return;
+	}
+	known = fs->cc && itab_getattr(fs->itab, ino, &before) == 0 &&
+		before.fid.uniq == fid.uniq;
+	if ((rc = setattr_rpc(req, fs, &fid, valid, attr, &a))) {
 		reply_error(req, rc);
 		return;
 	}
 	reply_attr(req, fs, seq, &a);
+	/* The data version moved but not the data (a chmod, chown, cp -p's
+	 * utimens): the chunks we cached stay good (fs_file.c,
+	 * fs_op_write). A size change is left to a fetch at the new
+	 * version. */
+	if (known && a.dv == before.dv + 1 && a.size == before.size)
+		ccache_write(fs->cc, &fid, before.dv, a.dv, before.size,
+			     a.size, a.size, NULL, 0);
 }
 
 /* --- statfs ------------------------------------------------------------- */
@@ -650,6 +671,8 @@ int fs_create(struct rpc *r, struct itab *t, struct notify *n,
 	pthread_cond_init(&fs->init_cond, &ca);
 	pthread_mutex_init(&fs->orph.lock, NULL);
 	pthread_cond_init(&fs->orph.cond, &ca);
+	pthread_mutex_init(&fs->ahead.lock, NULL);
+	pthread_cond_init(&fs->ahead.cond, NULL);
 	pthread_condattr_destroy(&ca);
 	*out = fs;
 	return 0;
@@ -692,6 +715,8 @@ void fs_destroy(struct fs *fs)
 	pthread_cond_destroy(&fs->init_cond);
 	pthread_mutex_destroy(&fs->orph.lock);
 	pthread_cond_destroy(&fs->orph.cond);
+	pthread_mutex_destroy(&fs->ahead.lock);
+	pthread_cond_destroy(&fs->ahead.cond);
 	free(fs->orph.q);
 	dcache_destroy(fs->dc);
 	free(fs);

@@ -43,6 +43,10 @@ void fs_set_ccache(struct fs *fs, struct ccache *c);
  */
 int fs_orphans_start(struct fs *fs);
 void fs_orphans_stop(struct fs *fs);
+/* Likewise the threads of directory read-ahead (client/fs_dir.c); stop
+ * ends their calls at once. */
+int fs_ahead_start(struct fs *fs);
+void fs_ahead_stop(struct fs *fs);
 
 /* The operation table to pass to fuse_session_new (with userdata fs). */
 const struct fuse_lowlevel_ops *fs_ops(void);

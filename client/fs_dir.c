@@ -157,11 +157,13 @@ static int add_page(fuse_ino_t ino, struct dcache_listing *l,
 	return 0;
 }
 
-int fs_dir_fetch(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
-		 uint32_t flags)
+/* Fetch the listing of directory fid (vnode ino) into the cache: 0 when
+ * installed (fs_dir_fetch). ahead: not when one is cached already. */
+static int dir_fetch(fuse_req_t req, struct fs *fs, const struct cairn_fid *fid,
+		     uint32_t flags, int ahead)
 {
-	uint64_t seq = notify_seq(fs->ntf);
-	struct msg_bulkstat_req q = { .max = CAIRN_BULKSTAT_MAX };
+	uint64_t seq = notify_seq(fs->ntf), ino = fid->vnode;
+	struct msg_bulkstat_req q = { .dir = *fid, .max = CAIRN_BULKSTAT_MAX };
 	struct dcache_listing *l = NULL;
 	struct msg_bulkstat_rep p;
 	struct rpc_reply rep;
@@ -170,8 +172,9 @@ int fs_dir_fetch(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
 	int rc, fresh, installed, pages = 0;
 
 	memset(&dattr, 0, sizeof(dattr));
-	if ((rc = itab_fid(fs->itab, ino, &q.dir)) ||
-	    (rc = dcache_fetch_begin(fs->dc, ino)))
+	rc = ahead ? dcache_fetch_begin_absent(fs->dc, ino)
+		   : dcache_fetch_begin(fs->dc, ino);
+	if (rc)
 		return rc;
 	/* From here on, dcache_fetch_end whatever happens. */
 	rc = dcache_listing_new(&l);
@@ -208,6 +211,184 @@ int fs_dir_fetch(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
 		log_debug("directory %llu: over %u entries, not cached",
 			  (unsigned long long)ino, DCACHE_DIR_MAX);
 	return installed ? 0 : rc ? rc : -EAGAIN;
+}
+
+/* How long a request waits for another thread's fetch of its directory
+ * before it asks the server itself. */
+#define AHEAD_WAIT_MS 2000
+
+int fs_dir_fetch(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
+		 uint32_t flags)
+{
+	struct cairn_fid fid;
+	int rc;
+
+	if ((rc = itab_fid(fs->itab, ino, &fid)))
+		return rc;
+	rc = dir_fetch(req, fs, &fid, flags, 0);
+	/* Most likely a read-ahead of it is under way: its answer is as
+	 * good as ours, and a second fetch would only be refused. Unless we
+	 * owe the directory an atime (BS_LIST): a read-ahead does not list
+	 * for the user, so then fetch again once it is done. */
+	if (rc == -EBUSY) {
+		rc = dcache_fetch_wait(fs->dc, ino, AHEAD_WAIT_MS) == 0
+			? 0 : -EBUSY;
+		if (!rc && (flags & BS_LIST))
+			rc = dir_fetch(req, fs, &fid, flags, 0);
+	}
+	return rc;
+}
+
+/* --- read-ahead of tree walks ------------------------------------------- */
+
+/*
+ * A cold `find`, `ls -lR`, `make` or `rsync` walks a tree one directory
+ * at a time, and each directory costs one BULKSTAT round trip. When a
+ * directory is first listed from its start (READDIR at offset 0: a walk,
+ * not a lookup of one path through it), the listings of its
+ * subdirectories (at most AHEAD_PER_DIR) are queued and fetched by
+ * FS_AHEAD_THREADS threads, so the walk finds them cached. Only listings
+ * that are listed expand further, so read-ahead stays one level ahead of
+ * the walk. Fetched listings are
+ * ordinary cache entries (same promises, same breaks); a full queue drops
+ * the rest (counted). The threads' calls are interrupted at unmount.
+ */
+#define AHEAD_PER_DIR 64u
+
+void fs_dir_ahead(struct fs *fs, fuse_ino_t ino)
+{
+	struct fs_ahead *a = &fs->ahead;
+	struct cairn_fid fids[AHEAD_PER_DIR];
+	size_t n;
+
+	if (!a->started)
+		return;
+	n = dcache_take_subdirs(fs->dc, ino, fids, AHEAD_PER_DIR);
+	if (!n)
+		return;
+	pthread_mutex_lock(&a->lock);
+	for (size_t i = 0; i < n; i++) {
+		if (a->n == FS_AHEAD_QUEUE) {
+			a->dropped += n - i;
+			break;
+		}
+		a->q[(a->head + a->n++) % FS_AHEAD_QUEUE] =
+			(struct fs_bg_item){ fids[i], FS_BG_LISTING };
+	}
+	pthread_cond_broadcast(&a->cond);
+	pthread_mutex_unlock(&a->lock);
+}
+
+void fs_touch_atime(struct fs *fs, const struct cairn_fid *fid)
+{
+	struct fs_ahead *a = &fs->ahead;
+
+	if (!a->started)
+		return;
+	pthread_mutex_lock(&a->lock);
+	if (a->n < FS_AHEAD_QUEUE) {
+		a->q[(a->head + a->n++) % FS_AHEAD_QUEUE] =
+			(struct fs_bg_item){ *fid, FS_BG_ATIME };
+		pthread_cond_signal(&a->cond);
+	} else {
+		a->dropped++;
+	}
+	pthread_mutex_unlock(&a->lock);
+}
+
+/* READ of 0 bytes: the server moves the atime when relatime says so
+ * (store_read) and returns the attributes. */
+static int touch_atime(struct fs *fs, const struct cairn_fid *fid)
+{
+	uint64_t seq = notify_seq(fs->ntf);
+	struct msg_read_req q = { .fid = *fid, .off = 0, .len = 0 };
+	struct msg_read_rep p;
+	struct rpc_reply rep;
+	int rc;
+
+	if ((rc = fs_rpc(NULL, fs, OP_READ, &q, &p, &rep)))
+		return rc;
+	fs_note_attrs(fs, seq, &p.attr, NULL);
+	rpc_reply_free(&rep);
+	return 0;
+}
+
+static void *ahead_main(void *arg)
+{
+	struct fs *fs = arg;
+	struct fs_ahead *a = &fs->ahead;
+	unsigned me;
+
+	pthread_mutex_lock(&a->lock);
+	me = a->nthreads++;
+	rpc_intr_init(&a->intr[me], fs->rpc);
+	fs_set_call_intr(&a->intr[me]);
+	for (;;) {
+		struct fs_bg_item it;
+		int rc;
+
+		while (!a->n && !a->stopping)
+			pthread_cond_wait(&a->cond, &a->lock);
+		if (a->stopping)
+			break;
+		it = a->q[a->head];
+		a->head = (a->head + 1) % FS_AHEAD_QUEUE;
+		a->n--;
+		pthread_mutex_unlock(&a->lock);
+		if (it.kind == FS_BG_ATIME) {
+			touch_atime(fs, &it.fid);
+			pthread_mutex_lock(&a->lock);
+			continue;
+		}
+		rc = dir_fetch(NULL, fs, &it.fid, 0, 1);
+		pthread_mutex_lock(&a->lock);
+		if (rc == 0)
+			a->fetched++;
+	}
+	pthread_mutex_unlock(&a->lock);
+	return NULL;
+}
+
+int fs_ahead_start(struct fs *fs)
+{
+	struct fs_ahead *a = &fs->ahead;
+
+	for (unsigned i = 0; i < FS_AHEAD_THREADS; i++) {
+		int rc = pthread_create(&a->th[i], NULL, ahead_main, fs);
+
+		if (rc) {
+			fs_ahead_stop(fs);
+			return -rc;
+		}
+		a->started++;
+	}
+	return 0;
+}
+
+void fs_ahead_stop(struct fs *fs)
+{
+	struct fs_ahead *a = &fs->ahead;
+
+	if (!a->started)
+		return;
+	pthread_mutex_lock(&a->lock);
+	a->stopping = 1;
+	pthread_cond_broadcast(&a->cond);
+	pthread_mutex_unlock(&a->lock);
+	/* A fetch in progress may wait for a server that is gone. */
+	for (unsigned i = 0; i < a->started; i++) {
+		pthread_mutex_lock(&a->lock);
+		int have = i < a->nthreads;
+		pthread_mutex_unlock(&a->lock);
+		if (have)
+			rpc_interrupt(&a->intr[i]);
+	}
+	for (unsigned i = 0; i < a->started; i++)
+		pthread_join(a->th[i], NULL);
+	a->started = 0;
+	log_info("directory read-ahead: %llu listings fetched, %llu not "
+		 "queued (queue full)", (unsigned long long)a->fetched,
+		 (unsigned long long)a->dropped);
 }
 
 /* The reply buffer being filled. */
@@ -258,15 +439,12 @@ static int time_cmp(struct cairn_time a, struct cairn_time b)
 	return a.nsec < b.nsec ? -1 : a.nsec > b.nsec;
 }
 
-/* Does relatime owe directory ino a new atime when it is listed? (As the
- * server decides: atime not after mtime or ctime, or a day old.) Unknown
- * attributes: yes. */
-static int atime_due(struct fs *fs, fuse_ino_t ino)
+int fs_atime_due(struct fs *fs, fuse_ino_t ino, int unknown)
 {
 	struct cairn_attr a;
 
 	if (itab_getattr(fs->itab, ino, &a))
-		return 1;
+		return unknown;
 	return time_cmp(a.atime, a.mtime) <= 0 ||
 	       time_cmp(a.atime, a.ctime) <= 0 ||
 	       (int64_t)time(NULL) - a.atime.sec >= 24 * 3600;
@@ -305,7 +483,7 @@ static int readdir_cached(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
 		goto out;
 	}
 	notify_reply_begin(fs->ntf, 0);
-	if (check_atime && cookie == 0 && atime_due(fs, ino))
+	if (check_atime && cookie == 0 && fs_atime_due(fs, ino, 1))
 		rc = -EAGAIN;
 	else if ((rc = dcache_read(fs->dc, ino, cookie, max, &ents, &n,
 				   &eof)) == -ENOENT)
@@ -466,6 +644,10 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size,
 	struct fs *fs = req_fs(req);
 	int rc;
 
+	/* A listing from the start: a walk (find, ls -R, rsync, make) that
+	 * will want the subdirectories' listings next. */
+	if (off == 0)
+		fs_dir_ahead(fs, ino);
 	if (readdir_cached(req, fs, ino, size, off, plus, 1) == 0)
 		return;
 	rc = fs_dir_fetch(req, fs, ino,
@@ -474,8 +656,12 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size,
 		reply_error(req, rc);
 		return;
 	}
-	if (rc == 0 && readdir_cached(req, fs, ino, size, off, plus, 0) == 0)
-		return;
+	if (rc == 0) {
+		if (off == 0)
+			fs_dir_ahead(fs, ino);
+		if (readdir_cached(req, fs, ino, size, off, plus, 0) == 0)
+			return;
+	}
 	readdir_server(req, ino, size, off, plus);
 }
 

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <time.h>
 #include "ccache.h"
 #include "fs_int.h"
 #include "inode.h"
@@ -338,6 +339,17 @@ static int read_cached(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
 		fuse_reply_iov(req, iov, (int)n);
 	if (from_cache)
 		notify_reply_end(fs->ntf);
+	/* Read without the server: relatime may still owe an atime. The
+	 * kernel asks for it right after the read (it marks atime stale),
+	 * so the table answers with our clock until the server's comes. */
+	if (from_cache && !have_a && fs_atime_due(fs, ino, 0)) {
+		struct timespec now;
+
+		clock_gettime(CLOCK_REALTIME, &now);
+		itab_set_atime(fs->itab, ino, (struct cairn_time){
+			(int64_t)now.tv_sec, (uint32_t)now.tv_nsec });
+		fs_touch_atime(fs, &info.fid);
+	}
 	/* The kernel has its answer; now keep what was fetched. */
 	for (size_t i = 0; i < n; i++)
 		if (ps[i].store_len) {
@@ -380,19 +392,43 @@ void fs_set_ccache(struct fs *fs, struct ccache *c)
 	fs->cc = c;
 }
 
+/*
+ * What one WRITE did, for the chunk cache: the file went from (dv, size)
+ * before to after, with n bytes at off. Kept only when before is known to
+ * be the version the WRITE applied to.
+ */
+struct wstep {
+	uint64_t old_dv, old_size, new_dv, new_size, off;
+	const char *data;
+	uint32_t n;
+};
+
+/*
+ * The chunk cache keeps what we write (ccache_write), so that reading it
+ * back after drop_caches or a remount fetches nothing. A step qualifies
+ * when the version before it is known (the attributes the inode table
+ * holds while the promise stands, or the previous WRITE's reply) and the
+ * reply's version is exactly one above: nothing else changed the file
+ * between. The steps are recorded after the kernel has its answer.
+ */
+#define WRITE_STEPS_MAX 4
+
 void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		 size_t size, off_t off, struct fuse_file_info *fi)
 {
 	struct fs *fs = req_fs(req);
 	uint64_t seq = notify_seq(fs->ntf);
 	uint32_t flags = (fi->flags & (O_SYNC | O_DSYNC)) ? WR_SYNC : 0;
+	struct wstep steps[WRITE_STEPS_MAX];
 	struct cairn_fid fid;
-	struct cairn_attr a;
-	size_t done = 0;
-	int rc;
+	struct cairn_attr a, before;
+	size_t done = 0, nsteps = 0;
+	int rc, known;
 
 	if ((rc = itab_fid(fs->itab, ino, &fid)))
 		goto out;
+	known = fs->cc && itab_getattr(fs->itab, ino, &before) == 0 &&
+		before.fid.uniq == fid.uniq;
 	while (done < size) {
 		size_t n = size - done > CAIRN_MAX_IO ? CAIRN_MAX_IO
 						       : size - done;
@@ -407,17 +443,32 @@ void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		if ((rc = fs_rpc(req, fs, OP_WRITE, &q, &p, NULL)))
 			break;
 		a = p.attr;
+		if (known && a.dv == before.dv + 1 && nsteps < WRITE_STEPS_MAX)
+			steps[nsteps++] = (struct wstep){
+				before.dv, before.size, a.dv, a.size,
+				(uint64_t)off + done, buf + done, (uint32_t)n };
+		else
+			known = 0;
+		before = a;
 		done += n;
 	}
 	/* A failed WRITE (interrupted, connection lost) may still have
 	 * changed the file without us learning its new data version, and
 	 * our own change breaks no promise of ours: cached chunks of the
 	 * file can no longer be trusted. */
-	if (rc)
+	if (rc) {
 		ccache_forget_fid(fs->cc, &fid);
+		nsteps = 0;
+	}
 	if (done) {
 		fs_note_attrs(fs, seq, &a, NULL);
 		fuse_reply_write(req, done);
+		/* buf stays ours until we return. */
+		for (size_t i = 0; i < nsteps; i++)
+			ccache_write(fs->cc, &fid, steps[i].old_dv,
+				     steps[i].new_dv, steps[i].old_size,
+				     steps[i].new_size, steps[i].off,
+				     steps[i].data, steps[i].n);
 		return;
 	}
 out:

@@ -55,6 +55,28 @@
 struct ccache;
 struct dcache;
 
+/* Background calls (fs_dir.c): read-ahead of tree walks, and the atime
+ * of files read from the chunk cache. */
+#define FS_AHEAD_QUEUE   256u
+#define FS_AHEAD_THREADS 2u
+enum fs_bg_kind { FS_BG_LISTING, FS_BG_ATIME };
+struct fs_bg_item {
+	struct cairn_fid fid;
+	enum fs_bg_kind kind;
+};
+struct fs_ahead {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct fs_bg_item q[FS_AHEAD_QUEUE]; /* guarded by lock: a ring */
+	size_t head, n;                     /* guarded by lock */
+	int stopping;                       /* guarded by lock */
+	unsigned nthreads;                  /* guarded by lock: intr[] live */
+	struct rpc_intr intr[FS_AHEAD_THREADS];
+	uint64_t fetched, dropped;          /* guarded by lock */
+	unsigned started;
+	pthread_t th[FS_AHEAD_THREADS];
+};
+
 /* Unlinked files the kernel has forgotten, to be released on the server
  * (fs_orphan.c). */
 struct fs_orphans {
@@ -90,6 +112,7 @@ struct fs {
 	int no_open;                 /* the kernel sends no OPEN/RELEASE */
 
 	struct fs_orphans orph;
+	struct fs_ahead ahead;
 };
 
 static inline struct fs *req_fs(fuse_req_t req)
@@ -149,6 +172,21 @@ void fs_note_attrs(struct fs *fs, uint64_t seq, const struct cairn_attr *a,
 		   const struct cairn_attr *b);
 
 /* --- open files --------------------------------------------------------- */
+
+/* A listing of ino was used: queue its subdirectories' listings for
+ * read-ahead (fs_dir.c). Never blocks on the server. */
+void fs_dir_ahead(struct fs *fs, fuse_ino_t ino);
+/* Does relatime owe ino a new atime when it is read or listed? As the
+ * server decides (store_atime_due): atime not after mtime or ctime, or a
+ * day old; `unknown` when the table holds no current attributes. */
+int fs_atime_due(struct fs *fs, fuse_ino_t ino, int unknown);
+/* A read was answered from the chunk cache, without the server, and
+ * relatime owes fid an atime: let the server move it (a READ of 0 bytes,
+ * sent in the background; fs_dir.c). */
+void fs_touch_atime(struct fs *fs, const struct cairn_fid *fid);
+/* Calls made with req NULL on this thread use ir, so that another thread
+ * can end them with rpc_interrupt (read-ahead threads; fs.c). */
+void fs_set_call_intr(struct rpc_intr *ir);
 
 /* FUSE forget of ino (fs_orphan.c): drop nlookup references; when that
  * frees an inode we removed a name of (itab_set_orphan), queue its FID

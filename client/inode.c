@@ -803,6 +803,17 @@ void itab_attr_stale(struct itab *t, uint64_t ino)
 	table_unlock(t);
 }
 
+void itab_set_atime(struct itab *t, uint64_t ino, struct cairn_time when)
+{
+	struct inode *n;
+
+	table_lock(t);
+	n = find(t, ino);
+	if (n && n->attr_valid)
+		n->attr.atime = when;
+	table_unlock(t);
+}
+
 unsigned itab_xattr_absent(struct itab *t, uint64_t ino, unsigned mask)
 {
 	struct isnap s;

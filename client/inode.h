@@ -136,6 +136,11 @@ int itab_getattr(struct itab *t, uint64_t ino, struct cairn_attr *a);
  * than theirs become current again. */
 void itab_attr_stale(struct itab *t, uint64_t ino);
 
+/* A read the server did not see moved ino's atime (relatime): record
+ * `when` in the current attributes, if any, until the server's own value
+ * comes back. The data version does not change. */
+void itab_set_atime(struct itab *t, uint64_t ino, struct cairn_time when);
+
 /*
  * Opening ino (open, opendir), in one look at the table: *fid gets its
  * FID. With keep set, when the kernel may keep its page cache (the promise
