@@ -515,7 +515,9 @@ int cmd_mount(int argc, char **argv)
 	o.connect_timeout_ms = MOUNT_CONNECT_TIMEOUT_MS;
 	o.down_timeout_s = a.timeout_s;
 	o.on_push = notify_on_push;
-	o.hello_flags = HELLO_CB_ACK; /* the notifier acknowledges breaks */
+	/* The notifier acknowledges breaks, without waiting for the locks
+	 * of our own requests where the kernel lets it. */
+	o.hello_flags = HELLO_CB_ACK | notify_hello_flags();
 	o.on_reconnect = notify_on_reconnect;
 	if (getrandom(o.client_id, sizeof(o.client_id), 0) !=
 	    (ssize_t)sizeof(o.client_id)) {

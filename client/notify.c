@@ -6,9 +6,43 @@
  *     the rpc reader takes it for writing to advance `seq`, update the inode
  *     table and queue work; FUSE handlers hold it for reading while they
  *     reply to the kernel.
- *   q_lock guards the work queue; the notifier thread holds it only to pop.
- *   The notifier thread calls into the kernel with no lock held, and sends
- *   acknowledgements holding only the rpc's send lock.
+ *   q_lock guards the work queue, our own changes in progress and the
+ *     dentry worker's hand-off; every thread holds it only for a moment.
+ *   The notifier thread runs the queue. It calls into the kernel with no
+ *   lock held, and sends acknowledgements holding only the rpc's send
+ *   lock. Dentry invalidations it hands to the dentry worker thread.
+ *
+ * Why dentry workers. fuse_lowlevel_notify_inval_entry takes the parent
+ * directory's i_rwsem, which a FUSE request of this very mount holds while
+ * it waits for the server (a create in that directory), and the server
+ * may hold that request's reply until we acknowledge (another client's
+ * create in the same directory waits for us the same way). We declared
+ * HELLO_CB_NOLOCK: our acknowledgements never wait for such a lock. So a
+ * dentry whose directory one of our own changes in progress may hold
+ * (rpc call hook: own_begin/own_end) is not invalidated by name: the
+ * kernel's dentry epoch is advanced instead (FUSE_NOTIFY_INC_EPOCH, Linux
+ * 6.16), which makes every dentry of the mount revalidate before its next
+ * use and takes no lock. Any other dentry goes to a worker thread, and
+ * the notifier waits for it, unless one of our changes of that directory
+ * starts meanwhile (the kernel took the lock before we could see the
+ * request): then the worker is abandoned to the kernel, the epoch
+ * advanced, and the queue goes on.
+ *
+ * Why the epoch covers only such a dentry: a dentry that a LOOKUP or
+ * CREATE in progress will link takes the epoch of the request's start,
+ * but one that a READDIRPLUS reply links takes it when linked, which can
+ * be after we advanced it. No reply is being linked in a directory that
+ * our own change holds (the change holds its i_rwsem exclusively; a
+ * reply is linked under it, shared), so there the epoch is enough.
+ *
+ * Barrier: the kernel links a reply's inodes in the requesting task,
+ * after our fuse_reply_* returned (and so after our reply section). An
+ * inode invalidation in between finds no inode (ENOENT) and is lost,
+ * and the kernel then caches the attributes we had just given it. That
+ * task holds the directory's i_rwsem (shared) while it links, so when an
+ * inode we handed to the kernel is not found, the notifier waits for
+ * that lock (an entry invalidation of a name no dentry has) and tries
+ * again.
  *
  * Invariants: `seq` changes only under seq_lock held for writing, and work
  * is queued only there too (so a break's invalidations are queued after
@@ -16,7 +50,8 @@
  * seq_lock at most once (reply sections do not nest: with a writer waiting,
  * a second read lock would wait for the writer, which waits for the
  * first); the queue is empty exactly when qlen is 0; only the notifier
- * thread calls into the kernel.
+ * threads call into the kernel; a worker has an item exactly in states
+ * DW_WORK and DW_ABANDONED.
  *
  * glibc records the thread that holds an rwlock for writing, but not which
  * threads hold it for reading; seq_held below records how the calling
@@ -25,17 +60,22 @@
  * thread-local store).
  *
  * Queue order is what makes an acknowledgement true: a push's items are
- * queued together, followed by its NK_ACK item, and the single notifier
- * thread runs them in order, so the ack leaves only after every
- * invalidation of that push (and of every earlier one) returned.
+ * queued together, followed by its NK_ACK item, and the notifier thread
+ * runs them in order, so the ack leaves only after every invalidation of
+ * that push (and of every earlier one) returned or was replaced by an
+ * epoch advance.
  */
 #define FUSE_USE_VERSION 35
 #include <errno.h>
 #include <fuse_lowlevel.h>
+#include <linux/fuse.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/utsname.h>
 #include <time.h>
+#include <unistd.h>
 #include "dircache.h"
 #include "inode.h"
 #include "notify.h"
@@ -43,6 +83,18 @@
 #include "../lib/debug.h"
 #include "../lib/log.h"
 #include "../lib/msg.h"
+
+/* The kernel's FUSE notification that advances the dentry epoch (Linux
+ * 6.16, protocol 7.44; libfuse 3.14 predates it): a bare out header. */
+#define NOTIFY_INC_EPOCH 8
+
+/* Directories one of our changes in progress may hold locked. */
+#define OWN_MAX 4
+/* Threads that make the calls that take a directory's i_rwsem. */
+#define DW_MAX 4
+/* A name no dentry has: invalidating it only waits for the directory's
+ * i_rwsem (see barrier()). */
+#define BARRIER_NAME "/"
 
 enum nkind {
 	NK_INODE,   /* attributes and data of ino */
@@ -63,6 +115,33 @@ struct nitem {
 	char name[];      /* len bytes + NUL */
 };
 
+/* One of our changes in progress (rpc call hook). q_lock. */
+struct own {
+	struct own *next, **pprev;
+	uint64_t id;                /* never reused (n->own_ids) */
+	int any;                    /* may hold any directory's i_rwsem */
+	int n;
+	uint64_t ino[OWN_MAX];      /* directories it may hold */
+};
+
+/* A dentry worker's state. */
+enum dw_state {
+	DW_IDLE,      /* waiting for an item */
+	DW_WORK,      /* calling the kernel for item; the notifier waits */
+	DW_DONE,      /* finished; the notifier takes note */
+	DW_ABANDONED, /* calling the kernel for item; nobody waits */
+};
+
+/* A thread for the kernel calls that take a directory's i_rwsem. */
+struct dworker {
+	struct notify *n;
+	pthread_t thread;
+	enum dw_state state;        /* q_lock */
+	struct nitem *item;         /* set in DW_WORK and DW_ABANDONED */
+	int rescue;                 /* one of our changes that may hold
+				     * item's directory began: stop waiting */
+};
+
 struct notify {
 	pthread_rwlock_t seq_lock;
 	uint64_t seq;               /* written under seq_lock (write), atomic */
@@ -78,6 +157,17 @@ struct notify {
 	int stopping;               /* guarded by q_lock */
 	int started;
 	pthread_t thread;
+
+	int epoch_ok;               /* set once by notify_start */
+	struct own *own;            /* our changes in progress; q_lock */
+	int own_unknown;            /* ... not recorded (no memory); q_lock */
+	uint64_t own_ids;           /* q_lock */
+	uint64_t adv_dir, adv_own;  /* notifier thread only: the epoch was
+				     * advanced while change adv_own held
+				     * directory adv_dir */
+	pthread_cond_t dw_cond;     /* a worker's state changed (q_lock) */
+	struct dworker dw[DW_MAX];  /* states: q_lock */
+	int ndw;                    /* workers started */
 
 	/* atomics; logged by notify_stop, read by notify_get_stats
 	 * (queued is not kept here: qlen under q_lock is) */
@@ -194,22 +284,22 @@ int notify_create(struct notify **out)
 	pthread_rwlockattr_destroy(&ra);
 	pthread_mutex_init(&n->q_lock, NULL);
 	pthread_cond_init(&n->q_cond, NULL);
+	pthread_cond_init(&n->dw_cond, NULL);
 	*out = n;
 	return 0;
 }
 
-/* Ignore ENOENT: the kernel has already forgotten that inode or dentry. */
-static void count_result(struct notify *n, int rc, const struct nitem *it)
+/* Ignore ENOENT: the kernel has already forgotten that inode or dentry.
+ * name NULL: inode ino; else entry name of directory ino. */
+static void count_result(struct notify *n, int rc, uint64_t ino,
+			 const char *name)
 {
 	__atomic_add_fetch(&n->st.invals_sent, 1, __ATOMIC_RELAXED);
 	if (rc == 0 || rc == -ENOENT)
 		return;
 	__atomic_add_fetch(&n->st.invals_failed, 1, __ATOMIC_RELAXED);
-	log_debug("invalidate %s %llu/%s: %s",
-		  it->kind == NK_INODE ? "inode" : "entry",
-		  (unsigned long long)(it->kind == NK_INODE ? it->ino
-							    : it->parent),
-		  it->name, strerror(-rc));
+	log_debug("invalidate %s %llu/%s: %s", name ? "entry" : "inode",
+		  (unsigned long long)ino, name ? name : "", strerror(-rc));
 }
 
 static uint64_t now_ns(void)
@@ -234,8 +324,360 @@ static void count_ack(struct notify *n, const struct nitem *it)
 		;
 }
 
-static void run_item(struct notify *n, const struct nitem *it)
+/* --- the dentry epoch ------------------------------------------------------ */
+
+/* Ask the kernel to advance its dentry epoch: 0 or a negative errno. */
+static int epoch_write(struct notify *n)
 {
+	struct fuse_out_header oh = { .len = sizeof(oh),
+				      .error = NOTIFY_INC_EPOCH };
+	ssize_t w = write(fuse_session_fd(n->se), &oh, sizeof(oh));
+
+	if (w == (ssize_t)sizeof(oh))
+		return 0;
+	return w < 0 ? -errno : -EIO;
+}
+
+/*
+ * Advance the kernel's dentry epoch: every dentry of the mount is then
+ * revalidated (a LOOKUP) before its next use. Takes no kernel lock.
+ * Returns 0 or a negative errno (the kernel cannot).
+ */
+static int epoch_advance(struct notify *n)
+{
+	int rc = epoch_write(n);
+
+	if (rc < 0) {
+		log_error("cannot advance the kernel's dentry epoch: %s",
+			  strerror(-rc));
+		return rc;
+	}
+	__atomic_add_fetch(&n->st.epochs, 1, __ATOMIC_RELAXED);
+	return 0;
+}
+
+uint32_t notify_hello_flags(void)
+{
+	struct utsname u;
+	unsigned major = 0, minor = 0;
+
+	/* A prediction, checked by notify_start's probe. */
+	if (uname(&u) < 0 || sscanf(u.release, "%u.%u", &major, &minor) != 2)
+		return 0;
+	return major > 6 || (major == 6 && minor >= 16) ? HELLO_CB_NOLOCK : 0;
+}
+
+/* --- our own changes in progress --------------------------------------------- */
+
+static void own_add(struct own *o, uint64_t ino)
+{
+	if (o->n < OWN_MAX)
+		o->ino[o->n++] = ino;
+	else
+		o->any = 1;
+}
+
+/* The directory of entry (dir, name), as far as the inode table knows. */
+static void own_add_entry(struct notify *n, struct own *o,
+			  const struct cairn_fid *dir,
+			  const struct msg_str *name)
+{
+	int64_t ino = n->itab ? itab_entry(n->itab, dir->vnode, name->p,
+					   name->len)
+			      : -ENOENT;
+	if (ino > 0)
+		own_add(o, (uint64_t)ino);
+}
+
+/*
+ * The directories whose i_rwsem the kernel may hold for change `op` (the
+ * FUSE request that made it is in progress): the directory of a name it
+ * changes, the object it changes (a directory's own lock, for SETATTR and
+ * xattrs), and a directory it removes or replaces.
+ */
+static void own_fill(struct notify *n, struct own *o, uint16_t op,
+		     const struct wbuf *req)
+{
+	union msg_any m;
+
+	if (!req || msg_decode(op, 0, req->data, req->len, &m, NULL)) {
+		o->any = 1; /* cannot tell */
+		return;
+	}
+	switch (op) {
+	case OP_CREATE:
+		own_add(o, m.create_req.dir.vnode);
+		break;
+	case OP_SYMLINK:
+		own_add(o, m.symlink_req.dir.vnode);
+		break;
+	case OP_LINK:
+		own_add(o, m.link_req.dir.vnode);
+		break;
+	case OP_REMOVE:
+		own_add(o, m.remove_req.dir.vnode);
+		if (m.remove_req.flags & RM_DIR)
+			own_add_entry(n, o, &m.remove_req.dir,
+				      &m.remove_req.name);
+		break;
+	case OP_RENAME:
+		own_add(o, m.rename_req.sdir.vnode);
+		own_add(o, m.rename_req.ddir.vnode);
+		own_add_entry(n, o, &m.rename_req.sdir, &m.rename_req.sname);
+		own_add_entry(n, o, &m.rename_req.ddir, &m.rename_req.dname);
+		break;
+	case OP_SETATTR:
+		own_add(o, m.setattr_req.fid.vnode);
+		break;
+	case OP_SETXATTR:
+		own_add(o, m.setxattr_req.fid.vnode);
+		break;
+	case OP_REMOVEXATTR:
+		own_add(o, m.removexattr_req.fid.vnode);
+		break;
+	default:
+		break; /* file data, or no kernel lock at all */
+	}
+}
+
+/* Which of our changes in progress may hold directory ino's i_rwsem:
+ * its id, OWN_UNKNOWN when one may that we could not record, or 0. */
+#define OWN_UNKNOWN UINT64_MAX
+static uint64_t own_holds(const struct notify *n, uint64_t ino)
+{
+	LOCK_ASSERT_HELD(&n->q_lock);
+	if (n->own_unknown)
+		return OWN_UNKNOWN;
+	for (const struct own *o = n->own; o; o = o->next) {
+		if (o->any)
+			return o->id;
+		for (int i = 0; i < o->n; i++)
+			if (o->ino[i] == ino)
+				return o->id;
+	}
+	return 0;
+}
+
+/* rpc call hook: a change begins (on the calling FUSE handler thread). */
+static void *own_begin(void *arg, uint16_t op, const struct wbuf *req)
+{
+	static struct own unknown; /* the cookie when out of memory */
+	struct notify *n = arg;
+	struct own *o = calloc(1, sizeof(*o));
+
+	if (o)
+		own_fill(n, o, op, req); /* takes itab.lock: before q_lock */
+	pthread_mutex_lock(&n->q_lock);
+	if (o) {
+		o->id = ++n->own_ids;
+		o->next = n->own;
+		if (n->own)
+			n->own->pprev = &o->next;
+		o->pprev = &n->own;
+		n->own = o;
+	} else {
+		n->own_unknown++;
+	}
+	/* A worker may be waiting for the lock this change's request holds:
+	 * the notifier must not wait for it any more. */
+	for (int i = 0; i < n->ndw; i++) {
+		struct dworker *w = &n->dw[i];
+
+		if (w->state == DW_WORK && own_holds(n, w->item->parent)) {
+			w->rescue = 1;
+			pthread_cond_broadcast(&n->dw_cond);
+		}
+	}
+	pthread_mutex_unlock(&n->q_lock);
+	return o ? (void *)o : (void *)&unknown;
+}
+
+/* rpc call hook: the change's call returned. */
+static void own_end(void *arg, void *cookie)
+{
+	struct notify *n = arg;
+	struct own *o = cookie;
+
+	pthread_mutex_lock(&n->q_lock);
+	if (o->pprev) {
+		*o->pprev = o->next;
+		if (o->next)
+			o->next->pprev = o->pprev;
+	} else {
+		n->own_unknown--;
+		o = NULL;
+	}
+	pthread_mutex_unlock(&n->q_lock);
+	free(o);
+}
+
+/* --- running the queue ------------------------------------------------------- */
+
+static void inval_entry(struct notify *n, const struct nitem *it)
+{
+	int rc = fuse_lowlevel_notify_inval_entry(n->se, it->parent, it->name,
+						  it->len);
+	count_result(n, rc, it->parent, it->name);
+}
+
+static int inval_inode(struct notify *n, uint64_t ino)
+{
+	int rc = fuse_lowlevel_notify_inval_inode(n->se, ino, 0, 0);
+
+	count_result(n, rc, ino, NULL);
+	return rc;
+}
+
+/* A dentry worker: one kernel call at a time, for the notifier. */
+static void *dentry_main(void *arg)
+{
+	struct dworker *w = arg;
+	struct notify *n = w->n;
+
+	on_notifier = 1;
+	pthread_mutex_lock(&n->q_lock);
+	for (;;) {
+		while (w->state != DW_WORK && !n->stopping)
+			pthread_cond_wait(&n->dw_cond, &n->q_lock);
+		if (w->state != DW_WORK)
+			break; /* stopping */
+		struct nitem *it = w->item;
+		pthread_mutex_unlock(&n->q_lock);
+
+		inval_entry(n, it);
+
+		pthread_mutex_lock(&n->q_lock);
+		free(it);
+		w->item = NULL;
+		w->state = w->state == DW_ABANDONED ? DW_IDLE : DW_DONE;
+		pthread_cond_broadcast(&n->dw_cond);
+	}
+	pthread_mutex_unlock(&n->q_lock);
+	return NULL;
+}
+
+/* How locked_call ended. */
+enum lk {
+	LK_DONE, /* the call returned */
+	LK_OWN,  /* one of our changes holds (or may hold) the directory */
+	LK_BUSY, /* every worker waits for such a change */
+};
+
+/*
+ * Invalidate entry (it->parent, it->name), which takes directory
+ * it->parent's i_rwsem, on a worker, and wait for it, unless one of our
+ * own changes in progress may hold that lock, now or before the call
+ * returns: then do not wait (the call goes on without us, or is not
+ * made), and *holder gets that change's id if known (else 0). Takes it.
+ */
+static enum lk locked_call(struct notify *n, struct nitem *it,
+			   uint64_t *holder)
+{
+	struct dworker *w = NULL;
+
+	*holder = 0;
+	pthread_mutex_lock(&n->q_lock);
+	if ((*holder = own_holds(n, it->parent))) {
+		pthread_mutex_unlock(&n->q_lock);
+		free(it);
+		return LK_OWN;
+	}
+	for (int i = 0; i < n->ndw && !w; i++)
+		if (n->dw[i].state == DW_IDLE)
+			w = &n->dw[i];
+	if (!w) {
+		pthread_mutex_unlock(&n->q_lock);
+		free(it);
+		return LK_BUSY;
+	}
+	w->item = it;
+	w->state = DW_WORK;
+	w->rescue = 0;
+	pthread_cond_broadcast(&n->dw_cond);
+	while (w->state == DW_WORK && !w->rescue && !n->stopping)
+		pthread_cond_wait(&n->dw_cond, &n->q_lock);
+	if (w->state == DW_DONE) {
+		w->state = DW_IDLE;
+		pthread_mutex_unlock(&n->q_lock);
+		return LK_DONE;
+	}
+	w->state = DW_ABANDONED;
+	pthread_mutex_unlock(&n->q_lock);
+	__atomic_add_fetch(&n->st.rescues, 1, __ATOMIC_RELAXED);
+	return LK_OWN;
+}
+
+/*
+ * Invalidate the dentry of item it (NK_ENTRY or NK_DENTRY) without ever
+ * waiting for a lock one of our changes in progress holds (see the head
+ * of the file). Takes it.
+ */
+static void run_dentry(struct notify *n, struct nitem *it)
+{
+	uint64_t dir = it->parent, holder;
+	enum lk r;
+
+	if (!n->epoch_ok) {
+		/* Nothing else the kernel offers: wait for the lock (we did
+		 * not say HELLO_CB_NOLOCK, so the server knows). */
+		inval_entry(n, it);
+		free(it);
+		return;
+	}
+	r = locked_call(n, it, &holder);
+	if (r == LK_DONE)
+		return;
+	/* One advance covers every dentry of dir while the same change of
+	 * ours holds it: nothing can link one there meanwhile. */
+	if (r == LK_OWN && holder && holder != OWN_UNKNOWN &&
+	    holder == n->adv_own && dir == n->adv_dir)
+		return;
+	if (epoch_advance(n) < 0) {
+		log_error("a cached directory entry may outlive a callback "
+			  "break: the kernel holds its directory for one of "
+			  "our requests");
+		return;
+	}
+	n->adv_own = r == LK_OWN ? holder : 0;
+	n->adv_dir = dir;
+}
+
+/*
+ * Wait until no task is linking a reply into directory dir (it holds
+ * dir's i_rwsem shared while it does; our own change holding it
+ * exclusively means none is), by invalidating a name no dentry has.
+ */
+static void barrier(struct notify *n, uint64_t dir)
+{
+	struct nitem *it = nitem_new(NK_DENTRY, 0, dir, BARRIER_NAME,
+				     strlen(BARRIER_NAME));
+	uint64_t holder;
+
+	if (it)
+		locked_call(n, it, &holder);
+	__atomic_add_fetch(&n->st.barriers, 1, __ATOMIC_RELAXED);
+}
+
+/* Invalidate inode ino, also when the kernel is still linking it. */
+static void run_inode(struct notify *n, uint64_t ino)
+{
+	uint64_t dir;
+
+	/* Takes the inode's locked pages, which only our own READ
+	 * (answered at once) or WRITE (the server knows) holds. */
+	if (inval_inode(n, ino) != -ENOENT || !n->itab ||
+	    itab_parent(n->itab, ino, &dir) || dir == ino)
+		return;
+	/* We handed it to the kernel and it has not forgotten it: either
+	 * a reply is still being linked, or a FORGET is on its way. */
+	barrier(n, dir);
+	inval_inode(n, ino);
+}
+
+/* Run one item; takes it. */
+static void run_item(struct notify *n, struct nitem *it)
+{
+	uint64_t parent = it->parent;
 	int rc;
 
 	/* The kernel calls below may wait for any request of this mount:
@@ -245,21 +687,17 @@ static void run_item(struct notify *n, const struct nitem *it)
 	LOCK_ASSERT_NOT_HELD(&n->q_lock);
 	switch (it->kind) {
 	case NK_INODE:
-		rc = fuse_lowlevel_notify_inval_inode(n->se, it->ino, 0, 0);
-		count_result(n, rc, it);
+		run_inode(n, it->ino);
+		free(it);
 		break;
 	case NK_ENTRY:
+		run_dentry(n, it);
+		/* The directory's attributes and any cached listing: takes
+		 * no lock a request holds while it waits. */
+		inval_inode(n, parent);
+		break;
 	case NK_DENTRY:
-		rc = fuse_lowlevel_notify_inval_entry(n->se, it->parent,
-						      it->name, it->len);
-		count_result(n, rc, it);
-		if (it->kind == NK_ENTRY) {
-			/* The directory's attributes and any cached
-			 * listing. */
-			rc = fuse_lowlevel_notify_inval_inode(n->se,
-							      it->parent, 0, 0);
-			count_result(n, rc, it);
-		}
+		run_dentry(n, it);
 		break;
 	case NK_ACK:
 		rc = n->rpc ? rpc_send_ack(n->rpc, OP_CB_BREAK, it->ack_id)
@@ -269,6 +707,7 @@ static void run_item(struct notify *n, const struct nitem *it)
 		else
 			log_debug("callback break %u not acknowledged: %s",
 				  it->ack_id, strerror(-rc));
+		free(it);
 		break;
 	}
 }
@@ -297,9 +736,22 @@ static void *notify_main(void *arg)
 		pthread_mutex_unlock(&n->q_lock);
 
 		run_item(n, it);
-		free(it);
 	}
 	return NULL;
+}
+
+/* Stop and join the dentry workers (one stuck in the kernel returns once
+ * the session is gone). */
+static void workers_stop(struct notify *n)
+{
+	pthread_mutex_lock(&n->q_lock);
+	n->stopping = 1;
+	pthread_cond_broadcast(&n->q_cond);
+	pthread_cond_broadcast(&n->dw_cond);
+	pthread_mutex_unlock(&n->q_lock);
+	for (int i = 0; i < n->ndw; i++)
+		pthread_join(n->dw[i].thread, NULL);
+	n->ndw = 0;
 }
 
 int notify_start(struct notify *n, struct fuse_session *se, struct itab *t,
@@ -312,9 +764,31 @@ int notify_start(struct notify *n, struct fuse_session *se, struct itab *t,
 	n->itab = t;
 	n->rpc = rpc;
 	seq_release(n);
-	rc = pthread_create(&n->thread, NULL, notify_main, n);
-	if (rc)
+	/* Nothing is cached yet, so probing costs nothing. Our HELLO said
+	 * what notify_hello_flags predicted; say what is true. */
+	n->epoch_ok = epoch_write(n) == 0;
+	if (rpc) {
+		rpc_set_call_hook(rpc, own_begin, own_end, n);
+		rpc_update_hello_flags(rpc, HELLO_CB_NOLOCK,
+				       n->epoch_ok ? HELLO_CB_NOLOCK : 0);
+	}
+	if (!n->epoch_ok)
+		log_warn("the kernel cannot advance the dentry epoch (Linux "
+			 "6.16): a callback break may wait for our own "
+			 "requests, and the server may not wait for it");
+	for (; n->ndw < DW_MAX; n->ndw++) {
+		n->dw[n->ndw].n = n;
+		rc = pthread_create(&n->dw[n->ndw].thread, NULL, dentry_main,
+				    &n->dw[n->ndw]);
+		if (rc)
+			break;
+	}
+	if (!rc)
+		rc = pthread_create(&n->thread, NULL, notify_main, n);
+	if (rc) {
+		workers_stop(n);
 		return -rc;
+	}
 	n->started = 1;
 	return 0;
 }
@@ -330,16 +804,22 @@ void notify_stop(struct notify *n)
 		return;
 	pthread_mutex_lock(&n->q_lock);
 	n->stopping = 1;
-	pthread_cond_signal(&n->q_cond);
+	pthread_cond_broadcast(&n->q_cond);
 	pthread_mutex_unlock(&n->q_lock);
 	pthread_join(n->thread, NULL);
+	workers_stop(n);
 	n->started = 0;
 	log_info("callback breaks: %llu records, %llu reconnects, %llu kernel "
-		 "invalidations (%llu failed), %llu acknowledgements",
+		 "invalidations (%llu failed), %llu dentry epoch advances "
+		 "(%llu while a dentry waited for our own request), %llu "
+		 "waits for a reply being linked, %llu acknowledgements",
 		 (unsigned long long)stat_get(&n->st.breaks),
 		 (unsigned long long)stat_get(&n->st.reconnects),
 		 (unsigned long long)stat_get(&n->st.invals_sent),
 		 (unsigned long long)stat_get(&n->st.invals_failed),
+		 (unsigned long long)stat_get(&n->st.epochs),
+		 (unsigned long long)stat_get(&n->st.rescues),
+		 (unsigned long long)stat_get(&n->st.barriers),
 		 (unsigned long long)stat_get(&n->st.acks));
 }
 
@@ -354,6 +834,12 @@ void notify_destroy(struct notify *n)
 	l.tail = n->tail;
 	l.n = n->qlen;
 	nlist_free(&l);
+	while (n->own) {
+		struct own *o = n->own;
+		n->own = o->next;
+		free(o);
+	}
+	pthread_cond_destroy(&n->dw_cond);
 	pthread_cond_destroy(&n->q_cond);
 	pthread_mutex_destroy(&n->q_lock);
 	pthread_rwlock_destroy(&n->seq_lock);
@@ -591,6 +1077,9 @@ void notify_get_stats(struct notify *n, struct notify_stats *out)
 	out->invals_sent = stat_get(&n->st.invals_sent);
 	out->invals_failed = stat_get(&n->st.invals_failed);
 	out->acks = stat_get(&n->st.acks);
+	out->epochs = stat_get(&n->st.epochs);
+	out->rescues = stat_get(&n->st.rescues);
+	out->barriers = stat_get(&n->st.barriers);
 	out->ack_us_total = stat_get(&n->st.ack_us_total);
 	out->ack_us_max = stat_get(&n->st.ack_us_max);
 	pthread_mutex_lock(&n->q_lock);

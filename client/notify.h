@@ -44,9 +44,18 @@ struct rpc;
 
 /* Returns 0 and *out, or -ENOMEM. */
 int notify_create(struct notify **out);
-/* Bind to the session, inode table and connection (acknowledgements are
- * sent through it) and start the notifier thread. Returns 0 or a negative
- * errno. */
+/*
+ * The HELLO flags (lib/proto.h) the notifier can honour on this kernel,
+ * for the connection's first HELLO: HELLO_CB_NOLOCK when the kernel can
+ * advance its dentry epoch (Linux 6.16 or later, going by uname).
+ * notify_start checks it and has the connection say the truth from then
+ * on (rpc_update_hello_flags: a reconnect, if the guess was wrong).
+ */
+uint32_t notify_hello_flags(void);
+/* Bind to the mounted session, inode table and connection
+ * (acknowledgements are sent through it, and its calls that change
+ * something are watched: rpc_set_call_hook; call before rpc_start), and
+ * start the notifier threads. Returns 0 or a negative errno. */
 int notify_start(struct notify *n, struct fuse_session *se, struct itab *t,
 		 struct rpc *rpc);
 /* Stop the thread (pending invalidations are dropped: the session is
@@ -95,6 +104,12 @@ struct notify_stats {
 	uint64_t invals_sent;   /* kernel invalidations made */
 	uint64_t invals_failed; /* ... that failed other than ENOENT */
 	uint64_t acks;          /* acknowledgements sent */
+	uint64_t epochs;        /* dentry epoch advances (dentries of a
+				 * directory our own change may hold) */
+	uint64_t rescues;       /* ... of them while an invalidation by
+				 * name waited for such a change */
+	uint64_t barriers;      /* inodes not found, waited for while a
+				 * reply was being linked */
 	uint64_t ack_us_total;
 	uint64_t ack_us_max;
 	uint64_t queued;        /* work items waiting for the notifier */

@@ -28,6 +28,13 @@
  * acknowledgement (either could wait for itself); it alone touches the
  * heartbeat fields.
  *
+ * Calls that change something are shown to the call hook (the callback
+ * notifier's: while such a call is in progress its FUSE request may hold
+ * kernel locks the notifier must not wait for) before the first send and
+ * after the call returns. HELLO says r->hello_flags, which the owner may
+ * change (rpc_update_hello_flags); said_flags is what the current
+ * connection said.
+ *
  * Locks (their order with each other and with the rest of the client:
  * docs/LOCKING.md): r->send_mu serialises writes to the socket and is held
  * whenever fd changes; r->mu guards everything else. Neither is held
@@ -94,6 +101,12 @@ struct rpc {
 	struct pending *pending;   /* mu */
 	struct timespec last_rx;   /* reader only: when a frame last came */
 	int ping_out;              /* reader only: a heartbeat is unanswered */
+
+	uint32_t hello_flags;      /* mu; o.hello_flags as of now */
+	uint32_t said_flags;       /* mu; what the current connection said */
+	void *(*call_begin)(void *arg, uint16_t op, const struct wbuf *req);
+	void (*call_end)(void *arg, void *cookie);
+	void *call_arg;            /* the hook: set once before rpc_start */
 
 	pthread_t reader;
 	int started;
@@ -248,15 +261,11 @@ static void count_in(struct rpc *r, const struct wire_hdr *h,
  * or a negative errno with err filled in.
  */
 static int dial(struct rpc *r, uint64_t *epoch, struct cairn_attr *root,
-		char *err, size_t errsz)
+		uint32_t *said, char *err, size_t errsz)
 {
 	struct msg_hello_req hq = {
 		.magic = CAIRN_MAGIC,
 		.version = CAIRN_PROTO_VERSION,
-		/* Every connection of this rpc gets HELLO_REPLAY:
-		 * rpc_call_intr keeps a call's id across resends and never
-		 * reuses one. */
-		.flags = r->o.hello_flags | HELLO_REPLAY,
 	};
 	struct msg_hello_rep hp;
 	struct wbuf req;
@@ -270,6 +279,12 @@ static int dial(struct rpc *r, uint64_t *epoch, struct cairn_attr *root,
 		return fd;
 	set_rcv_timeout(fd, r->o.connect_timeout_ms);
 
+	/* Every connection of this rpc gets HELLO_REPLAY: rpc_call_intr
+	 * keeps a call's id across resends and never reuses one. */
+	pthread_mutex_lock(&r->mu);
+	hq.flags = r->hello_flags | HELLO_REPLAY;
+	pthread_mutex_unlock(&r->mu);
+	*said = hq.flags;
 	memcpy(hq.client_id, r->o.client_id, sizeof(hq.client_id));
 	wbuf_init(&req);
 	msg_encode(OP_HELLO, 0, &req, &hq);
@@ -355,8 +370,9 @@ int rpc_connect(const struct rpc_opts *o, struct rpc **out,
 	pthread_mutex_init(&r->mu, NULL);
 	pthread_cond_init(&r->state_cv, NULL);
 	r->next_id = 1;
+	r->hello_flags = o->hello_flags;
 
-	fd = dial(r, &r->epoch, root, err, errsz);
+	fd = dial(r, &r->epoch, root, &r->said_flags, err, errsz);
 	if (fd < 0) {
 		pthread_cond_destroy(&r->state_cv);
 		pthread_mutex_destroy(&r->mu);
@@ -552,6 +568,7 @@ static void reconnect_loop(struct rpc *r)
 	char err[256];
 	struct cairn_attr root;
 	uint64_t epoch;
+	uint32_t said;
 	int logged = 0;
 
 	for (;;) {
@@ -562,7 +579,7 @@ static void reconnect_loop(struct rpc *r)
 		}
 		pthread_mutex_unlock(&r->mu);
 
-		int fd = dial(r, &epoch, &root, err, sizeof(err));
+		int fd = dial(r, &epoch, &root, &said, err, sizeof(err));
 		if (fd >= 0) {
 			pthread_mutex_lock(&r->send_mu);
 			pthread_mutex_lock(&r->mu);
@@ -572,6 +589,7 @@ static void reconnect_loop(struct rpc *r)
 			} else {
 				r->fd = fd;
 				r->epoch = epoch;
+				r->said_flags = said;
 				r->state = RPC_UP;
 			}
 			check_state(r);
@@ -735,7 +753,8 @@ int rpc_call_intr(struct rpc *r, uint16_t op, const struct wbuf *req,
 {
 	struct pending p = { 0 };
 	struct timespec dl, sent = { 0 };
-	int ret;
+	void *cookie = NULL;
+	int hooked, ret;
 
 	/* The reply comes through the reader thread, and mu and send_mu are
 	 * taken below. The callers' own locks are checked by the callers
@@ -749,6 +768,9 @@ int rpc_call_intr(struct rpc *r, uint16_t op, const struct wbuf *req,
 	}
 	if (req && req->err)
 		return req->err;
+	hooked = r->call_begin && msg_has(op, MSG_CHANGES);
+	if (hooked)
+		cookie = r->call_begin(r->call_arg, op, req);
 	pthread_cond_init(&p.cv, NULL);
 	deadline_in(&dl, r->o.down_timeout_s * 1000);
 	for (;;) {
@@ -803,6 +825,8 @@ int rpc_call_intr(struct rpc *r, uint16_t op, const struct wbuf *req,
 		}
 	}
 	pthread_cond_destroy(&p.cv);
+	if (hooked)
+		r->call_end(r->call_arg, cookie);
 	count_call(r, op, &p, &sent);
 	if (ret == 0 && rep) {
 		rep->buf = p.buf;
@@ -833,6 +857,32 @@ int rpc_send_ack(struct rpc *r, uint16_t op, uint32_t id)
 	}
 	pthread_mutex_unlock(&r->send_mu);
 	return ret;
+}
+
+void rpc_set_call_hook(struct rpc *r,
+		       void *(*begin)(void *arg, uint16_t op,
+				      const struct wbuf *req),
+		       void (*end)(void *arg, void *cookie), void *arg)
+{
+	CAIRN_ASSERT(!r->started);
+	r->call_begin = begin;
+	r->call_end = end;
+	r->call_arg = arg;
+}
+
+int rpc_update_hello_flags(struct rpc *r, uint32_t mask, uint32_t value)
+{
+	int stale;
+
+	CAIRN_ASSERT(reader_of != r);
+	pthread_mutex_lock(&r->mu);
+	r->hello_flags = (r->hello_flags & ~mask) | (value & mask);
+	stale = r->state == RPC_UP &&
+		((r->said_flags ^ r->hello_flags) & mask) != 0;
+	pthread_mutex_unlock(&r->mu);
+	if (stale)
+		conn_lost(r, "HELLO flags changed");
+	return stale;
 }
 
 void rpc_reply_free(struct rpc_reply *rep)

@@ -106,6 +106,28 @@ void rpc_interrupt(struct rpc_intr *ir);
 int rpc_send_ack(struct rpc *r, uint16_t op, uint32_t id);
 
 /*
+ * Calls that change server state (MSG_CHANGES) in progress, for the
+ * callback notifier (notify.h): begin(arg, op, req) runs on the calling
+ * thread before the request is first sent, and its result is handed to
+ * end(arg, cookie) when the call returns, whatever its outcome (a resent
+ * call stays in progress across the reconnect). Neither may call into the
+ * rpc or wait for the server. Set once, before rpc_start.
+ */
+void rpc_set_call_hook(struct rpc *r,
+		       void *(*begin)(void *arg, uint16_t op,
+				      const struct wbuf *req),
+		       void (*end)(void *arg, void *cookie), void *arg);
+
+/*
+ * Change the HELLO flags bits in `mask` to `value` for every HELLO from
+ * now on. When the current connection said other flags, it is closed so
+ * that the reader reconnects with the new ones (every promise is lost, as
+ * after any reconnect). Not for the reader thread. Returns 1 when a
+ * reconnect was started, else 0.
+ */
+int rpc_update_hello_flags(struct rpc *r, uint32_t mask, uint32_t value);
+
+/*
  * Counters, for `cairn status MOUNTPOINT` (client/ctl.h). Each is updated
  * with a relaxed atomic add where the event happens, so reading them
  * takes no lock and never waits for the network; a copy is consistent
