@@ -173,6 +173,10 @@ static void print_notify(struct notify *n, FILE *f)
 	fprintf(f, "cb_queued %llu\n", (unsigned long long)ns.queued);
 	fprintf(f, "cb_reconnect_breaks %llu\n",
 		(unsigned long long)ns.reconnects);
+	fprintf(f, "cb_epochs %llu\n", (unsigned long long)ns.epochs);
+	fprintf(f, "cb_epoch_rescues %llu\n",
+		(unsigned long long)ns.rescues);
+	fprintf(f, "cb_barriers %llu\n", (unsigned long long)ns.barriers);
 }
 
 void ctl_print_status(struct ctl *c, FILE *f)
