@@ -409,7 +409,9 @@ struct wstep {
  * when the version before it is known (the attributes the inode table
  * holds while the promise stands, or the previous WRITE's reply) and the
  * reply's version is exactly one above: nothing else changed the file
- * between. The steps are recorded after the kernel has its answer.
+ * between. The steps are recorded before the kernel has its answer, so
+ * that the file's next change finds them (ccache_write only extends a
+ * file's cached versions in order).
  */
 #define WRITE_STEPS_MAX 4
 
@@ -462,13 +464,15 @@ void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	}
 	if (done) {
 		fs_note_attrs(fs, seq, &a, NULL);
-		fuse_reply_write(req, done);
-		/* buf stays ours until we return. */
+		/* Before the reply: the file's next change (a write, cp -p's
+		 * utimens) must find this version in the cache, or it would
+		 * start the file's cached versions over. */
 		for (size_t i = 0; i < nsteps; i++)
 			ccache_write(fs->cc, &fid, steps[i].old_dv,
 				     steps[i].new_dv, steps[i].old_size,
 				     steps[i].new_size, steps[i].off,
 				     steps[i].data, steps[i].n);
+		fuse_reply_write(req, done);
 		return;
 	}
 out:
