@@ -674,6 +674,8 @@ int fs_create(struct rpc *r, struct itab *t, struct notify *n,
 	pthread_mutex_init(&fs->ahead.lock, NULL);
 	pthread_cond_init(&fs->ahead.cond, NULL);
 	pthread_condattr_destroy(&ca);
+	/* After fs->orph is ready: pushes may arrive already. */
+	notify_set_orphan_hook(n, fs_orphan_hook, fs);
 	*out = fs;
 	return 0;
 }

@@ -192,6 +192,13 @@ void fs_set_call_intr(struct rpc_intr *ir);
  * frees an inode we removed a name of (itab_set_orphan), queue its FID
  * for ORPHAN_DROP. Never blocks on the server. */
 void fs_forget(struct fs *fs, uint64_t ino, uint64_t nlookup);
+/* We were made a holder of orphan fid by another client's unlink
+ * (CB_ORPHANED): mark its inode as fs_forget releases it, or, when the
+ * kernel does not know it, queue it for ORPHAN_DROP at once. Never blocks
+ * on the server; takes no lock the caller may hold (notify's hook:
+ * fs_orphan_hook, arg the struct fs). */
+void fs_orphan_release(struct fs *fs, const struct cairn_fid *fid);
+void fs_orphan_hook(void *arg, const struct cairn_fid *fid);
 /* open and opendir (fs_file.c). */
 void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 	     int isdir);

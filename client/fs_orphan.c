@@ -14,6 +14,11 @@
  * before. A FID that still has links, or was never made an orphan, is
  * ignored by the server, so marking too much costs nothing.
  *
+ * Another client's unlink of a file we held a promise on makes us one of
+ * its holders too (CB_BREAK record flag CB_ORPHANED, notify.c calls
+ * fs_orphan_hook): the inode is marked the same way if the kernel knows
+ * it (it may have it open), else its FID is queued at once.
+ *
  * A batch that cannot be sent (connection down) is kept and tried again
  * every ORPHAN_RETRY_MS. At unmount every marked inode the kernel still
  * held is dropped too (nothing is open any more). What never reaches the
@@ -219,6 +224,17 @@ int fs_orphans_start(struct fs *fs)
 	return 0;
 }
 
+/* Queue fid for ORPHAN_DROP (the thread sends it). */
+static void queue(struct fs_orphans *o, const struct cairn_fid *fid)
+{
+	pthread_mutex_lock(&o->lock);
+	if (push(o, fid))
+		o->lost++;
+	else if (o->n == 1 || o->n == CAIRN_ORPHAN_DROP_MAX)
+		pthread_cond_signal(&o->cond);
+	pthread_mutex_unlock(&o->lock);
+}
+
 void fs_forget(struct fs *fs, uint64_t ino, uint64_t nlookup)
 {
 	struct fs_orphans *o = &fs->orph;
@@ -226,12 +242,20 @@ void fs_forget(struct fs *fs, uint64_t ino, uint64_t nlookup)
 
 	if (!itab_forget(fs->itab, ino, nlookup, &fid))
 		return;
-	pthread_mutex_lock(&o->lock);
-	if (push(o, &fid))
-		o->lost++;
-	else if (o->n == 1 || o->n == CAIRN_ORPHAN_DROP_MAX)
-		pthread_cond_signal(&o->cond);
-	pthread_mutex_unlock(&o->lock);
+	queue(o, &fid);
+}
+
+void fs_orphan_release(struct fs *fs, const struct cairn_fid *fid)
+{
+	/* The kernel has the inode: released when it forgets it (fs_forget);
+	 * else nothing here can have it open. */
+	if (itab_set_orphan_fid(fs->itab, fid) == -ENOENT)
+		queue(&fs->orph, fid);
+}
+
+void fs_orphan_hook(void *arg, const struct cairn_fid *fid)
+{
+	fs_orphan_release(arg, fid);
 }
 
 void fs_orphans_stop(struct fs *fs)

@@ -910,6 +910,20 @@ int itab_set_orphan(struct itab *t, uint64_t ino)
 	return n ? 0 : -ENOENT;
 }
 
+int itab_set_orphan_fid(struct itab *t, const struct cairn_fid *fid)
+{
+	struct inode *n;
+
+	table_lock(t);
+	n = find(t, fid->vnode);
+	if (n && (n->fid.vol != fid->vol || n->fid.uniq != fid->uniq))
+		n = NULL;
+	if (n)
+		n->orphan = 1;
+	table_unlock(t);
+	return n ? 0 : -ENOENT;
+}
+
 void itab_take_orphans(struct itab *t,
 		       void (*fn)(void *arg, const struct cairn_fid *fid),
 		       void *arg)

@@ -210,6 +210,10 @@ void itab_break_all(struct itab *t, itab_visit_fn fn, void *arg);
  * (ORPHAN_DROP). itab_set_orphan: 0, or -ENOENT when ino is not known.
  */
 int itab_set_orphan(struct itab *t, uint64_t ino);
+/* The same for another client's unlink that made us a holder (CB_BREAK
+ * flag CB_ORPHANED): marks the inode only when its FID is exactly fid; 0,
+ * or -ENOENT (the kernel does not have it: release it at once). */
+int itab_set_orphan_fid(struct itab *t, const struct cairn_fid *fid);
 /* Unmount: pass the FID of every marked inode to fn and clear the marks
  * (fn runs under the table's lock: it must only copy). */
 void itab_take_orphans(struct itab *t,

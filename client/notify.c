@@ -147,6 +147,9 @@ struct notify {
 	uint64_t seq;               /* written under seq_lock (write), atomic */
 	struct itab *itab;          /* set once by notify_start */
 	struct dcache *dc;          /* set once by notify_set_dircache */
+	/* set once by notify_set_orphan_hook */
+	void (*orphan_fn)(void *arg, const struct cairn_fid *fid);
+	void *orphan_arg;
 	struct fuse_session *se;    /* set once by notify_start */
 	struct rpc *rpc;            /* set once by notify_start */
 
@@ -900,12 +903,15 @@ void notify_on_reconnect(void *arg, int epoch_changed)
  * longer than any name can be is as broken as a short payload: the
  * protocol never sends one. Returns 0, -EPROTO or -ENOMEM (list freed).
  */
-static int parse_break(const uint8_t *p, size_t len, struct nlist *l)
+static int parse_break(const uint8_t *p, size_t len, struct nlist *l,
+		       struct cairn_fid **orph, size_t *norph)
 {
 	struct msg_cb_break m;
 	struct msg_cbrec rec;
 	struct rbuf it;
 
+	*orph = NULL;
+	*norph = 0;
 	if (msg_decode(OP_CB_BREAK, 0, p, len, &m, NULL))
 		return -EPROTO;
 	rbuf_init(&it, m.recs.p, m.recs.len);
@@ -914,7 +920,20 @@ static int parse_break(const uint8_t *p, size_t len, struct nlist *l)
 
 		if (rec.name.len > CAIRN_NAME_MAX) {
 			nlist_free(l);
+			free(*orph);
+			*orph = NULL;
+			*norph = 0;
 			return -EPROTO;
+		}
+		/* The flag is about the object (an empty name) only. */
+		if ((rec.flags & CB_ORPHANED) && !rec.name.len) {
+			/* At most one per record: m.count bounds them. */
+			if (!*orph && !(*orph = malloc(m.count *
+						       sizeof(**orph)))) {
+				nlist_free(l);
+				return -ENOMEM;
+			}
+			(*orph)[(*norph)++] = rec.fid;
 		}
 		if (rec.name.len)
 			item = nitem_new(NK_ENTRY, 0, rec.fid.vnode,
@@ -986,6 +1005,8 @@ void notify_on_push(void *arg, uint16_t op, uint32_t id,
 	struct notify *n = arg;
 	struct nlist parsed = { 0 }, work = { 0 };
 	struct nitem *ack = NULL;
+	struct cairn_fid *orph = NULL;
+	size_t norph = 0;
 	int rc;
 
 	if (op != OP_CB_BREAK) {
@@ -1005,7 +1026,7 @@ void notify_on_push(void *arg, uint16_t op, uint32_t id,
 				  "be acknowledged", id);
 		}
 	}
-	rc = parse_break(payload, len, &parsed);
+	rc = parse_break(payload, len, &parsed, &orph, &norph);
 	__atomic_add_fetch(&n->st.pushes, 1, __ATOMIC_RELAXED);
 	seq_take(n, SEQ_WRITE);
 	if (rc < 0) {
@@ -1025,6 +1046,13 @@ void notify_on_push(void *arg, uint16_t op, uint32_t id,
 		nlist_add(&work, ack);
 	enqueue(n, &work);
 	seq_release(n);
+	/* Orphans we now hold: after the break, with no lock held (the
+	 * hook takes its own, which come before every other). */
+	for (size_t i = 0; i < norph; i++) {
+		if (n->orphan_fn)
+			n->orphan_fn(n->orphan_arg, &orph[i]);
+	}
+	free(orph);
 }
 
 void notify_inval_inode(struct notify *n, uint64_t ino)
@@ -1049,6 +1077,16 @@ void notify_set_dircache(struct notify *n, struct dcache *dc)
 {
 	seq_take(n, SEQ_WRITE);
 	n->dc = dc;
+	seq_release(n);
+}
+
+void notify_set_orphan_hook(struct notify *n,
+			    void (*fn)(void *arg, const struct cairn_fid *fid),
+			    void *arg)
+{
+	seq_take(n, SEQ_WRITE);
+	n->orphan_fn = fn;
+	n->orphan_arg = arg;
 	seq_release(n);
 }
 

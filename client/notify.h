@@ -82,6 +82,14 @@ void notify_on_reconnect(void *arg, int epoch_changed);
  * before the session serves; dc must outlive n's use of it). */
 void notify_set_dircache(struct notify *n, struct dcache *dc);
 
+/* Called, with no lock held, on the rpc's reader thread, for every
+ * CB_BREAK record flagged CB_ORPHANED (we were made a holder of that
+ * orphan); it must only queue, never call the server. Set once, before
+ * the session serves. */
+void notify_set_orphan_hook(struct notify *n,
+			    void (*fn)(void *arg, const struct cairn_fid *fid),
+			    void *arg);
+
 /* Current break sequence number (see above). */
 uint64_t notify_seq(struct notify *n);
 /* Enter the reply section; returns 1 if no break since `seq`, else 0.

@@ -389,8 +389,8 @@ void msg_dirent_put(struct wbuf *w, const struct msg_dirent *e)
 
 /* Smallest encoded entry: cookie, empty name, attr. */
 #define DIRENT_MIN (8u + 2u + WIRE_ATTR_SIZE)
-/* Smallest CB_BREAK record: fid and an empty name. */
-#define CBREC_MIN  (WIRE_FID_SIZE + 2u)
+/* Smallest CB_BREAK record: fid, an empty name and the flags. */
+#define CBREC_MIN  (WIRE_FID_SIZE + 2u + 1u)
 
 /*
  * count records of at least min bytes each, walked with next: check them
@@ -846,6 +846,10 @@ static void get_cbrec(struct rbuf *r, struct msg_cbrec *rec)
 {
 	wire_get_fid(r, &rec->fid);
 	get_str(r, &rec->name);
+	rec->flags = wire_get_u8(r);
+	/* Only defined bits: one encoding per record. */
+	if (!r->err && (rec->flags & ~(uint8_t)CB_ORPHANED))
+		r->err = -EPROTO;
 }
 
 static void next_cbrec(struct rbuf *r, void *scratch)
@@ -857,6 +861,7 @@ void msg_cbrec_put(struct wbuf *w, const struct msg_cbrec *rec)
 {
 	wire_put_fid(w, &rec->fid);
 	put_str(w, &rec->name);
+	wire_put_u8(w, rec->flags);
 }
 
 static void enc_cb_break(struct wbuf *w, const void *m)
@@ -977,7 +982,7 @@ static const struct msg_desc descs[] = {
 	 * on it were broken when it lost its last name. */
 	{ OP_ORPHAN_DROP, "ORPHAN_DROP", MSG_CHANGES, "u32 count, count × (fid)",
 	  "–", CODEC(orphan_drop_req, empty) },
-	{ OP_CB_BREAK, "CB_BREAK", MSG_PUSH, "u32 count, count × (fid, str name)",
+	{ OP_CB_BREAK, "CB_BREAK", MSG_PUSH, "u32 count, count × (fid, str name, u8 flags)",
 	  "acknowledged: an empty `WF_REPLY` frame with the push's id "
 	  "(see Callbacks)", CODEC(cb_break, empty) },
 };

@@ -243,10 +243,11 @@ struct msg_orphan_drop_req {
 };
 
 /* One CB_BREAK record: fid, and the entry name in it (len 0: the object
- * itself). */
+ * itself); flags: CB_ORPHANED (lib/proto.h) or 0. */
 struct msg_cbrec {
 	struct cairn_fid fid;
 	struct msg_str name;
+	uint8_t flags;
 };
 /* CB_BREAK push: count records; walk them with msg_cbrec_next(). */
 struct msg_cb_break {

@@ -14,7 +14,7 @@
 #include <stddef.h>
 
 #define CAIRN_MAGIC          0x4e524143u /* "CARN" read little-endian */
-#define CAIRN_PROTO_VERSION  1u
+#define CAIRN_PROTO_VERSION  2u
 #define CAIRN_DEFAULT_PORT   7070
 
 /* Frame header: u32 len | u16 op | u16 flags | u32 id | i32 status. */
@@ -109,6 +109,11 @@ enum { RM_DIR = 1u << 0, RM_KEEP = 1u << 1 };
 /* RENAME flags: the Linux renameat2() values, and RN_KEEP: as RM_KEEP,
  * for the target the rename replaces. */
 enum { RN_NOREPLACE = 1u << 0, RN_EXCHANGE = 1u << 1, RN_KEEP = 1u << 8 };
+/* CB_BREAK record flags. CB_ORPHANED: the record's object became an orphan
+ * (RM_KEEP/RN_KEEP) and this client, which held a promise on it, is now
+ * one of its holders: it drops it with ORPHAN_DROP once it no longer has
+ * it open (docs/PROTOCOL.md). */
+enum { CB_ORPHANED = 1u << 0 };
 /* WRITE flags. */
 enum { WR_SYNC = 1u << 0 };
 /* BULKSTAT flags. */

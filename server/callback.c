@@ -401,7 +401,7 @@ static int batch_add(struct cb_batch *b, const struct cairn_fid *fid,
 	CAIRN_ASSERT(b->count < b->cap);
 	if (b->count == b->cap)
 		return -ENOBUFS;
-	b->rec[b->count++] = (struct cb_record){ *fid, name, namelen };
+	b->rec[b->count++] = (struct cb_record){ *fid, name, namelen, 0 };
 	return 1;
 }
 
@@ -422,7 +422,7 @@ void cb_batch_encode(const struct cb_batch *b, struct wbuf *w)
 	for (uint32_t i = 0; i < b->count; i++) {
 		const struct cb_record *r = &b->rec[i];
 		struct msg_cbrec rec = {
-			r->fid, { r->name, r->name ? r->namelen : 0 }
+			r->fid, { r->name, r->name ? r->namelen : 0 }, r->flags
 		};
 		msg_cbrec_put(w, &rec);
 	}

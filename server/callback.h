@@ -124,6 +124,8 @@ struct cb_record {
 	struct cairn_fid fid;
 	const char *name; /* not owned */
 	size_t namelen;
+	uint8_t flags;    /* CB_ORPHANED (lib/proto.h), set by the caller
+			   * before encoding; 0 from the table */
 };
 
 /* Notifications owed to one client: one CB_BREAK frame. */

@@ -29,6 +29,7 @@
 #include "handlers.h"
 #include "server.h"
 #include "stats.h"
+#include "store.h"
 
 /* Everything that follows the breaks' acknowledgement. */
 struct parked {
@@ -48,6 +49,17 @@ struct parked {
 				   * parked, else the handler's own array */
 	struct cairn_fid fids[];
 };
+
+/* b could not be sent: its client never learns that it was made a holder
+ * of the orphans its records flag (orphan_holders), so it gives up those
+ * holds here instead of never. */
+static void unhold(const struct srv_ctx *ctx, const struct cb_batch *b)
+{
+	for (uint32_t i = 0; i < b->count; i++)
+		if (b->rec[i].flags & CB_ORPHANED)
+			store_orphan_drop(ctx->st, conn_client_id(b->owner),
+					  &b->rec[i].fid, 1, NULL);
+}
 
 /*
  * Deliver CB_BREAK batches; releases the references the table took. With
@@ -73,10 +85,12 @@ static void send_batches(const struct srv_ctx *ctx, struct cb_batch *list,
 		if (wb.err)
 			conn_fail(oc, "cannot encode callback break: %s",
 				  strerror(-wb.err));
-		if (!wb.err && conn_send(oc, &wb) == 0)
+		if (!wb.err && conn_send(oc, &wb) == 0) {
 			stats_cb_break(ctx->stats, b->count, n);
-		else
+		} else {
 			cb_ack(ctx->cb, b->cl, b->id);
+			unhold(ctx, b);
+		}
 		conn_put(oc);
 	}
 	wbuf_free(&wb);
@@ -261,6 +275,72 @@ static void parked_done(void *arg)
 	conn_unpark(c);
 }
 
+static int same_fid(const struct cairn_fid *a, const struct cairn_fid *b)
+{
+	return a->vol == b->vol && a->vnode == b->vnode && a->uniq == b->uniq;
+}
+
+/*
+ * out made orphan an orphan, held by c's client. Every other client that
+ * held a promise on it (those whose batches in brk have its record) may
+ * have it open: make each a holder too, before any of them can read its
+ * break (a holder drops it as soon as it knows it does not have it open),
+ * and flag their records CB_ORPHANED. Nothing is flagged when the store
+ * fails or the orphan is gone already: those clients are no holders.
+ */
+static void orphan_holders(const struct srv_ctx *ctx, struct conn *c,
+			   struct cb_batch *brk, const struct cairn_fid *orphan)
+{
+	const uint8_t *self = conn_client_id(c);
+	uint8_t (*ids)[STORE_HOLDER_SIZE] = NULL;
+	size_t n = 0, cap = 0;
+	int rc;
+
+	for (struct cb_batch *b = brk; b; b = b->next) {
+		const uint8_t *id = conn_client_id(b->owner);
+
+		if (!memcmp(id, self, STORE_HOLDER_SIZE))
+			continue;
+		for (uint32_t i = 0; i < b->count; i++) {
+			if (b->rec[i].namelen ||
+			    !same_fid(&b->rec[i].fid, orphan))
+				continue;
+			if (n == cap) {
+				size_t nc = cap ? cap * 2 : 8;
+				void *p = realloc(ids, nc * sizeof(*ids));
+
+				if (!p) {
+					log_error("orphan holders: out of "
+						  "memory");
+					free(ids);
+					return;
+				}
+				ids = p;
+				cap = nc;
+			}
+			memcpy(ids[n++], id, STORE_HOLDER_SIZE);
+			break;
+		}
+	}
+	if (!n)
+		return;
+	rc = store_orphan_hold(ctx->st, orphan, &ids[0][0], n);
+	free(ids);
+	if (rc < 0)
+		log_error("orphan %llu: cannot record its other holders: %s",
+			  (unsigned long long)orphan->vnode, strerror(-rc));
+	if (rc <= 0)
+		return;
+	for (struct cb_batch *b = brk; b; b = b->next) {
+		if (!memcmp(conn_client_id(b->owner), self, STORE_HOLDER_SIZE))
+			continue;
+		for (uint32_t i = 0; i < b->count; i++)
+			if (!b->rec[i].namelen &&
+			    same_fid(&b->rec[i].fid, orphan))
+				b->rec[i].flags = CB_ORPHANED;
+	}
+}
+
 /*
  * Break what out changed for the other clients. Returns where the rest of
  * the delivery lives: *local, or, when acknowledgements are to be waited
@@ -277,6 +357,8 @@ static struct parked *break_changes(const struct srv_ctx *ctx,
 	*wait = NULL;
 	if (cb_break(ctx->cb, conn_cb_client(c), out->ch, out->nch, &brk) < 0)
 		log_error("callback break: out of memory");
+	if (brk && out->orphan.vnode)
+		orphan_holders(ctx, c, brk, &out->orphan);
 	if (brk)
 		p = malloc(sizeof(*p) + (size_t)out->np * sizeof(p->fids[0]));
 	if (p) {

@@ -381,6 +381,7 @@ static int op_remove(struct op_req *q)
 	promise(q, &rep.attr.fid);
 	change(q, &m->dir, &m->name, 0);
 	change_all(q, &sc);
+	q->out->orphan = sc.orphan;
 	return 0;
 }
 
@@ -410,6 +411,7 @@ static int op_rename(struct op_req *q)
 	change(q, &m->sdir, &m->sname, 0);
 	change(q, &m->ddir, &m->dname, 0);
 	change_all(q, &sc);
+	q->out->orphan = sc.orphan;
 	return 0;
 }
 

@@ -61,6 +61,9 @@ struct handler_out {
 	 * point into the request's payload, valid until delivery returns. */
 	struct cb_change ch[HANDLER_MAX_CHANGES];
 	int nch;
+	/* An object the change made an orphan (vnode 0: none): every other
+	 * client its break reaches becomes a holder (deliver.c). */
+	struct cairn_fid orphan;
 	/* Non-empty: fail the connection with this reason after the reply
 	 * (a HELLO of an unsupported version). */
 	char close_after[64];

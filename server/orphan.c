@@ -134,7 +134,7 @@ static uint64_t release(struct orphan_table *t, const uint8_t id[16],
 	LOCK_ASSERT_HELD(&t->lock);
 	rc = store_orphan_release(t->st, id, ORPHAN_SWEEP_MAX, &freed);
 	if (freed)
-		log_info("orphans: freed %" PRIu64 " of client "
+		log_info("orphans: released %" PRIu64 " of client "
 			 "%02x%02x%02x%02x%02x%02x%02x%02x, without a "
 			 "connection for %" PRId64 " s (grace %u s)", freed,
 			 id[0], id[1], id[2], id[3], id[4], id[5], id[6], id[7],

@@ -3,11 +3,13 @@
  * ORPHAN_DROP).
  *
  * An orphan (server/store.h, "Orphans") is held by the client id of the
- * request that removed its last name, and normally that client frees it
- * with ORPHAN_DROP. This table decides when a holder is gone for good:
- * it counts each client id's connections and remembers since when a
- * client id has none. orphan_sweep, run now and then, frees every orphan
- * of a holder that has had no connection for the grace period, counted
+ * request that removed its last name and by the other clients that had
+ * it cached then (store_orphan_hold), and normally each of them lets go
+ * with ORPHAN_DROP; the last one frees it. This table decides when a
+ * holder is gone for good: it counts each client id's connections and
+ * remembers since when a client id has none. orphan_sweep, run now and
+ * then, gives up every hold of a holder (freeing the orphans it was the
+ * last holder of) that has had no connection for the grace period, counted
  * from its last disconnect, or from the table's creation (the server's
  * start) for a holder that has not connected since, such as one whose
  * orphans were in the store at start. A client that reconnects with the
@@ -53,11 +55,12 @@ void orphan_client_down(struct orphan_table *t, const uint8_t id[16],
 			int64_t now);
 
 /*
- * Free the orphans of holders gone for the grace period (at most
- * ORPHAN_SWEEP_MAX per holder), logging one line per holder that lost
- * some, and forget client ids disconnected longer than that. Does work
- * at most once per second of now; call it as often as you like. Returns
- * the number of orphans freed.
+ * Give up the holds of holders gone for the grace period (at most
+ * ORPHAN_SWEEP_MAX per holder; an orphan goes with its last holder),
+ * logging one line per holder that lost some, and forget client ids
+ * disconnected longer than that. Does work at most once per second of
+ * now; call it as often as you like. Returns the number of holds given
+ * up.
  */
 uint64_t orphan_sweep(struct orphan_table *t, int64_t now);
 

@@ -59,6 +59,9 @@ struct store;
 struct store_changed {
 	int n;
 	struct cairn_fid fid[4];
+	/* The object the change made an orphan (RM_KEEP/RN_KEEP took its
+	 * last link), one of fid[]; vnode 0: none. */
+	struct cairn_fid orphan;
 };
 
 /*
@@ -196,28 +199,45 @@ int store_removexattr(struct store *st, const struct cairn_fid *fid,
  * RENAME with RN_KEEP over it) took keeps its inode, with nlink 0, its
  * xattrs and its data file: it stays usable by FID (getattr, read, write,
  * setattr, fsync, fallocate, xattrs) but has no name (store_link answers
- * -ENOENT). The orphans database records its holder, the client id of the
- * requester, in the same transaction as the removal. It is freed (inode,
- * xattrs, data file) when its holder drops it (store_orphan_drop) or when
- * the server decides its holder is gone for good (store_orphan_release).
+ * -ENOENT). The orphans database records its holders: the client id of
+ * the requester, in the same transaction as the removal, and then those
+ * of the other clients that may have it open (store_orphan_hold). A
+ * holder gives up its hold when it drops it (store_orphan_drop) or when
+ * the server decides it is gone for good (store_orphan_release); the
+ * orphan is freed (inode, xattrs, data file) when its last holder goes.
  */
 #define STORE_HOLDER_SIZE 16
+/* Holders one orphan keeps at most; more are not recorded. */
+#define STORE_ORPHAN_HOLDERS_MAX 1024
 
 /*
- * Free each of the n FIDs that is an orphan held by holder, all in one
- * transaction; the others (linked objects, unknown or stale FIDs,
- * orphans of other holders) are ignored. *freed (may be NULL) gets how
- * many went. Returns 0 or an errno of the store.
+ * Add the n client ids at ids (n * STORE_HOLDER_SIZE bytes) to the
+ * holders of orphan fid, in one transaction (ids it has already, and any
+ * past STORE_ORPHAN_HOLDERS_MAX, are skipped). Returns 1 when fid is an
+ * orphan (held by them now), 0 when it is not (freed already, or a
+ * linked or unknown FID: nothing done), or an errno of the store.
+ */
+int store_orphan_hold(struct store *st, const struct cairn_fid *fid,
+		      const uint8_t *ids, size_t n);
+
+/*
+ * Give up holder's hold on each of the n FIDs that is an orphan it holds,
+ * all in one transaction, freeing those it was the last holder of; the
+ * others (linked objects, unknown or stale FIDs, orphans it does not
+ * hold) are ignored. *freed (may be NULL) gets how many were freed.
+ * Returns 0 or an errno of the store.
  */
 int store_orphan_drop(struct store *st, const uint8_t holder[STORE_HOLDER_SIZE],
 		      const struct cairn_fid *fids, size_t n, size_t *freed);
-/* Free the orphans held by holder, in transactions of a few hundred,
- * until none is left or at least max (0: no limit) went; *freed (may be
- * NULL) gets how many went, also on error. */
+/* Give up holder's holds, in transactions of a few hundred, until none is
+ * left or at least max (0: no limit) were given up (freeing the orphans
+ * it was the last holder of); *freed (may be NULL) gets how many holds
+ * went, also on error. */
 int store_orphan_release(struct store *st,
 			 const uint8_t holder[STORE_HOLDER_SIZE],
 			 uint64_t max, uint64_t *freed);
-/* The holders of orphans with the number each holds: *out a malloc'ed
+/* The holders of orphans with the number each holds (an orphan counts
+ * once for each of its holders): *out a malloc'ed
  * array of *n (NULL and 0 when there are none), freed by the caller. */
 struct store_holder {
 	uint8_t id[STORE_HOLDER_SIZE];

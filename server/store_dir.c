@@ -526,6 +526,9 @@ int store_remove(struct store *st, const struct cairn_fid *dir,
 	store_attr_fill(st, dir->vnode, &a.dino, dir_out);
 	ch->n = 1;
 	store_fid_make(a.vn, &a.ino, &ch->fid[0]);
+	ch->orphan = (struct cairn_fid){ 0 };
+	if (a.holder && a.ino.nlink == 0 && !S_ISDIR(a.ino.mode))
+		ch->orphan = ch->fid[0];
 	return 0;
 }
 
@@ -714,11 +717,15 @@ int store_rename(struct store *st, const struct cairn_fid *sdir,
 	store_attr_fill(st, sdir->vnode, &a.sd, sdir_out);
 	store_attr_fill(st, ddir->vnode, &a.dd, ddir_out);
 	ch->n = 0;
+	ch->orphan = (struct cairn_fid){ 0 };
 	if (a.have_dst && a.svn == a.dvn)
 		return 0;
 	store_fid_make(a.svn, &a.sino, &ch->fid[ch->n++]);
-	if (a.have_dst)
+	if (a.have_dst) {
 		store_fid_make(a.dvn, &a.dino, &ch->fid[ch->n++]);
+		if (a.holder && a.dino.nlink == 0 && !S_ISDIR(a.dino.mode))
+			ch->orphan = ch->fid[ch->n - 1];
+	}
 	return 0;
 }
 

@@ -329,12 +329,12 @@ static int check_symlink(struct fsck *f, MDB_val *k, MDB_val *v)
 
 static int check_orphan(struct fsck *f, MDB_val *k, MDB_val *v)
 {
-	uint8_t id[STORE_REC_HOLDER_SIZE];
 	struct fino *fi;
 	uint64_t vn;
+	size_t holders;
 
 	if (store_rec_orphan_key_decode(k->mv_data, k->mv_size, &vn) ||
-	    store_rec_orphan_decode(v->mv_data, v->mv_size, id)) {
+	    store_rec_orphan_decode(v->mv_data, v->mv_size, &holders)) {
 		problem(f, "malformed orphan record (key %zu bytes, value "
 			"%zu)", k->mv_size, v->mv_size);
 		return 0;

@@ -281,11 +281,20 @@ int store_rec_orphan_key_decode(const void *p, size_t n, uint64_t *vn)
 	return 0;
 }
 
-int store_rec_orphan_decode(const void *p, size_t n,
-			    uint8_t holder[STORE_REC_HOLDER_SIZE])
+int store_rec_orphan_decode(const void *p, size_t n, size_t *count)
 {
-	if (n != STORE_REC_HOLDER_SIZE)
+	const uint8_t *b = p;
+	size_t c = n / STORE_REC_HOLDER_SIZE;
+
+	if (n == 0 || n % STORE_REC_HOLDER_SIZE ||
+	    c > STORE_REC_HOLDERS_MAX)
 		return -EUCLEAN;
-	memcpy(holder, p, n);
+	/* Strictly ascending: one encoding per set of holders. */
+	for (size_t i = 1; i < c; i++)
+		if (memcmp(b + (i - 1) * STORE_REC_HOLDER_SIZE,
+			   b + i * STORE_REC_HOLDER_SIZE,
+			   STORE_REC_HOLDER_SIZE) >= 0)
+			return -EUCLEAN;
+	*count = c;
 	return 0;
 }

@@ -15,7 +15,7 @@
  *   store_rec_xattr_key_decode   xattrs key           -> vnode, name
  *   store_rec_xattr_val_decode   xattrs value         -> bytes
  *   store_rec_orphan_key_decode  orphans key          -> vnode
- *   store_rec_orphan_decode      orphans value        -> holder (client id)
+ *   store_rec_orphan_decode      orphans value        -> holders (client ids)
  * and the encoders of the values the store builds here (inode, dirent,
  * meta numbers); decode(encode(x)) == x for every x the store writes.
  *
@@ -37,7 +37,8 @@
  *   dirseq   key BE8 dir + BE8 cookie; value name
  *   symlink  key BE8 vnode; value target (1..CAIRN_SYMLINK_MAX bytes)
  *   xattr    key BE8 vnode + name; value 0..CAIRN_XATTR_SIZE_MAX bytes
- *   orphan   key BE8 vnode; value the 16-byte client id holding it
+ *   orphan   key BE8 vnode; value the 16-byte client ids holding it, 1 to
+ *            STORE_REC_HOLDERS_MAX of them, strictly ascending
  *   meta     key string; value u32 / u64 / 16 bytes
  */
 #ifndef CAIRN_STORE_REC_H
@@ -52,6 +53,7 @@
 #define STORE_REC_DIRENT_SIZE   20
 #define STORE_REC_ID_SIZE       16
 #define STORE_REC_HOLDER_SIZE   16
+#define STORE_REC_HOLDERS_MAX   1024
 
 /* sinode.flags; the decoder refuses unknown bits. */
 #define SINODE_DATA_LOST 0x01u /* a sync of its data file failed */
@@ -121,11 +123,13 @@ int store_rec_xattr_val_decode(const void *p, size_t n, void *buf,
 			       size_t size, size_t *len);
 
 /*
- * An orphan (store.h): key BE8 vnode, not 0; value the 16-byte client id
- * (HELLO's) of the client that holds it, any bytes.
+ * An orphan (store.h): key BE8 vnode, not 0; value the 16-byte client ids
+ * (HELLO's) of the clients that hold it, 1 to STORE_REC_HOLDERS_MAX, in
+ * strictly ascending memcmp order (a value of one id is the format from
+ * before several holders). store_rec_orphan_decode checks p and sets
+ * *count: holder i is the 16 bytes at p + 16 * i.
  */
 int store_rec_orphan_key_decode(const void *p, size_t n, uint64_t *vn);
-int store_rec_orphan_decode(const void *p, size_t n,
-			    uint8_t holder[STORE_REC_HOLDER_SIZE]);
+int store_rec_orphan_decode(const void *p, size_t n, size_t *count);
 
 #endif

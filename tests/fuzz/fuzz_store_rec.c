@@ -255,12 +255,18 @@ static int one(int kind, const uint8_t *p, size_t n, int size_sel)
 		break;
 	}
 	case REC_ORPHAN: {
-		uint8_t *id = malloc(STORE_REC_HOLDER_SIZE);
+		size_t count = 0;
 
-		rc = store_rec_orphan_decode(p, n, id);
-		if (!rc && (n != STORE_REC_HOLDER_SIZE || memcmp(id, p, n)))
-			fail(kind, "holder not copied exactly", n);
-		free(id);
+		rc = store_rec_orphan_decode(p, n, &count);
+		if (!rc && (n == 0 || n % STORE_REC_HOLDER_SIZE ||
+			    count != n / STORE_REC_HOLDER_SIZE ||
+			    count > STORE_REC_HOLDERS_MAX))
+			fail(kind, "holders not counted exactly", n);
+		for (size_t i = 1; !rc && i < count; i++)
+			if (memcmp(p + (i - 1) * STORE_REC_HOLDER_SIZE,
+				   p + i * STORE_REC_HOLDER_SIZE,
+				   STORE_REC_HOLDER_SIZE) >= 0)
+				fail(kind, "holders accepted out of order", n);
 		break;
 	}
 	}

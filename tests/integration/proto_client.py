@@ -42,7 +42,7 @@ import sys
 import time
 
 MAGIC = 0x4E524143
-VERSION = 1
+VERSION = 2
 MAX_PAYLOAD = (4 << 20) + 4096
 MAX_IO = 1 << 20
 
@@ -53,6 +53,7 @@ SA_MODE, SA_UID, SA_GID, SA_SIZE = 1, 2, 4, 8
 SA_ATIME, SA_MTIME, SA_ATIME_NOW, SA_MTIME_NOW, SA_CTIME = 16, 32, 64, 128, 256
 CR_EXCL = 1
 RM_DIR, RM_KEEP = 1, 2
+CB_ORPHANED = 1   # CB_BREAK record flag (lib/proto.h)
 RN_NOREPLACE, RN_EXCHANGE, RN_KEEP = 1, 2, 0x100
 WR_SYNC = 1
 FS_DATASYNC = 1
@@ -469,6 +470,7 @@ class Conn:
         self.next_id = 1
         self.replies = {}    # id -> (op, status, payload)
         self.breaks = []     # list of [(fid, name), ...] per CB_BREAK
+        self.orphaned = []   # FIDs of CB_BREAK records flagged CB_ORPHANED
         self.buf = b""
         self.client_id = os.urandom(16)
 
@@ -501,6 +503,9 @@ class Conn:
             if op != OP_CB_BREAK:
                 raise ProtocolError("unknown push op %d" % op)
             self.breaks.append(decode_breaks(payload))
+            self.orphaned += [it["fid"] for it in
+                              decode("CB_BREAK", payload)["items"]
+                              if it["flags"] & CB_ORPHANED]
         elif flags & WF_REPLY:
             self.replies[id] = (op, status, payload)
         else:

@@ -564,6 +564,67 @@ def rename_over_open_file(ctx):
     wait_orphans(ctx, 0, "after the replaced file was closed")
 
 
+def _open_elsewhere_then(ctx, what, change):
+    """Mount B has a file open (and read, so it holds a promise on it)
+    while mount A unlinks it or renames another file over it (`change`,
+    given A's path of the file): B keeps reading and writing it through
+    its descriptor, after A has surely released its own hold too, until
+    its last close; then the server frees it."""
+    m, _ = fresh(ctx)
+    f = os.path.join(m, "f")
+    write_file(f, b"shared data")
+    fb = ctx.B.p(os.path.relpath(f, ctx.A.path))
+    fd = os.open(fb, os.O_RDWR)
+    try:
+        expect_eq(os.pread(fd, 100, 0), b"shared data", what + ": read on B before")
+        change(f)
+        expect_eq(os.pread(fd, 100, 0), b"shared data", what + ": read on B at once")
+        # A's kernel forgets the file and A's release (batched, 20 ms)
+        # reaches the server: B still holds it.
+        H.drop_kernel_caches()
+        time.sleep(0.3)
+        expect_eq(os.pread(fd, 100, 0), b"shared data", what + ": read on B after A's release")
+        os.pwrite(fd, b"SHARED", 0)
+        expect_eq(os.pread(fd, 100, 0), b"SHARED data", what + ": write+read on B")
+        expect_eq(os.fstat(fd).st_nlink, 0, what + ": nlink on B")
+        expect(server_orphans(ctx) >= 1, what + ": the server does not keep B's open file")
+    finally:
+        os.close(fd)
+    wait_orphans(ctx, 0, what + ": after B's last close")
+
+
+@test
+def unlink_while_open_on_other_mount(ctx):
+    _open_elsewhere_then(ctx, "unlink on A", os.unlink)
+
+
+@test
+def rename_over_file_open_on_other_mount(ctx):
+    def over(f):
+        g = os.path.join(os.path.dirname(f), "g")
+        write_file(g, b"new")
+        os.rename(g, f)
+        expect_eq(read_file(f), b"new", "the name after rename over B's open file")
+    _open_elsewhere_then(ctx, "rename over on A", over)
+
+
+@test
+def unlink_of_file_cached_on_other_mount(ctx):
+    """B only has the file cached (listed, stat'ed, read and closed): it is
+    made a holder by A's unlink too, and lets go at once, so the orphan
+    goes away without waiting for anything else."""
+    m, _ = fresh(ctx)
+    f = os.path.join(m, "f")
+    write_file(f, b"cached")
+    rel = os.path.relpath(f, ctx.A.path)
+    expect("f" in os.listdir(ctx.B.p(os.path.dirname(rel))), "B lists the file")
+    expect_eq(read_file(ctx.B.p(rel)), b"cached", "B reads the file")
+    os.stat(ctx.B.p(rel))
+    os.unlink(f)
+    H.expect_errno(errno.ENOENT, os.stat, ctx.B.p(rel), what="stat on B after unlink on A")
+    wait_orphans(ctx, 0, "after unlink of a file only cached on B", timeout=5)
+
+
 @test
 def unlink_many_releases_all(ctx):
     """rm of a few hundred files not open: each is kept by the server only

@@ -217,6 +217,27 @@ def check_orphans(ctx):
     a.orphan_drop([f["fid"]])
     check("drop is idempotent", a.status().get("orphans") == 0)
 
+    # Another client holding a promise on it is made a holder too: its
+    # break says so (CB_ORPHANED), and the file lives until both drop it.
+    g = a.create(root["fid"], "og", 0o100644, flags=P.CR_EXCL)["child"]
+    a.write(g["fid"], 0, b"shared")
+    b.getattr(g["fid"])
+    a.remove(root["fid"], "og", P.RM_KEEP)
+    check("the other promise holder's break is flagged CB_ORPHANED",
+          b.expect_break((g["fid"], "")) and g["fid"] in b.orphaned,
+          b.orphaned)
+    a.poll_breaks(0.2)
+    check("the remover's own breaks are not flagged",
+          g["fid"] not in a.orphaned, a.orphaned)
+    a.orphan_drop([g["fid"]])
+    check("the remover's drop leaves it to the other holder",
+          b.read(g["fid"], 0, 6)["data"] == b"shared" and
+          a.status().get("orphans") == 1)
+    b.orphan_drop([g["fid"]])
+    check("the last holder's drop frees it",
+          err_of(a.getattr, g["fid"]) == errno.ESTALE and
+          a.status().get("orphans") == 0)
+
     # RENAME with RN_KEEP over a file.
     x = a.create(root["fid"], "ox", 0o100644, flags=P.CR_EXCL)["child"]
     y = a.create(root["fid"], "oy", 0o100644, flags=P.CR_EXCL)["child"]
@@ -246,7 +267,7 @@ def check_orphans(ctx):
           gone_within(b, oc["fid"], GRACE + 3))
     log = "\n".join(srv.log_lines())
     check("one log line names the client",
-          "orphans: freed 1 of client %s" % cid[:8].hex() in log, log[-600:])
+          "orphans: released 1 of client %s" % cid[:8].hex() in log, log[-600:])
     check("a holder that reconnected in time keeps its orphan",
           b.getattr(oe["fid"])["nlink"] == 0)
 

@@ -61,7 +61,8 @@ static uint64_t tag_value(int kind, const char *name, unsigned ctr)
 	uint64_t h = name_hash(name);
 
 	switch (kind) {
-	/* Every u8 of the protocol is a flag (created, eof) that lib/msg
+	/* Every u8 of the protocol is a flag (created, eof, a CB_BREAK
+	 * record's flags) that lib/msg
 	 * encodes as 0 or 1: no room for a name, so it holds 1. */
 	case K_U8:  return 1;
 	case K_U16: return 0xb200u | (h & 0xff);
@@ -275,7 +276,8 @@ static int dirent_eq(const struct msg_dirent *a, const struct msg_dirent *b)
 
 static int cbrec_eq(const struct msg_cbrec *a, const struct msg_cbrec *b)
 {
-	return fid_eq(&a->fid, &b->fid) && str_eq(&a->name, &b->name);
+	return fid_eq(&a->fid, &b->fid) && str_eq(&a->name, &b->name) &&
+	       a->flags == b->flags;
 }
 
 /* --- one fill and one eq per message struct ------------------------------------- */
@@ -856,6 +858,7 @@ static void fill_cbrec(struct fill *f, struct msg_cbrec *rec, int i)
 {
 	fill_fid(f, &rec->fid);
 	fill_str(f, "name", &rec->name, 14 + 3 * i);
+	rec->flags = v8(f, "flags");
 	if (i == 0)
 		rec->name.len = 0;   /* the object itself */
 }

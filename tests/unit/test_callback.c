@@ -362,7 +362,7 @@ static struct cb_batch *frame(struct cb_client *cl, struct cairn_fid fid,
 	b->cl = cl;
 	b->cap = 1;
 	b->count = 1;
-	b->rec[0] = (struct cb_record){ fid, name, name ? strlen(name) : 0 };
+	b->rec[0] = (struct cb_record){ fid, name, name ? strlen(name) : 0, 0 };
 	return b;
 }
 

@@ -736,6 +736,28 @@ static void test_bools(void)
 		}
 		wbuf_free(&w);
 	}
+	/* A CB_BREAK record's flags: 0 or CB_ORPHANED, nothing else. */
+	{
+		struct msg_cbrec rec = { { 1, 2, 3 }, { "", 0 }, 0 };
+		struct msg_cb_break b = { .count = 1 };
+		struct wbuf recs, w;
+		union msg_any m;
+
+		wbuf_init(&recs);
+		wbuf_init(&w);
+		msg_cbrec_put(&recs, &rec);
+		b.recs.p = recs.data;
+		b.recs.len = recs.len;
+		msg_encode(OP_CB_BREAK, 0, &w, &b);
+		CHECK(w.err == 0 && w.len == 4 + WIRE_FID_SIZE + 2 + 1);
+		for (unsigned v = 0; v < 256 && !w.err; v++) {
+			w.data[w.len - 1] = (uint8_t)v;
+			CHECK_EQ(msg_decode(OP_CB_BREAK, 0, w.data, w.len, &m,
+					    NULL), v <= CB_ORPHANED ? 0 : -EPROTO);
+		}
+		wbuf_free(&w);
+		wbuf_free(&recs);
+	}
 }
 
 int main(void)
@@ -752,7 +774,8 @@ int main(void)
 	run("msg in-place builders match msg_encode", test_builders);
 	run("msg str over 65535 not encoded, nsec >= 10^9 not decoded",
 	    test_encode_limits);
-	run("msg u8 flags created and eof (READDIR, BULKSTAT) are 0 or 1",
+	run("msg u8 flags created, eof (READDIR, BULKSTAT) and CB_BREAK "
+	    "record flags are 0 or 1",
 	    test_bools);
 	run("msg name check edges", test_name_check);
 	run("msg xattr name check edges", test_xattr_name_check);

@@ -19,7 +19,12 @@
  *     connected (also through a reconnect or a second connection), at
  *     most ORPHAN_SWEEP_MAX per sweep, and does work once per second;
  *   - fsck accepts orphans, counts them, and reports an orphan record
- *     of a missing or linked inode and an nlink-0 inode without one.
+ *     of a missing or linked inode and an nlink-0 inode without one;
+ *   - several holders (store_orphan_hold, for the other clients that may
+ *     have the file open): each drop or release gives up one hold, the
+ *     last frees the orphan, also through the grace sweep; only true
+ *     orphans take holders; holder lists survive a reopen, and fsck
+ *     refuses one out of order.
  *
  * Output: one "ok - NAME" or "not ok - NAME" line per test; exit status 1
  * if any failed.
@@ -442,15 +447,17 @@ static void t_survives_reopen(void)
 	CHECK_EQ(seen, 0);
 }
 
-/* Change the orphans table behind the store's back (store closed). */
-static void orphans_edit(uint64_t vn, const uint8_t *holder)
+/* Change the orphans table behind the store's back (store closed): value
+ * len bytes at val, or delete the record (val NULL). */
+static void orphans_edit_val(uint64_t vn, const void *val, size_t len)
 {
 	char path[256];
 	MDB_env *env;
 	MDB_txn *txn;
 	MDB_dbi dbi;
 	uint8_t kb[8];
-	MDB_val k = { 8, kb }, v = { STORE_HOLDER_SIZE, (void *)holder };
+	MDB_val k = { 8, kb }, v = { len, (void *)val };
+	const void *holder = val;
 
 	for (int i = 0; i < 8; i++)
 		kb[i] = (uint8_t)(vn >> (56 - 8 * i));
@@ -467,6 +474,11 @@ static void orphans_edit(uint64_t vn, const uint8_t *holder)
 		CHECK_EQ(mdb_del(txn, dbi, &k, NULL), 0);
 	CHECK_EQ(mdb_txn_commit(txn), 0);
 	mdb_env_close(env);
+}
+
+static void orphans_edit(uint64_t vn, const uint8_t *holder)
+{
+	orphans_edit_val(vn, holder, STORE_HOLDER_SIZE);
 }
 
 static void t_fsck(void)
@@ -606,6 +618,166 @@ static void t_sweep(void)
 	CHECK_EQ(fsck(NULL), 0);
 }
 
+/* A third client. */
+static const uint8_t C[STORE_HOLDER_SIZE] = { 0xc1, 0xc2, 0xc3, 0xc4 };
+
+/* The holds of id (store_orphan_holders), 0 when it has none. */
+static uint64_t holds(const uint8_t *id)
+{
+	struct store_holder *h;
+	uint64_t c = 0;
+	size_t n;
+
+	CHECK_EQ(store_orphan_holders(st, &h, &n), 0);
+	for (size_t i = 0; i < n; i++)
+		if (!memcmp(h[i].id, id, STORE_HOLDER_SIZE))
+			c = h[i].count;
+	free(h);
+	return c;
+}
+
+/* Several holders (store_orphan_hold): the orphan lives until the last of
+ * them drops it or is released; each drop or release gives up one hold
+ * only; only a true orphan takes holders. */
+static void t_multi_holder(void)
+{
+	struct cairn_attr f, g, l, a, d;
+	struct store_changed ch;
+	uint8_t ids[3][STORE_HOLDER_SIZE];
+	unsigned long seen = 0;
+	struct cairn_fid stale;
+	uint64_t before = norphans(), freed = 0;
+
+	memcpy(ids[0], C, STORE_HOLDER_SIZE);
+	memcpy(ids[1], A, STORE_HOLDER_SIZE);   /* has it already */
+	memcpy(ids[2], B, STORE_HOLDER_SIZE);
+	CHECK_EQ(mk(&root, "mh", S_IFREG | 0644, &f), 0);
+	CHECK_EQ(wr(&f.fid, 0, "shared"), 0);
+	CHECK_EQ(store_remove(st, &root, "mh", RM_KEEP, A, &d, &ch), 0);
+	CHECK(ch.orphan.vnode == f.fid.vnode && ch.orphan.uniq == f.fid.uniq);
+	CHECK_EQ(store_orphan_hold(st, &f.fid, &ids[0][0], 3), 1);
+	CHECK_EQ(store_orphan_hold(st, &f.fid, &ids[0][0], 3), 1); /* again */
+	CHECK_EQ(norphans(), before + 1);            /* files, not holds */
+	CHECK(holds(A) == 1 && holds(B) == 1 && holds(C) == 1);
+	CHECK_EQ(fsck(&seen), 0);
+	CHECK_EQ(seen, before + 1);
+	/* Not orphans: nothing recorded. */
+	CHECK_EQ(mk(&root, "mh-linked", S_IFREG | 0644, &l), 0);
+	CHECK_EQ(store_orphan_hold(st, &l.fid, &ids[0][0], 3), 0);
+	stale = f.fid;
+	stale.uniq++;
+	CHECK_EQ(store_orphan_hold(st, &stale, &ids[0][0], 3), 0);
+	stale = (struct cairn_fid){ 1, 1u << 30, 7 };
+	CHECK_EQ(store_orphan_hold(st, &stale, &ids[0][0], 3), 0);
+	CHECK_EQ(store_remove(st, &root, "mh-linked", 0, NULL, &d, &ch), 0);
+	CHECK_EQ(ch.orphan.vnode, 0);   /* without RM_KEEP */
+	/* The requester lets go first: the others keep it, data and all. */
+	CHECK_EQ(drop(A, &f.fid, 1), 0);
+	CHECK_EQ(drop(A, &f.fid, 1), 0);
+	CHECK_EQ(holds(A), 0);
+	CHECK_EQ(strcmp(rd(&f.fid, 0, 6), "shared"), 0);
+	CHECK_EQ(wr(&f.fid, 0, "SHARED"), 0);
+	/* C is released (gone for good): one hold. */
+	CHECK_EQ(store_orphan_release(st, C, 0, &freed), 0);
+	CHECK_EQ(freed, 1);
+	CHECK(alive(&f.fid) && data_exists(&f.fid));
+	/* It survives a restart with its holder list. */
+	reopen();
+	CHECK(holds(B) == 1 && holds(A) == 0 && holds(C) == 0);
+	CHECK_EQ(strcmp(rd(&f.fid, 0, 6), "SHARED"), 0);
+	/* The last holder's drop frees it. */
+	CHECK_EQ(drop(B, &f.fid, 1), 1);
+	CHECK_EQ(store_getattr(st, &f.fid, &a), -ESTALE);
+	CHECK(!data_exists(&f.fid));
+	CHECK_EQ(store_orphan_hold(st, &f.fid, &ids[0][0], 3), 0);
+	CHECK_EQ(norphans(), before);
+	/* Rename over: the replaced file is the orphan. */
+	CHECK_EQ(mk(&root, "mh-a", S_IFREG | 0644, &f), 0);
+	CHECK_EQ(mk(&root, "mh-b", S_IFREG | 0644, &g), 0);
+	CHECK_EQ(store_rename(st, &root, "mh-a", &root, "mh-b", RN_KEEP, B,
+			      &a, &d, &ch), 0);
+	CHECK(ch.orphan.vnode == g.fid.vnode && ch.orphan.uniq == g.fid.uniq);
+	CHECK_EQ(store_orphan_hold(st, &g.fid, A, 1), 1);
+	CHECK_EQ(drop(B, &g.fid, 1), 0);
+	CHECK_EQ(drop(A, &g.fid, 1), 1);
+	CHECK_EQ(store_rename(st, &root, "mh-b", &root, "mh-c", RN_KEEP, B,
+			      &a, &d, &ch), 0);
+	CHECK_EQ(ch.orphan.vnode, 0);   /* nothing replaced */
+	CHECK_EQ(rm(&root, "mh-c", 0, NULL), 0);
+	CHECK_EQ(norphans(), before);
+	CHECK_EQ(fsck(NULL), 0);
+}
+
+/* The grace sweep with several holders: a gone holder's hold goes, the
+ * orphan stays while a connected one holds it, and goes with the last. */
+static void t_sweep_multi(void)
+{
+	struct orphan_table *t;
+	struct cairn_attr f;
+	int64_t now = 5000;
+	uint64_t before = norphans();
+
+	CHECK_EQ(mk(&root, "sm", S_IFREG | 0644, &f), 0);
+	CHECK_EQ(wr(&f.fid, 0, "x"), 0);
+	CHECK_EQ(rm(&root, "sm", RM_KEEP, A), 0);
+	CHECK_EQ(store_orphan_hold(st, &f.fid, B, 1), 1);
+	t = orphan_table_create(st, 60, now);
+	CHECK(t != NULL);
+	if (!t)
+		return;
+	CHECK_EQ(orphan_client_up(t, A), 0);
+	CHECK_EQ(orphan_client_up(t, B), 0);
+	orphan_client_down(t, A, now + 1);
+	CHECK_EQ(orphan_sweep(t, now + 30), 0);
+	CHECK_EQ(orphan_sweep(t, now + 61), 1);   /* A's hold */
+	CHECK(alive(&f.fid) && data_exists(&f.fid));
+	CHECK_EQ(norphans(), before + 1);
+	orphan_client_down(t, B, now + 62);
+	CHECK_EQ(orphan_sweep(t, now + 100), 0);
+	CHECK_EQ(orphan_sweep(t, now + 122), 1);  /* B's: the last */
+	CHECK(!alive(&f.fid) && !data_exists(&f.fid));
+	CHECK_EQ(norphans(), before);
+	orphan_table_destroy(t);
+	CHECK_EQ(fsck(NULL), 0);
+}
+
+/* fsck: a holder list out of order, or with a duplicate, is malformed;
+ * one in order is fine. */
+static void t_fsck_multi(void)
+{
+	struct cairn_attr f;
+	uint8_t v[2 * STORE_HOLDER_SIZE];
+	unsigned long seen = 0;
+
+	CHECK_EQ(mk(&root, "fm", S_IFREG | 0644, &f), 0);
+	CHECK_EQ(rm(&root, "fm", RM_KEEP, A), 0);
+	CHECK_EQ(store_orphan_hold(st, &f.fid, B, 1), 1);
+	CHECK_EQ(fsck(&seen), 0);
+	CHECK_EQ(seen, 1);
+	store_close(st);
+	st = NULL;
+	memcpy(v, B, STORE_HOLDER_SIZE);
+	memcpy(v + STORE_HOLDER_SIZE, A, STORE_HOLDER_SIZE);
+	orphans_edit_val(f.fid.vnode, v, sizeof(v));
+	CHECK_EQ(fsck(&seen), 2); /* the record, and its unreachable inode */
+	store_close(st);
+	st = NULL;
+	memcpy(v, A, STORE_HOLDER_SIZE);
+	orphans_edit_val(f.fid.vnode, v, sizeof(v)); /* a duplicate */
+	CHECK_EQ(fsck(&seen), 2);
+	store_close(st);
+	st = NULL;
+	memcpy(v + STORE_HOLDER_SIZE, B, STORE_HOLDER_SIZE);
+	orphans_edit_val(f.fid.vnode, v, sizeof(v));
+	CHECK_EQ(fsck(&seen), 0);
+	CHECK_EQ(seen, 1);
+	CHECK(holds(A) == 1 && holds(B) == 1);
+	CHECK_EQ(drop(A, &f.fid, 1), 0);
+	CHECK_EQ(drop(B, &f.fid, 1), 1);
+	CHECK_EQ(fsck(&seen), 0);
+	CHECK_EQ(seen, 0);
+}
+
 int main(void)
 {
 	char err[256], cmd[256];
@@ -632,6 +804,9 @@ int main(void)
 	run("orphan survives_reopen", t_survives_reopen);
 	run("orphan fsck_accepts_counts_and_reports", t_fsck);
 	run("orphan grace_sweep_frees_gone_holders", t_sweep);
+	run("orphan several_holders_last_one_frees", t_multi_holder);
+	run("orphan grace_sweep_several_holders", t_sweep_multi);
+	run("orphan fsck_holder_lists", t_fsck_multi);
 	store_close(st);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
 	if (system(cmd) != 0)

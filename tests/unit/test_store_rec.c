@@ -235,8 +235,9 @@ static void t_rec_meta_symlink_xattr(void)
 
 static void t_rec_orphan(void)
 {
-	uint8_t key[9] = { 0, 0, 0, 0, 0, 0, 1, 2, 3 }, id[16], b[17];
+	uint8_t key[9] = { 0, 0, 0, 0, 0, 0, 1, 2, 3 }, b[49];
 	uint64_t vn = 0;
+	size_t count = 0;
 
 	CHECK_EQ(DEC(store_rec_orphan_key_decode(q, 8, &vn), key, 8), 0);
 	CHECK(vn == 0x102);
@@ -248,11 +249,37 @@ static void t_rec_orphan(void)
 	CHECK_EQ(store_rec_orphan_key_decode(key, 8, &vn), -EUCLEAN);
 	for (int i = 0; i < 17; i++)
 		b[i] = (uint8_t)(0xf0 - i);
-	CHECK_EQ(DEC(store_rec_orphan_decode(q, 16, id), b, 16), 0);
-	CHECK(!memcmp(id, b, 16));
-	CHECK_EQ(DEC(store_rec_orphan_decode(q, 15, id), b, 15), -EUCLEAN);
-	CHECK_EQ(DEC(store_rec_orphan_decode(q, 17, id), b, 17), -EUCLEAN);
-	CHECK_EQ(store_rec_orphan_decode(NULL, 0, id), -EUCLEAN);
+	CHECK_EQ(DEC(store_rec_orphan_decode(q, 16, &count), b, 16), 0);
+	CHECK_EQ(count, 1);
+	CHECK_EQ(DEC(store_rec_orphan_decode(q, 15, &count), b, 15), -EUCLEAN);
+	CHECK_EQ(DEC(store_rec_orphan_decode(q, 17, &count), b, 17), -EUCLEAN);
+	CHECK_EQ(store_rec_orphan_decode(NULL, 0, &count), -EUCLEAN);
+	/* Several holders: strictly ascending, nothing else. */
+	memset(b, 0, sizeof(b));
+	b[15] = 1;
+	b[31] = 2;
+	b[47] = 3;
+	CHECK_EQ(DEC(store_rec_orphan_decode(q, 48, &count), b, 48), 0);
+	CHECK_EQ(count, 3);
+	CHECK_EQ(DEC(store_rec_orphan_decode(q, 47, &count), b, 47), -EUCLEAN);
+	CHECK_EQ(DEC(store_rec_orphan_decode(q, 49, &count), b, 49), -EUCLEAN);
+	b[31] = 1; /* a duplicate */
+	CHECK_EQ(DEC(store_rec_orphan_decode(q, 48, &count), b, 48), -EUCLEAN);
+	b[31] = 4; /* out of order */
+	CHECK_EQ(DEC(store_rec_orphan_decode(q, 48, &count), b, 48), -EUCLEAN);
+	{
+		size_t big = (STORE_REC_HOLDERS_MAX + 1) * 16;
+		uint8_t *p = calloc(1, big);
+
+		for (size_t i = 0; i < STORE_REC_HOLDERS_MAX + 1; i++) {
+			p[i * 16 + 14] = (uint8_t)(i >> 8);
+			p[i * 16 + 15] = (uint8_t)i;
+		}
+		CHECK_EQ(store_rec_orphan_decode(p, big - 16, &count), 0);
+		CHECK_EQ(count, STORE_REC_HOLDERS_MAX);
+		CHECK_EQ(store_rec_orphan_decode(p, big, &count), -EUCLEAN);
+		free(p);
+	}
 }
 
 int main(void)
