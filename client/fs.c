@@ -510,14 +510,14 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		reply_error(req, rc);
 		return;
 	}
-	reply_attr(req, fs, seq, &a);
 	/* The data version moved but not the data (a chmod, chown, cp -p's
-	 * utimens): the chunks we cached stay good (fs_file.c,
-	 * fs_op_write). A size change is left to a fetch at the new
-	 * version. */
+	 * utimens): the chunks we cached stay good. Before the reply, as in
+	 * fs_op_write, so that the file's next change finds it. A size
+	 * change is left to a fetch at the new version. */
 	if (known && a.dv == before.dv + 1 && a.size == before.size)
 		ccache_write(fs->cc, &fid, before.dv, a.dv, before.size,
 			     a.size, a.size, NULL, 0);
+	reply_attr(req, fs, seq, &a);
 }
 
 /* --- statfs ------------------------------------------------------------- */
