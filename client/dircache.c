@@ -30,6 +30,7 @@
  * allocated under it, their size being known only there.
  */
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +62,7 @@ struct dlist {
 	size_t n, cap;
 	unsigned expanded : 1;        /* dcache_take_subdirs gave its
 				       * subdirectories out */
+	unsigned hits;                /* lookups answered from it */
 };
 
 /* A listing being fetched: the same, not yet hashed. */
@@ -678,19 +680,21 @@ int dcache_lookup(struct dcache *dc, uint64_t dir, const char *name,
 			dc->st.hits++;
 		lru_touch(dc, l);
 	}
+	if (l && l->hits < UINT_MAX)
+		l->hits++;
 	dc_unlock(dc);
 	return rc;
 }
 
 size_t dcache_take_subdirs(struct dcache *dc, uint64_t dir,
-			   struct cairn_fid *out, size_t max)
+			   unsigned min_hits, struct cairn_fid *out, size_t max)
 {
 	struct dlist *l;
 	size_t n = 0;
 
 	dc_lock(dc);
 	l = find_list(dc, dir);
-	if (l && !l->expanded) {
+	if (l && !l->expanded && l->hits >= min_hits) {
 		l->expanded = 1;
 		for (size_t i = 0; i < l->n && n < max; i++) {
 			const struct dent *d = l->ents[i];

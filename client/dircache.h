@@ -112,12 +112,14 @@ int dcache_lookup(struct dcache *dc, uint64_t dir, const char *name,
 
 /*
  * Read-ahead of a tree walk (fs_dir.c): the first time this is called for
- * dir's cached listing, up to max FIDs of its subdirectories whose own
- * listings are not cached (with a promised status) go to out; the count
- * is returned. Every later call for the same listing returns 0.
+ * dir's cached listing once at least min_hits lookups were answered from
+ * it, up to max FIDs of its subdirectories whose own listings are not
+ * cached (with a promised status) go to out; the count is returned. Every
+ * later call for the same listing returns 0.
  */
 size_t dcache_take_subdirs(struct dcache *dc, uint64_t dir,
-			   struct cairn_fid *out, size_t max);
+			   unsigned min_hits, struct cairn_fid *out,
+			   size_t max);
 /* Whether a listing of dir is cached. */
 int dcache_cached(struct dcache *dc, uint64_t dir);
 

@@ -244,8 +244,9 @@ int fs_dir_fetch(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
 /*
  * A cold `find`, `ls -lR`, `make` or `rsync` walks a tree one directory
  * at a time, and each directory costs one BULKSTAT round trip. When a
- * directory is first listed from its start (READDIR at offset 0: a walk,
- * not a lookup of one path through it), the listings of its
+ * directory is first listed from its start (READDIR at offset 0), or
+ * AHEAD_LOOKUPS names were looked up in it (a walk by paths, not one
+ * path through it), the listings of its
  * subdirectories (at most AHEAD_PER_DIR) are queued and fetched by
  * FS_AHEAD_THREADS threads, so the walk finds them cached. Only listings
  * that are listed expand further, so read-ahead stays one level ahead of
@@ -255,7 +256,7 @@ int fs_dir_fetch(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
  */
 #define AHEAD_PER_DIR 64u
 
-void fs_dir_ahead(struct fs *fs, fuse_ino_t ino)
+void fs_dir_ahead(struct fs *fs, fuse_ino_t ino, unsigned min_hits)
 {
 	struct fs_ahead *a = &fs->ahead;
 	struct cairn_fid fids[AHEAD_PER_DIR];
@@ -263,7 +264,7 @@ void fs_dir_ahead(struct fs *fs, fuse_ino_t ino)
 
 	if (!a->started)
 		return;
-	n = dcache_take_subdirs(fs->dc, ino, fids, AHEAD_PER_DIR);
+	n = dcache_take_subdirs(fs->dc, ino, min_hits, fids, AHEAD_PER_DIR);
 	if (!n)
 		return;
 	pthread_mutex_lock(&a->lock);
@@ -647,7 +648,7 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size,
 	/* A listing from the start: a walk (find, ls -R, rsync, make) that
 	 * will want the subdirectories' listings next. */
 	if (off == 0)
-		fs_dir_ahead(fs, ino);
+		fs_dir_ahead(fs, ino, 0);
 	if (readdir_cached(req, fs, ino, size, off, plus, 1) == 0)
 		return;
 	rc = fs_dir_fetch(req, fs, ino,
@@ -658,7 +659,7 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size,
 	}
 	if (rc == 0) {
 		if (off == 0)
-			fs_dir_ahead(fs, ino);
+			fs_dir_ahead(fs, ino, 0);
 		if (readdir_cached(req, fs, ino, size, off, plus, 0) == 0)
 			return;
 	}

@@ -173,9 +173,11 @@ void fs_note_attrs(struct fs *fs, uint64_t seq, const struct cairn_attr *a,
 
 /* --- open files --------------------------------------------------------- */
 
-/* A listing of ino was used: queue its subdirectories' listings for
- * read-ahead (fs_dir.c). Never blocks on the server. */
-void fs_dir_ahead(struct fs *fs, fuse_ino_t ino);
+/* A listing of ino was used (listed, or min_hits lookups answered from
+ * it): queue its subdirectories' listings for read-ahead (fs_dir.c).
+ * Never blocks on the server. */
+#define AHEAD_LOOKUPS 2u
+void fs_dir_ahead(struct fs *fs, fuse_ino_t ino, unsigned min_hits);
 /* Does relatime owe ino a new atime when it is read or listed? As the
  * server decides (store_atime_due): atime not after mtime or ctime, or a
  * day old; `unknown` when the table holds no current attributes. */

@@ -172,8 +172,10 @@ void fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		if (rc == 0)
 			rc = lookup_cached(req, fs, parent, name, len);
 	}
-	if (rc == 0)
+	if (rc == 0) {
+		fs_dir_ahead(fs, parent, AHEAD_LOOKUPS);
 		return;
+	}
 	if ((rc = itab_fid_promise(fs->itab, parent, &q.dir, &promise)))
 		goto out;
 	q.name = entry_name(name, len);

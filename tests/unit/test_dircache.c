@@ -489,6 +489,48 @@ struct worker {
 	int bad;
 };
 
+/* Read-ahead: a listing gives its uncached subdirectories out once, after
+ * enough lookups; with a fetch running (fetch_begin_absent) or a listing
+ * cached, nothing is fetched twice. */
+static void t_subdirs(void)
+{
+	struct dcache *dc = new_cache();
+	struct dcache_listing *l;
+	struct cairn_fid out[8];
+	struct cairn_attr a;
+
+	CHECK_EQ(dcache_fetch_begin(dc, 1), 0);
+	CHECK_EQ(dcache_listing_new(&l), 0);
+	a = attr_of(10, 1);
+	a.mode = 040755;
+	CHECK_EQ(dcache_listing_add(l, 3, "d1", 2, &a), 0);
+	a = attr_of(11, 1);
+	CHECK_EQ(dcache_listing_add(l, 5, "f", 1, &a), 0);
+	a = attr_of(12, 1);
+	a.mode = 040755;
+	CHECK_EQ(dcache_listing_add(l, 7, "d2", 2, &a), 0);
+	CHECK_EQ(dcache_fetch_end(dc, 1, l, 1, 9, 1, 0), 1);
+	/* d2's listing is cached already: only d1 is wanted. */
+	CHECK_EQ(install_n(dc, 12, 1, 1, 100, 1), 1);
+	CHECK_EQ(dcache_take_subdirs(dc, 1, 2, out, 8), 0); /* 0 lookups */
+	CHECK_EQ(lookup(dc, 1, "f", NULL), 1);
+	CHECK_EQ(lookup(dc, 1, "nope", NULL), 0);
+	CHECK_EQ(dcache_take_subdirs(dc, 1, 2, out, 8), 1);
+	CHECK_EQ(out[0].vnode, 10);
+	CHECK_EQ(dcache_take_subdirs(dc, 1, 0, out, 8), 0); /* once */
+	CHECK_EQ(dcache_take_subdirs(dc, 99, 0, out, 8), 0); /* no listing */
+	CHECK_EQ(dcache_cached(dc, 12), 1);
+	CHECK_EQ(dcache_cached(dc, 10), 0);
+	CHECK_EQ(dcache_fetch_begin_absent(dc, 12), -EEXIST);
+	CHECK_EQ(dcache_fetch_begin_absent(dc, 10), 0);
+	CHECK_EQ(dcache_fetch_begin(dc, 10), -EBUSY);
+	CHECK_EQ(dcache_fetch_wait(dc, 10, 10), -ETIMEDOUT);
+	CHECK_EQ(dcache_fetch_end(dc, 10, NULL, 1, 3, 1, 0), 0);
+	CHECK_EQ(dcache_fetch_wait(dc, 10, 10), -ENOENT);
+	CHECK_EQ(dcache_fetch_wait(dc, 12, 10), 0);
+	dcache_destroy(dc);
+}
+
 static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
@@ -554,6 +596,7 @@ int main(void)
 	run("dircache our own changes edited in place (LocalHero) or dropped",
 	    t_local_hero);
 	run("dircache room: least recently used listings go", t_room);
+	run("dircache read-ahead: subdirectories given out once", t_subdirs);
 	run("dircache concurrent installs, breaks and lookups",
 	    t_concurrent);
 	return failed_total ? 1 : 0;
