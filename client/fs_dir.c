@@ -297,27 +297,25 @@ void fs_touch_atime(struct fs *fs, const struct cairn_fid *fid)
 	pthread_mutex_unlock(&a->lock);
 }
 
-/* READ of 0 bytes: the server moves the atime when relatime says so
- * (store_read) and returns the attributes. */
-static int touch_atime(struct fs *fs, const struct cairn_fid *fid)
+/* One ATIME for n files: the server moves each atime where relatime
+ * says so (docs/PROTOCOL.md). The table keeps our clock's reading
+ * (itab_set_atime) until attributes come from the server again. */
+static int touch_atimes(struct fs *fs, const struct cairn_fid *fids, size_t n)
 {
-	uint64_t seq = notify_seq(fs->ntf);
-	struct msg_read_req q = { .fid = *fid, .off = 0, .len = 0 };
-	struct msg_read_rep p;
-	struct rpc_reply rep;
-	int rc;
+	struct msg_orphan_drop_req q = { .count = (uint32_t)n, .fids = fids };
 
-	if ((rc = fs_rpc(NULL, fs, OP_READ, &q, &p, &rep)))
-		return rc;
-	fs_note_attrs(fs, seq, &p.attr, NULL);
-	rpc_reply_free(&rep);
-	return 0;
+	return fs_rpc(NULL, fs, OP_ATIME, &q, NULL, NULL);
 }
+
+/* How long an atime waits for others to share its ATIME call. */
+#define ATIME_GATHER_MS 10
 
 static void *ahead_main(void *arg)
 {
 	struct fs *fs = arg;
 	struct fs_ahead *a = &fs->ahead;
+	struct cairn_fid *batch = malloc(CAIRN_ORPHAN_DROP_MAX *
+					 sizeof(*batch));
 	unsigned me;
 
 	pthread_mutex_lock(&a->lock);
@@ -335,18 +333,55 @@ static void *ahead_main(void *arg)
 		it = a->q[a->head];
 		a->head = (a->head + 1) % FS_AHEAD_QUEUE;
 		a->n--;
-		pthread_mutex_unlock(&a->lock);
 		if (it.kind == FS_BG_ATIME) {
-			touch_atime(fs, &it.fid);
+			/* With the atimes queued right behind it: one call
+			 * for a whole `cat` of a tree. */
+			size_t n = 0;
+
+			if (batch) {
+				struct timespec until;
+
+				batch[n++] = it.fid;
+				/* Reads come faster than round trips: let
+				 * them gather for a moment. */
+				clock_gettime(CLOCK_REALTIME, &until);
+				until.tv_nsec += ATIME_GATHER_MS * 1000000L;
+				if (until.tv_nsec >= 1000000000L) {
+					until.tv_sec++;
+					until.tv_nsec -= 1000000000L;
+				}
+				for (;;) {
+					while (a->n &&
+					       n < CAIRN_ORPHAN_DROP_MAX &&
+					       a->q[a->head].kind ==
+						       FS_BG_ATIME) {
+						batch[n++] = a->q[a->head].fid;
+						a->head = (a->head + 1) %
+							  FS_AHEAD_QUEUE;
+						a->n--;
+					}
+					if (a->stopping || a->n ||
+					    n == CAIRN_ORPHAN_DROP_MAX ||
+					    pthread_cond_timedwait(
+						    &a->cond, &a->lock,
+						    &until) == ETIMEDOUT)
+						break;
+				}
+			}
+			pthread_mutex_unlock(&a->lock);
+			if (n)
+				touch_atimes(fs, batch, n);
 			pthread_mutex_lock(&a->lock);
 			continue;
 		}
+		pthread_mutex_unlock(&a->lock);
 		rc = dir_fetch(NULL, fs, &it.fid, 0, 1);
 		pthread_mutex_lock(&a->lock);
 		if (rc == 0)
 			a->fetched++;
 	}
 	pthread_mutex_unlock(&a->lock);
+	free(batch);
 	return NULL;
 }
 

@@ -183,7 +183,7 @@ void fs_dir_ahead(struct fs *fs, fuse_ino_t ino, unsigned min_hits);
  * day old; `unknown` when the table holds no current attributes. */
 int fs_atime_due(struct fs *fs, fuse_ino_t ino, int unknown);
 /* A read was answered from the chunk cache, without the server, and
- * relatime owes fid an atime: let the server move it (a READ of 0 bytes,
+ * relatime owes fid an atime: let the server move it (ATIME, batched and
  * sent in the background; fs_dir.c). */
 void fs_touch_atime(struct fs *fs, const struct cairn_fid *fid);
 /* Calls made with req NULL on this thread use ir, so that another thread

@@ -982,6 +982,12 @@ static const struct msg_desc descs[] = {
 	 * on it were broken when it lost its last name. */
 	{ OP_ORPHAN_DROP, "ORPHAN_DROP", MSG_CHANGES, "u32 count, count × (fid)",
 	  "–", CODEC(orphan_drop_req, empty) },
+	/* relatime for reads the server did not see (the client's disk
+	 * cache answered them): a write, but like READ's atime no change
+	 * that breaks a promise; done twice it moves nothing more. Its
+	 * request is ORPHAN_DROP's: a list of FIDs. */
+	{ OP_ATIME, "ATIME", 0, "u32 count, count × (fid)", "–",
+	  CODEC(orphan_drop_req, empty) },
 	{ OP_CB_BREAK, "CB_BREAK", MSG_PUSH, "u32 count, count × (fid, str name, u8 flags)",
 	  "acknowledged: an empty `WF_REPLY` frame with the push's id "
 	  "(see Callbacks)", CODEC(cb_break, empty) },

@@ -67,6 +67,7 @@ enum cairn_op {
 	OP_STATUS,
 	OP_BULKSTAT,
 	OP_ORPHAN_DROP,
+	OP_ATIME,
 	OP__COUNT,          /* number of request opcodes + 1 */
 	OP_CB_BREAK = 64,
 };

@@ -627,6 +627,28 @@ static int op_orphan_drop(struct op_req *q)
 	return 0; /* empty reply */
 }
 
+/* Relatime for reads a client's disk cache answered (docs/PROTOCOL.md,
+ * ATIME): no promise, no break, as for READ's atime. */
+static int op_atime(struct op_req *q)
+{
+	const struct msg_orphan_drop_req *m = &q->m.orphan_drop_req;
+	struct cairn_fid fids[CAIRN_ORPHAN_DROP_MAX];
+	struct rbuf it;
+	size_t n = 0, moved = 0;
+	int ret;
+
+	if (m->count == 0 || m->count > CAIRN_ORPHAN_DROP_MAX)
+		return -EINVAL;
+	rbuf_init(&it, m->list.p, m->list.len);
+	while (n < m->count && msg_fid_next(&it, &fids[n]))
+		n++;
+	if ((ret = store_atime_many(q->ctx->st, fids, n, &moved)))
+		return ret;
+	log_debug("peer %s: ATIME of %zu: %zu moved", conn_peer(q->c), n,
+		  moved);
+	return 0; /* empty reply */
+}
+
 /* --- extended attributes -------------------------------------------------------- */
 
 static int op_setxattr(struct op_req *q)
@@ -740,6 +762,7 @@ static const op_fn handlers[OP__COUNT] = {
 	[OP_STATUS] = op_status,
 	[OP_BULKSTAT] = op_bulkstat,
 	[OP_ORPHAN_DROP] = op_orphan_drop,
+	[OP_ATIME] = op_atime,
 };
 
 static op_fn handler_of(unsigned op)

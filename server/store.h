@@ -168,6 +168,11 @@ int store_readdir_attr(struct store *st, const struct cairn_fid *dir,
  * EOF). Applies relatime rules to atime. out = attributes after the read. */
 int store_read(struct store *st, const struct cairn_fid *fid, uint64_t off,
 	       uint32_t len, void *buf, uint32_t *n, struct cairn_attr *out);
+/* Relatime for reads the server did not see: move each listed file's
+ * atime to now where a READ would (store_read), in one transaction;
+ * directories, unknown and stale FIDs are skipped. *moved = how many. */
+int store_atime_many(struct store *st, const struct cairn_fid *fids,
+		     size_t n, size_t *moved);
 /* flags: WR_SYNC. Updates size, mtime, ctime, dv. */
 int store_write(struct store *st, const struct cairn_fid *fid, uint64_t off,
 		const void *buf, uint32_t len, uint32_t flags,

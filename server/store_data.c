@@ -290,6 +290,44 @@ int store_read(struct store *st, const struct cairn_fid *fid, uint64_t off,
 	return 0;
 }
 
+struct atime_many_args {
+	const struct cairn_fid *fids;
+	size_t n, moved;
+};
+
+static int atime_many_tx(struct store *st, MDB_txn *txn, void *arg)
+{
+	struct atime_many_args *a = arg;
+
+	a->moved = 0;
+	for (size_t i = 0; i < a->n; i++) {
+		struct store_atime_args one = { &a->fids[i], { 0 } };
+		int rc = store_fid_get(st, txn, one.fid, &one.ino);
+
+		if (rc == -ESTALE || rc == -ENOENT)
+			continue;
+		if (rc)
+			return rc;
+		if (S_ISDIR(one.ino.mode) || !store_atime_due(&one.ino,
+							      store_now()))
+			continue;
+		if ((rc = store_atime_tx(st, txn, &one)))
+			return rc;
+		a->moved++;
+	}
+	return 0;
+}
+
+int store_atime_many(struct store *st, const struct cairn_fid *fids,
+		     size_t n, size_t *moved)
+{
+	struct atime_many_args a = { fids, n, 0 };
+	int rc = store_tx(st, atime_many_tx, &a);
+
+	*moved = rc ? 0 : a.moved;
+	return rc;
+}
+
 /* ---- write ------------------------------------------------------------ */
 
 struct write_args {

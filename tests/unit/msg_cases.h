@@ -982,6 +982,7 @@ static const struct tcase {
 	{ OP_STATUS,      { &S_empty,           &S_status_rep } },
 	{ OP_BULKSTAT,    { &S_bulkstat_req,    &S_bulkstat_rep } },
 	{ OP_ORPHAN_DROP, { &S_orphan_drop_req, &S_empty } },
+	{ OP_ATIME,       { &S_orphan_drop_req, &S_empty } },
 	{ OP_CB_BREAK,    { &S_cb_break,        &S_empty } },
 };
 #define NCASES (sizeof(cases) / sizeof(cases[0]))
