@@ -37,6 +37,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include "dircache.h"
+#include "../lib/clock.h"
 #include "../lib/debug.h"
 
 struct dlist;
@@ -529,13 +530,7 @@ int dcache_fetch_wait(struct dcache *dc, uint64_t dir, int timeout_ms)
 	struct dmark *m;
 	int rc;
 
-	clock_gettime(CLOCK_MONOTONIC, &until);
-	until.tv_sec += timeout_ms / 1000;
-	until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-	if (until.tv_nsec >= 1000000000L) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000L;
-	}
+	clock_deadline(CLOCK_MONOTONIC, timeout_ms, &until);
 	dc_lock(dc);
 	while ((m = find_mark(dc, dir, NULL)) && m->fetching &&
 	       pthread_cond_timedwait(&dc->fetched, &dc->lock, &until) == 0)

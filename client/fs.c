@@ -13,6 +13,7 @@
 #include "ccache.h"
 #include "dircache.h"
 #include "fs_int.h"
+#include "../lib/clock.h"
 #include "inode.h"
 #include "notify.h"
 #include "../lib/debug.h"
@@ -368,13 +369,7 @@ int fs_wait_init(struct fs *fs, int timeout_ms)
 	struct timespec until;
 	int rc = 0;
 
-	clock_gettime(CLOCK_MONOTONIC, &until);
-	until.tv_sec += timeout_ms / 1000;
-	until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-	if (until.tv_nsec >= 1000000000L) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000L;
-	}
+	clock_deadline(CLOCK_MONOTONIC, timeout_ms, &until);
 	pthread_mutex_lock(&fs->init_lock);
 	while (!fs->inited && rc != ETIMEDOUT)
 		rc = pthread_cond_timedwait(&fs->init_cond, &fs->init_lock,

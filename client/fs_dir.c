@@ -31,6 +31,8 @@
 #include "fs_int.h"
 #include "inode.h"
 #include "notify.h"
+#include "../lib/clock.h"
+#include "../lib/debug.h"
 #include "../lib/log.h"
 
 /*
@@ -310,6 +312,35 @@ static int touch_atimes(struct fs *fs, const struct cairn_fid *fids, size_t n)
 /* How long an atime waits for others to share its ATIME call. */
 #define ATIME_GATHER_MS 10
 
+/*
+ * An ATIME item was taken: collect the atimes queued right behind it into
+ * batch (first included), waiting up to ATIME_GATHER_MS for more while
+ * nothing else is queued (reads come faster than round trips). Called
+ * and returns with a->lock held; returns the count.
+ */
+static size_t gather_atimes(struct fs_ahead *a, const struct cairn_fid *first,
+			    struct cairn_fid *batch)
+{
+	struct timespec until;
+	size_t n = 0;
+
+	LOCK_ASSERT_HELD(&a->lock);
+	batch[n++] = *first;
+	clock_deadline(CLOCK_REALTIME, ATIME_GATHER_MS, &until);
+	for (;;) {
+		while (a->n && n < CAIRN_ORPHAN_DROP_MAX &&
+		       a->q[a->head].kind == FS_BG_ATIME) {
+			batch[n++] = a->q[a->head].fid;
+			a->head = (a->head + 1) % FS_AHEAD_QUEUE;
+			a->n--;
+		}
+		if (a->stopping || a->n || n == CAIRN_ORPHAN_DROP_MAX ||
+		    pthread_cond_timedwait(&a->cond, &a->lock, &until) ==
+			    ETIMEDOUT)
+			return n;
+	}
+}
+
 static void *ahead_main(void *arg)
 {
 	struct fs *fs = arg;
@@ -336,38 +367,9 @@ static void *ahead_main(void *arg)
 		if (it.kind == FS_BG_ATIME) {
 			/* With the atimes queued right behind it: one call
 			 * for a whole `cat` of a tree. */
-			size_t n = 0;
+			size_t n = batch ? gather_atimes(a, &it.fid, batch)
+					 : 0;
 
-			if (batch) {
-				struct timespec until;
-
-				batch[n++] = it.fid;
-				/* Reads come faster than round trips: let
-				 * them gather for a moment. */
-				clock_gettime(CLOCK_REALTIME, &until);
-				until.tv_nsec += ATIME_GATHER_MS * 1000000L;
-				if (until.tv_nsec >= 1000000000L) {
-					until.tv_sec++;
-					until.tv_nsec -= 1000000000L;
-				}
-				for (;;) {
-					while (a->n &&
-					       n < CAIRN_ORPHAN_DROP_MAX &&
-					       a->q[a->head].kind ==
-						       FS_BG_ATIME) {
-						batch[n++] = a->q[a->head].fid;
-						a->head = (a->head + 1) %
-							  FS_AHEAD_QUEUE;
-						a->n--;
-					}
-					if (a->stopping || a->n ||
-					    n == CAIRN_ORPHAN_DROP_MAX ||
-					    pthread_cond_timedwait(
-						    &a->cond, &a->lock,
-						    &until) == ETIMEDOUT)
-						break;
-				}
-			}
 			pthread_mutex_unlock(&a->lock);
 			if (n)
 				touch_atimes(fs, batch, n);

@@ -35,6 +35,7 @@
 #include <time.h>
 #include "fs_int.h"
 #include "inode.h"
+#include "../lib/clock.h"
 #include "../lib/debug.h"
 #include "../lib/log.h"
 
@@ -42,17 +43,6 @@
 #define ORPHAN_RETRY_MS   1000
 /* How long unmount waits for the last batch. */
 #define ORPHAN_STOP_MS    3000
-
-static void deadline(struct timespec *ts, int ms)
-{
-	clock_gettime(CLOCK_MONOTONIC, ts);
-	ts->tv_sec += ms / 1000;
-	ts->tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (ts->tv_nsec >= 1000000000L) {
-		ts->tv_sec++;
-		ts->tv_nsec -= 1000000000L;
-	}
-}
 
 /* Append fid to the queue (lock held). */
 static int push(struct fs_orphans *o, const struct cairn_fid *fid)
@@ -144,7 +134,7 @@ static void *orphan_main(void *arg)
 
 		while (!o->stopping && (!o->n || retry)) {
 			if (retry) {
-				deadline(&ts, ORPHAN_RETRY_MS);
+				clock_deadline(CLOCK_MONOTONIC, ORPHAN_RETRY_MS, &ts);
 				pthread_cond_timedwait(&o->cond, &o->lock, &ts);
 				retry = 0;
 				continue;
@@ -155,7 +145,7 @@ static void *orphan_main(void *arg)
 			break;
 		/* Let an rm -rf gather a batch. */
 		if (o->n < CAIRN_ORPHAN_DROP_MAX) {
-			deadline(&ts, ORPHAN_GATHER_MS);
+			clock_deadline(CLOCK_MONOTONIC, ORPHAN_GATHER_MS, &ts);
 			while (!o->stopping && o->n < CAIRN_ORPHAN_DROP_MAX &&
 			       pthread_cond_timedwait(&o->cond, &o->lock,
 						      &ts) != ETIMEDOUT)
@@ -269,7 +259,7 @@ void fs_orphans_stop(struct fs *fs)
 	o->stopping = 1;
 	pthread_cond_broadcast(&o->cond);
 	/* The last batches may wait for a server that is gone. */
-	deadline(&ts, ORPHAN_STOP_MS);
+	clock_deadline(CLOCK_MONOTONIC, ORPHAN_STOP_MS, &ts);
 	while (!o->done &&
 	       pthread_cond_timedwait(&o->cond, &o->lock, &ts) != ETIMEDOUT)
 		;

@@ -56,6 +56,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "rpc.h"
+#include "../lib/clock.h"
 #include "../lib/debug.h"
 #include "../lib/log.h"
 #include "../lib/msg.h"
@@ -131,17 +132,6 @@ static void st_max(uint64_t *max, uint64_t v)
 
 /* The connection whose reader this thread is, if any. */
 static __thread const struct rpc *reader_of;
-
-static void deadline_in(struct timespec *ts, int ms)
-{
-	clock_gettime(CLOCK_REALTIME, ts);
-	ts->tv_sec += ms / 1000;
-	ts->tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (ts->tv_nsec >= 1000000000L) {
-		ts->tv_sec++;
-		ts->tv_nsec -= 1000000000L;
-	}
-}
 
 static void set_rcv_timeout(int fd, int ms)
 {
@@ -607,7 +597,7 @@ static void reconnect_loop(struct rpc *r)
 		if (!logged++)
 			log_warn("%s; retrying every %d ms", err, RECONNECT_MS);
 		struct timespec ts;
-		deadline_in(&ts, RECONNECT_MS);
+		clock_deadline(CLOCK_REALTIME, RECONNECT_MS, &ts);
 		pthread_mutex_lock(&r->mu);
 		if (r->state != RPC_SHUTDOWN)
 			pthread_cond_timedwait(&r->state_cv, &r->mu, &ts);
@@ -772,7 +762,7 @@ int rpc_call_intr(struct rpc *r, uint16_t op, const struct wbuf *req,
 	if (hooked)
 		cookie = r->call_begin(r->call_arg, op, req);
 	pthread_cond_init(&p.cv, NULL);
-	deadline_in(&dl, r->o.down_timeout_s * 1000);
+	clock_deadline(CLOCK_REALTIME, r->o.down_timeout_s * 1000, &dl);
 	for (;;) {
 		/* Wait for UP holding only mu (the reconnect needs send_mu),
 		 * then take the locks in order and check again. */

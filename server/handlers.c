@@ -600,6 +600,22 @@ static int op_statfs(struct op_req *q)
 	return 0;
 }
 
+/* The FIDs of an ORPHAN_DROP or ATIME request (1..CAIRN_ORPHAN_DROP_MAX)
+ * into fids: their count, or -EINVAL. */
+static int fid_list(const struct msg_orphan_drop_req *m,
+		    struct cairn_fid fids[CAIRN_ORPHAN_DROP_MAX])
+{
+	struct rbuf it;
+	int n = 0;
+
+	if (m->count == 0 || m->count > CAIRN_ORPHAN_DROP_MAX)
+		return -EINVAL;
+	rbuf_init(&it, m->list.p, m->list.len);
+	while ((uint32_t)n < m->count && msg_fid_next(&it, &fids[n]))
+		n++;
+	return n;
+}
+
 /*
  * Free the listed orphans the requester holds; the rest is ignored. No
  * promise and no break: nobody can name an orphan, and the promises on
@@ -607,17 +623,13 @@ static int op_statfs(struct op_req *q)
  */
 static int op_orphan_drop(struct op_req *q)
 {
-	const struct msg_orphan_drop_req *m = &q->m.orphan_drop_req;
 	struct cairn_fid fids[CAIRN_ORPHAN_DROP_MAX];
-	struct rbuf it;
-	size_t n = 0, freed = 0;
-	int ret;
+	size_t n, freed = 0;
+	int ret = fid_list(&q->m.orphan_drop_req, fids);
 
-	if (m->count == 0 || m->count > CAIRN_ORPHAN_DROP_MAX)
-		return -EINVAL;
-	rbuf_init(&it, m->list.p, m->list.len);
-	while (n < m->count && msg_fid_next(&it, &fids[n]))
-		n++;
+	if (ret < 0)
+		return ret;
+	n = (size_t)ret;
 	ret = store_orphan_drop(q->ctx->st, conn_client_id(q->c), fids, n,
 				&freed);
 	if (ret)
@@ -631,17 +643,13 @@ static int op_orphan_drop(struct op_req *q)
  * ATIME): no promise, no break, as for READ's atime. */
 static int op_atime(struct op_req *q)
 {
-	const struct msg_orphan_drop_req *m = &q->m.orphan_drop_req;
 	struct cairn_fid fids[CAIRN_ORPHAN_DROP_MAX];
-	struct rbuf it;
-	size_t n = 0, moved = 0;
-	int ret;
+	size_t n, moved = 0;
+	int ret = fid_list(&q->m.orphan_drop_req, fids);
 
-	if (m->count == 0 || m->count > CAIRN_ORPHAN_DROP_MAX)
-		return -EINVAL;
-	rbuf_init(&it, m->list.p, m->list.len);
-	while (n < m->count && msg_fid_next(&it, &fids[n]))
-		n++;
+	if (ret < 0)
+		return ret;
+	n = (size_t)ret;
 	if ((ret = store_atime_many(q->ctx->st, fids, n, &moved)))
 		return ret;
 	log_debug("peer %s: ATIME of %zu: %zu moved", conn_peer(q->c), n,
