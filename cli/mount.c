@@ -55,6 +55,7 @@ struct mount_args {
 	int foreground;
 	int verbose;
 	int timeout_s;
+	int write_through;
 	char host[256];
 	int port;
 };
@@ -62,7 +63,7 @@ struct mount_args {
 static void usage(FILE *f)
 {
 	fprintf(f,
-"usage: cairn mount [--cache-dir DIR] [--cache-size SIZE] [--timeout SECS] [-f] [-v] [-o OPTS] HOST[:PORT] MOUNTPOINT\n"
+"usage: cairn mount [--cache-dir DIR] [--cache-size SIZE] [--timeout SECS] [--write-through] [-f] [-v] [-o OPTS] HOST[:PORT] MOUNTPOINT\n"
 "\n"
 "Mount the volume of the Cairn server at HOST (port %d by default) on\n"
 "MOUNTPOINT. The command returns once the mount exists; the client keeps\n"
@@ -81,6 +82,14 @@ static void usage(FILE *f)
 "                   (default %d); a server silent for half of it (at\n"
 "                   most 30) is treated as lost and reconnected to. A\n"
 "                   signal to the waiting program ends it at once (EINTR).\n"
+"  --write-through  send every write() to the server as it happens, instead\n"
+"                   of letting the kernel gather writes in its page cache\n"
+"                   and send them in large pieces by close() or fsync()\n"
+"                   (the default). Slower for small writes; use it when a\n"
+"                   program here keeps a file open while another client\n"
+"                   shrinks or rewrites it and must see the new size at\n"
+"                   once (with the cache, that takes a reopen after the\n"
+"                   last close here)\n"
 "  -f, --foreground stay in the foreground and log to stderr\n"
 "  -v, --verbose    log debugging detail\n"
 "  -o OPTS          extra FUSE mount options, comma-separated\n"
@@ -99,6 +108,7 @@ static int parse_args(int argc, char **argv, struct mount_args *a)
 		{ "cache-dir", required_argument, NULL, 'c' },
 		{ "cache-size", required_argument, NULL, 's' },
 		{ "timeout", required_argument, NULL, 't' },
+		{ "write-through", no_argument, NULL, 'W' },
 		{ "foreground", no_argument, NULL, 'f' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
@@ -138,6 +148,9 @@ static int parse_args(int argc, char **argv, struct mount_args *a)
 				return 2;
 			}
 			a->timeout_s = (int)v;
+			break;
+		case 'W':
+			a->write_through = 1;
 			break;
 		case 'f':
 			a->foreground = 1;
@@ -557,6 +570,7 @@ int cmd_mount(int argc, char **argv)
 	}
 	if ((rc = fs_create(m.rpc, m.itab, m.ntf, &m.fs)) < 0)
 		goto fail_errno;
+	fs_set_writeback(m.fs, !a.write_through);
 	snprintf(tmp, sizeof(tmp), strchr(a.host, ':') ? "[%s]:%d" : "%s:%d",
 		 a.host, a.port);
 	ci = (struct ctl_info){ .mnt = mnt, .server = tmp, .rpc = m.rpc,

@@ -250,11 +250,11 @@ static void attr_to_stat(const struct cairn_attr *a, struct stat *st)
 	st->st_ctim.tv_nsec = a->ctime.nsec;
 }
 
-void fs_fill_entry(struct fuse_entry_param *e, const struct cairn_attr *a,
-		   int fresh)
+void fs_fill_entry(struct fuse_entry_param *e, uint64_t nodeid,
+		   const struct cairn_attr *a, int fresh)
 {
 	memset(e, 0, sizeof(*e));
-	e->ino = a->fid.vnode;
+	e->ino = nodeid;
 	e->generation = a->fid.uniq;
 	attr_to_stat(a, &e->attr);
 	e->attr_timeout = fresh ? FS_CACHE_TIMEOUT : 0;
@@ -317,6 +317,8 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 		 * anyway, and they spare a LOOKUP per name. */
 		{ FUSE_CAP_READDIRPLUS_AUTO, 0 },
 		{ FUSE_CAP_EXPORT_SUPPORT, 0 },
+		/* Writes fill the page cache; the kernel sends them in
+		 * large WRITEs (if fs->want_wb: below). */
 		{ FUSE_CAP_WRITEBACK_CACHE, 0 },
 		/* Callbacks say when data changes; mtime guesses would drop
 		 * the page cache after every write of our own. */
@@ -349,15 +351,23 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	conn->congestion_threshold = FS_CONGESTION_THRESHOLD;
 
 	struct fs *fs = userdata;
+	if (fs->want_wb && (conn->capable & FUSE_CAP_WRITEBACK_CACHE)) {
+		conn->want |= FUSE_CAP_WRITEBACK_CACHE;
+		fs->wb = 1;
+		/* Its size and times are the kernel's now: a break must make
+		 * it load a file's inode afresh (client/inode.h). */
+		itab_set_evict_files(fs->itab, 1);
+	}
 	/* Open and close without entering the daemon: the first OPEN is
 	 * answered ENOSYS and the kernel sends no OPEN, RELEASE (or FLUSH:
 	 * there is no flush handler) again. See fs_file.c. */
 	fs->no_open = (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) != 0;
 	log_info("kernel FUSE protocol %u.%u, max_write %u, max_readahead %u, "
-		 "max_background %u, opens %s", conn->proto_major,
+		 "max_background %u, opens %s, writes %s", conn->proto_major,
 		 conn->proto_minor, conn->max_write, conn->max_readahead,
 		 conn->max_background,
-		 fs->no_open ? "not sent (no_open)" : "sent");
+		 fs->no_open ? "not sent (no_open)" : "sent",
+		 fs->wb ? "cached (writeback cache)" : "sent through");
 	pthread_mutex_lock(&fs->init_lock);
 	fs->inited = 1;
 	pthread_cond_broadcast(&fs->init_cond);
@@ -483,6 +493,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	uint64_t seq = notify_seq(fs->ntf);
 	struct cairn_fid fid;
 	struct cairn_attr a, before;
+	pthread_mutex_t *wl;
 	uint32_t valid = 0;
 	int rc, known;
 
@@ -495,13 +506,22 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		valid &= ~(uint32_t)SA_ATIME;
 	if (valid & SA_MTIME_NOW)
 		valid &= ~(uint32_t)SA_MTIME;
+	/* With the writeback cache the kernel keeps a file's mtime and
+	 * ctime, and sends them when they are to change. */
+	if (fs->wb)
+		valid |= SA_KEEPTIME;
 	if ((rc = itab_fid(fs->itab, ino, &fid))) {
 		reply_error(req, rc);
 		return;
 	}
+	/* After the file's WRITEs in progress (fs_op_write), so that
+	 * `before` is the version this change starts from. */
+	wl = &fs->wlock[fid.vnode % FS_WLOCKS];
+	pthread_mutex_lock(wl);
 	known = fs->cc && itab_getattr(fs->itab, ino, &before) == 0 &&
 		before.fid.uniq == fid.uniq;
 	if ((rc = setattr_rpc(req, fs, &fid, valid, attr, &a))) {
+		pthread_mutex_unlock(wl);
 		reply_error(req, rc);
 		return;
 	}
@@ -512,6 +532,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	if (known && a.dv == before.dv + 1 && a.size == before.size)
 		ccache_write(fs->cc, &fid, before.dv, a.dv, before.size,
 			     a.size, a.size, NULL, 0);
+	pthread_mutex_unlock(wl);
 	reply_attr(req, fs, seq, &a);
 }
 
@@ -659,6 +680,8 @@ int fs_create(struct rpc *r, struct itab *t, struct notify *n,
 	fs->ntf = n;
 	notify_set_dircache(n, fs->dc);
 	pthread_mutex_init(&fs->sf_lock, NULL);
+	for (size_t i = 0; i < FS_WLOCKS; i++)
+		pthread_mutex_init(&fs->wlock[i], NULL);
 	pthread_mutex_init(&fs->init_lock, NULL);
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
@@ -708,6 +731,8 @@ void fs_destroy(struct fs *fs)
 		 (unsigned long long)ds.drops, (unsigned long long)ds.hits,
 		 (unsigned long long)ds.neg_hits);
 	pthread_mutex_destroy(&fs->sf_lock);
+	for (size_t i = 0; i < FS_WLOCKS; i++)
+		pthread_mutex_destroy(&fs->wlock[i]);
 	pthread_mutex_destroy(&fs->init_lock);
 	pthread_cond_destroy(&fs->init_cond);
 	pthread_mutex_destroy(&fs->orph.lock);

@@ -30,6 +30,16 @@ int fs_create(struct rpc *r, struct itab *t, struct notify *n,
 	      struct fs **out);
 void fs_destroy(struct fs *fs);
 
+/*
+ * Whether to ask the kernel for its FUSE writeback cache (default on):
+ * write() then only fills the page cache, and the kernel sends the dirty
+ * pages in large WRITEs on close, fsync or background writeback. The
+ * kernel then also keeps a regular file's size, mtime and ctime itself and
+ * ignores ours; see docs/ARCHITECTURE.md, "Writes". Only before the
+ * session loop starts.
+ */
+void fs_set_writeback(struct fs *fs, int on);
+
 /* Serve reads through the persistent chunk cache c (client/ccache.h), or
  * not (NULL). Only before the session loop starts; c must outlive it. */
 void fs_set_ccache(struct fs *fs, struct ccache *c);

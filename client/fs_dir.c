@@ -454,6 +454,18 @@ static int add_dirent(fuse_req_t req, struct dirbuf *b, const char *name,
 	return 1;
 }
 
+/* Whether entry `name` still fits (its size depends on the name only):
+ * checked before the entry's lookup reference is taken. */
+static int dirent_fits(fuse_req_t req, const struct dirbuf *b,
+		       const char *name, const struct fuse_entry_param *e)
+{
+	size_t need = b->plus
+		? fuse_add_direntry_plus(req, NULL, 0, name, e, 0)
+		: fuse_add_direntry(req, NULL, 0, name, &e->attr, 0);
+
+	return need <= b->size - b->used;
+}
+
 /* "." and ".." from offset off; returns 1 if both fit. */
 static int add_dots(fuse_req_t req, struct dirbuf *b, off_t off,
 		    fuse_ino_t ino, uint64_t parent)
@@ -535,7 +547,9 @@ static int readdir_cached(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
 			const struct dcache_ent *d = &ents[i];
 			struct fuse_entry_param e;
 
-			fs_fill_entry(&e, &d->attr, !d->stale);
+			uint64_t nodeid = d->attr.fid.vnode;
+
+			fs_fill_entry(&e, nodeid, &d->attr, !d->stale);
 			/* The name stands while the listing does. */
 			e.entry_timeout = FS_CACHE_TIMEOUT;
 			/* A status no longer promised must not reach the
@@ -546,16 +560,17 @@ static int readdir_cached(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
 				e.ino = 0;
 				e.generation = 0;
 			}
-			if (!add_dirent(req, &b, d->name, &e,
-					(off_t)d->cookie))
+			if (!dirent_fits(req, &b, d->name, &e))
 				break;
-			if (!plus || d->stale)
-				continue;
-			if ((rc = itab_add_entry(fs->itab, ino, d->name,
-						 d->len, &d->attr, !d->stale,
-						 NULL)))
-				break;
-			counted[ncounted++] = e.ino;
+			if (plus && !d->stale) {
+				if ((rc = itab_add_entry(fs->itab, ino, d->name,
+							 d->len, &d->attr, 1,
+							 NULL, &nodeid)))
+					break;
+				e.ino = nodeid;
+				counted[ncounted++] = nodeid;
+			}
+			add_dirent(req, &b, d->name, &e, (off_t)d->cookie);
 		}
 	}
 	/* Delivered: the kernel holds the references counted. */
@@ -640,17 +655,21 @@ static void readdir_server(fuse_req_t req, fuse_ino_t ino, size_t size,
 				 "the server (%s)", (unsigned long long)ino, why);
 			continue;
 		}
-		fs_fill_entry(&e, a, fresh);
-		if (!add_dirent(req, &b, name, &e, (off_t)de.next_cookie))
+		fs_fill_entry(&e, a->fid.vnode, a, fresh);
+		if (!dirent_fits(req, &b, name, &e))
 			break;
 		if (plus) {
+			uint64_t nodeid;
+
 			if ((rc = itab_add_entry(fs->itab, ino, name, len, a,
-						 fresh, NULL)))
+						 fresh, NULL, &nodeid)))
 				goto out;
-			counted[ncounted++] = e.ino;
+			e.ino = nodeid;
+			counted[ncounted++] = nodeid;
 		} else {
 			itab_update(fs->itab, a, fresh);
 		}
+		add_dirent(req, &b, name, &e, (off_t)de.next_cookie);
 	}
 reply:
 	/* Delivered: the kernel holds the references counted. */

@@ -387,6 +387,11 @@ void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		notify_inval_inode(fs->ntf, ino);
 }
 
+void fs_set_writeback(struct fs *fs, int on)
+{
+	fs->want_wb = on;
+}
+
 void fs_set_ccache(struct fs *fs, struct ccache *c)
 {
 	fs->cc = c;
@@ -420,15 +425,23 @@ void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 {
 	struct fs *fs = req_fs(req);
 	uint64_t seq = notify_seq(fs->ntf);
-	uint32_t flags = (fi->flags & (O_SYNC | O_DSYNC)) ? WR_SYNC : 0;
+	/* With the writeback cache the kernel keeps mtime and ctime and
+	 * sends them (SETATTR) when it writes the inode back. */
+	uint32_t flags = ((fi->flags & (O_SYNC | O_DSYNC)) ? WR_SYNC : 0) |
+			 (fs->wb ? WR_KEEPTIME : 0);
 	struct wstep steps[WRITE_STEPS_MAX];
 	struct cairn_fid fid;
 	struct cairn_attr a, before;
 	size_t done = 0, nsteps = 0;
+	pthread_mutex_t *wl;
 	int rc, known;
 
 	if ((rc = itab_fid(fs->itab, ino, &fid)))
 		goto out;
+	/* The kernel's writeback sends a file's WRITEs in parallel: one at a
+	 * time per file, so that each learns the version it started from. */
+	wl = &fs->wlock[fid.vnode % FS_WLOCKS];
+	pthread_mutex_lock(wl);
 	known = fs->cc && itab_getattr(fs->itab, ino, &before) == 0 &&
 		before.fid.uniq == fid.uniq;
 	while (done < size) {
@@ -472,9 +485,16 @@ void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 				     steps[i].new_dv, steps[i].old_size,
 				     steps[i].new_size, steps[i].off,
 				     steps[i].data, steps[i].n);
+		pthread_mutex_unlock(wl);
 		fuse_reply_write(req, done);
 		return;
 	}
+	pthread_mutex_unlock(wl);
+	/* Writeback cache: the kernel keeps the pages whose WRITE failed,
+	 * clean now, with data the server never got. Drop them, so that
+	 * what this client reads next is what the server has. */
+	if (fs->wb)
+		notify_inval_inode(fs->ntf, ino);
 out:
 	reply_error(req, rc);
 }

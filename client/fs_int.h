@@ -59,6 +59,7 @@ struct dcache;
  * of files read from the chunk cache. */
 #define FS_AHEAD_QUEUE   256u
 #define FS_AHEAD_THREADS 2u
+#define FS_WLOCKS        64u /* write lock stripes (fs_op_write) */
 enum fs_bg_kind { FS_BG_LISTING, FS_BG_ATIME };
 struct fs_bg_item {
 	struct cairn_fid fid;
@@ -110,6 +111,13 @@ struct fs {
 	pthread_cond_t init_cond;
 	int inited;                  /* guarded by init_lock: INIT answered */
 	int no_open;                 /* the kernel sends no OPEN/RELEASE */
+	int want_wb;                 /* ask for the writeback cache; set
+				      * before the session (fs_set_writeback) */
+	int wb;                      /* the kernel caches writes (from INIT) */
+	/* One WRITE at a time per file (fs_op_write), striped by vnode;
+	 * held across the WRITE round trip, nothing taken under it but the
+	 * rpc's, the inode table's and the chunk cache's own locks. */
+	pthread_mutex_t wlock[FS_WLOCKS];
 
 	struct fs_orphans orph;
 	struct fs_ahead ahead;
@@ -160,9 +168,10 @@ int fs_truncate(fuse_req_t req, struct fs *fs, const struct cairn_fid *fid,
 
 /* --- replies (fs.c) ----------------------------------------------------- */
 
-/* An entry for `a`, with long timeouts only when fresh. */
-void fs_fill_entry(struct fuse_entry_param *e, const struct cairn_attr *a,
-		   int fresh);
+/* An entry for `a` under node id nodeid (itab_add_entry's; the vnode for
+ * READDIR without plus), with long timeouts only when fresh. */
+void fs_fill_entry(struct fuse_entry_param *e, uint64_t nodeid,
+		   const struct cairn_attr *a, int fresh);
 /* Record attributes a from a reply, inside its reply section (fresh as
  * notify_reply_begin said): the inode table and the directory cache. */
 void fs_take_attr(struct fs *fs, const struct cairn_attr *a, int fresh);

@@ -49,6 +49,7 @@ static void reply_entry(fuse_req_t req, struct fs *fs, uint64_t seq,
 	struct fuse_entry_param e;
 	int fresh = notify_reply_begin(fs->ntf, seq);
 	int dir_promise, rc;
+	uint64_t nodeid;
 
 	if (dir) {
 		/* The listing first: then the directory's version. */
@@ -57,13 +58,13 @@ static void reply_entry(fuse_req_t req, struct fs *fs, uint64_t seq,
 	}
 	dcache_follow(fs->dc, a, fresh);
 	rc = itab_add_entry(fs->itab, parent, name, len, a, fresh,
-			    &dir_promise);
+			    &dir_promise, &nodeid);
 	if (rc < 0) {
 		notify_reply_end(fs->ntf);
 		reply_error(req, rc);
 		return;
 	}
-	fs_fill_entry(&e, a, fresh);
+	fs_fill_entry(&e, nodeid, a, fresh);
 	/* The name is only as current as the directory's promise. */
 	if (!dir_promise)
 		e.entry_timeout = 0;
@@ -132,11 +133,14 @@ static int lookup_cached(fuse_req_t req, struct fs *fs, fuse_ino_t parent,
 	notify_reply_begin(fs->ntf, 0);
 	rc = dcache_lookup(fs->dc, parent, name, len, &a);
 	if (rc == 1) {
-		rc = itab_add_entry(fs->itab, parent, name, len, &a, 1, NULL);
+		uint64_t nodeid;
+
+		rc = itab_add_entry(fs->itab, parent, name, len, &a, 1, NULL,
+				    &nodeid);
 		if (rc) {
 			reply_error(req, rc);
 		} else {
-			fs_fill_entry(&e, &a, 1);
+			fs_fill_entry(&e, nodeid, &a, 1);
 			if (fuse_reply_entry(req, &e) < 0)
 				fs_forget(fs, e.ino, 1);
 		}
@@ -388,25 +392,27 @@ static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct fs *fs = req_fs(req);
 	uint64_t seq = notify_seq(fs->ntf);
 	struct cairn_attr dir;
+	struct cairn_fid victim;
 	int64_t ino;
 	size_t len;
 	int fresh, rc;
 
 	if ((rc = check_name(name, &len)))
 		goto out;
-	/* A file the kernel knows may be open (fs_orphan.c). */
+	/* A file the kernel knows may be open (fs_orphan.c). Its FID now:
+	 * a break may take the name from the table before the reply. */
 	ino = itab_entry(fs->itab, parent, name, len);
-	if (!(flags & RM_DIR) && ino > 0)
+	if (!(flags & RM_DIR) && ino > 0 &&
+	    itab_fid(fs->itab, (uint64_t)ino, &victim) == 0)
 		flags |= RM_KEEP;
 	if ((rc = remove_rpc(req, fs, parent, name, len, flags, &dir)))
 		goto out;
 	fresh = notify_reply_begin(fs->ntf, seq);
 	/* The object lost a link (nlink, ctime): not in the reply. */
-	if ((ino = itab_entry(fs->itab, parent, name, len)) > 0) {
+	if ((ino = itab_entry(fs->itab, parent, name, len)) > 0)
 		itab_attr_stale(fs->itab, (uint64_t)ino);
-		if (flags & RM_KEEP)
-			itab_set_orphan(fs->itab, (uint64_t)ino);
-	}
+	if (flags & RM_KEEP)
+		fs_orphan_release(fs, &victim);
 	dcache_removed(fs->dc, parent, name, len, &dir, fresh);
 	itab_remove_entry(fs->itab, parent, name, len);
 	fs_take_attr(fs, &dir, fresh);
@@ -445,6 +451,7 @@ void fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct msg_attr2 p;
 	uint32_t rn = 0;
 	size_t len, newlen;
+	struct cairn_fid vfid, sfid;
 	int64_t ino, victim;
 	int fresh, rc;
 
@@ -467,10 +474,17 @@ void fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		goto out;
 	q.sname = entry_name(name, len);
 	q.dname = entry_name(newname, newlen);
-	/* A replaced file the kernel knows may be open (fs_orphan.c). */
+	/* A replaced file the kernel knows may be open (fs_orphan.c). Its
+	 * FID now: a break may take the name from the table before the
+	 * reply. */
 	victim = itab_entry(fs->itab, newparent, newname, newlen);
-	if (victim > 0 && !(rn & RN_EXCHANGE))
+	if (victim > 0 && !(rn & RN_EXCHANGE) &&
+	    itab_fid(fs->itab, (uint64_t)victim, &vfid) == 0)
 		rn |= RN_KEEP;
+	ino = itab_entry(fs->itab, parent, name, len);
+	if (ino > 0 && itab_fid(fs->itab, (uint64_t)ino, &sfid) == 0 &&
+	    (rn & RN_KEEP) && sfid.vnode == vfid.vnode)
+		rn &= ~(uint32_t)RN_KEEP; /* renamed onto a link of itself */
 	q.flags = rn;
 	if ((rc = fs_rpc(req, fs, OP_RENAME, &q, &p, NULL)))
 		goto out;
@@ -479,11 +493,10 @@ void fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	 * reply. */
 	if ((ino = itab_entry(fs->itab, parent, name, len)) > 0)
 		itab_attr_stale(fs->itab, (uint64_t)ino);
-	if ((victim = itab_entry(fs->itab, newparent, newname, newlen)) > 0) {
+	if ((victim = itab_entry(fs->itab, newparent, newname, newlen)) > 0)
 		itab_attr_stale(fs->itab, (uint64_t)victim);
-		if ((rn & RN_KEEP) && victim != ino)
-			itab_set_orphan(fs->itab, (uint64_t)victim);
-	}
+	if (rn & RN_KEEP)
+		fs_orphan_release(fs, &vfid);
 	/* The reply: the source directory, then the destination. */
 	dcache_renamed(fs->dc, parent, name, len, newparent, newname, newlen,
 		       (rn & RN_EXCHANGE) != 0, &p.a, &p.b, fresh);

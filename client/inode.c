@@ -58,6 +58,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <string.h>
 #include "inode.h"
 #include "../lib/debug.h"
@@ -77,6 +78,7 @@ struct iname {
 
 struct inode {
 	struct inode *hnext;          /* inode hash chain */
+	struct inode *vnext;          /* vnode hash chain (by fid.vnode) */
 	uint64_t ino;
 	struct cairn_fid fid;
 	uint64_t nlookup;
@@ -95,6 +97,10 @@ struct inode {
 	unsigned pinned : 1;
 	unsigned orphan : 1;          /* we removed a name of it with
 				       * RM_KEEP/RN_KEEP (itab_set_orphan) */
+	unsigned isreg : 1;           /* a regular file (S_ISREG) */
+	unsigned kstale : 1;          /* another client changed its data,
+				       * size or times since the kernel
+				       * loaded this incarnation */
 };
 
 struct htab {
@@ -104,11 +110,13 @@ struct htab {
 
 struct itab {
 	pthread_mutex_t lock;
-	struct htab inodes;
+	struct htab inodes;           /* by ino (the kernel's node id) */
+	struct htab vnodes;           /* the same inodes, by fid.vnode */
 	struct htab entries;
 	size_t count;                 /* inodes */
 	size_t nnames;                /* inames, positive and negative */
 	size_t nnegs;
+	int evict_files;              /* itab_set_evict_files */
 };
 
 #define ITAB_INITIAL_BUCKETS 1024u
@@ -184,6 +192,35 @@ static struct inode *find(struct itab *t, uint64_t ino)
 	return n;
 }
 
+static struct inode **vbucket(struct itab *t, uint64_t vn)
+{
+	return (struct inode **)&t->vnodes.b[hash_ino(vn) & (t->vnodes.n - 1)];
+}
+
+/* The incarnation of vnode vn after n (n NULL: the first), in no order. */
+static struct inode *next_inc(struct itab *t, uint64_t vn, struct inode *n)
+{
+	LOCK_ASSERT_HELD(&t->lock);
+	n = n ? n->vnext : *vbucket(t, vn);
+	while (n && n->fid.vnode != vn)
+		n = n->vnext;
+	return n;
+}
+
+#define FOR_INCS(t, vn, n) \
+	for ((n) = next_inc((t), (vn), NULL); (n); (n) = next_inc((t), (vn), (n)))
+
+/* The newest incarnation of vn (the highest generation), or NULL. */
+static struct inode *newest_inc(struct itab *t, uint64_t vn)
+{
+	struct inode *n, *best = NULL;
+
+	FOR_INCS(t, vn, n)
+		if (!best || n->ino > best->ino)
+			best = n;
+	return best;
+}
+
 static int iname_eq(const struct iname *in, uint64_t parent, const char *name,
 		    size_t len)
 {
@@ -232,6 +269,42 @@ static void rehash_inodes(void *chain, void **b, size_t nb)
 		n->hnext = b[h];
 		b[h] = n;
 	}
+}
+
+static void rehash_vnodes(void *chain, void **b, size_t nb)
+{
+	for (struct inode *n = chain, *next; n; n = next) {
+		size_t h = hash_ino(n->fid.vnode) & (nb - 1);
+
+		next = n->vnext;
+		n->vnext = b[h];
+		b[h] = n;
+	}
+}
+
+/* Put a new inode in both hashes. */
+static void inode_link(struct itab *t, struct inode *n)
+{
+	n->hnext = *ibucket(t, n->ino);
+	*ibucket(t, n->ino) = n;
+	n->vnext = *vbucket(t, n->fid.vnode);
+	*vbucket(t, n->fid.vnode) = n;
+	if (++t->count > t->inodes.n * 2) {
+		htab_grow(&t->inodes, rehash_inodes);
+		htab_grow(&t->vnodes, rehash_vnodes);
+	}
+}
+
+/* Take n out of the vnode hash (the caller unlinks it from the other). */
+static void vnode_unlink(struct itab *t, struct inode *n)
+{
+	struct inode **p = vbucket(t, n->fid.vnode);
+
+	while (*p != n) {
+		CAIRN_ASSERT(*p); /* n is in the vnode hash */
+		p = &(*p)->vnext;
+	}
+	*p = n->vnext;
 }
 
 static void rehash_entries(void *chain, void **b, size_t nb)
@@ -413,9 +486,11 @@ int itab_create(const struct cairn_attr *root, struct itab **out)
 		return -EINVAL;
 	t = calloc(1, sizeof(*t));
 	n = calloc(1, sizeof(*n));
-	if (!t || !n || htab_init(&t->inodes) || htab_init(&t->entries)) {
+	if (!t || !n || htab_init(&t->inodes) || htab_init(&t->vnodes) ||
+	    htab_init(&t->entries)) {
 		if (t) {
 			free(t->inodes.b);
+			free(t->vnodes.b);
 			free(t->entries.b);
 		}
 		free(t);
@@ -431,8 +506,9 @@ int itab_create(const struct cairn_attr *root, struct itab **out)
 	n->promise = 1;
 	n->attr = *root;
 	n->attr_valid = 1;
-	*ibucket(t, n->ino) = n;
-	t->count = 1;
+	pthread_mutex_lock(&t->lock);
+	inode_link(t, n);
+	pthread_mutex_unlock(&t->lock);
 	*out = t;
 	return 0;
 }
@@ -461,6 +537,7 @@ void itab_destroy(struct itab *t)
 	CAIRN_ASSERT(t->nnames == 0 && t->nnegs == 0);
 	table_unlock(t);
 	free(t->inodes.b);
+	free(t->vnodes.b);
 	free(t->entries.b);
 	pthread_mutex_destroy(&t->lock);
 	free(t);
@@ -468,13 +545,13 @@ void itab_destroy(struct itab *t)
 
 int itab_add_entry(struct itab *t, uint64_t parent, const char *name,
 		   size_t len, const struct cairn_attr *a, int promise,
-		   int *dir_promise)
+		   int *dir_promise, uint64_t *nodeid)
 {
-	uint64_t ino = a->fid.vnode;
-	struct inode *n, *fresh, *dir;
+	uint64_t vn = a->fid.vnode, ino = vn;
+	struct inode *n, *m, *fresh, *dir;
 	struct iname *in, *old;
 
-	if (ino == 0 || len == 0 || len > CAIRN_NAME_MAX)
+	if (vn == 0 || len == 0 || len > CAIRN_NAME_MAX)
 		return -EINVAL;
 	/* Allocate before locking; freed below if unused. */
 	fresh = calloc(1, sizeof(*fresh));
@@ -485,16 +562,21 @@ int itab_add_entry(struct itab *t, uint64_t parent, const char *name,
 		return -ENOMEM;
 	}
 	table_lock(t);
-	n = find(t, ino);
+	n = newest_inc(t, vn);
+	/* The kernel's inode of it is out of date in what the kernel keeps
+	 * itself: hand out a new one, under a new node id. */
+	if (n && n->kstale && vn <= ITAB_VNODE_MASK &&
+	    (n->ino >> ITAB_GEN_SHIFT) < ITAB_GEN_MAX) {
+		ino = n->ino + (1ull << ITAB_GEN_SHIFT);
+		n = NULL;
+	}
 	if (!n) {
 		n = fresh;
 		fresh = NULL;
 		n->ino = ino;
 		n->fid = a->fid;
-		n->hnext = *ibucket(t, ino);
-		*ibucket(t, ino) = n;
-		if (++t->count > t->inodes.n * 2)
-			htab_grow(&t->inodes, rehash_inodes);
+		n->isreg = S_ISREG(a->mode) != 0;
+		inode_link(t, n);
 	} else if (n->fid.uniq != a->fid.uniq) {
 		/* Vnode numbers are never reused, so this is a broken server;
 		 * follow it rather than keep a FID that can only be ESTALE. */
@@ -502,7 +584,10 @@ int itab_add_entry(struct itab *t, uint64_t parent, const char *name,
 		clear_promise(n);
 	}
 	n->nlookup++;
-	apply_attr(n, a, promise);
+	/* The promise and attributes are the FID's: every incarnation's. */
+	FOR_INCS(t, vn, m)
+		if (m->fid.uniq == a->fid.uniq)
+			apply_attr(m, a, promise);
 
 	dir = find(t, parent);
 	old = find_entry(t, parent, name, len);
@@ -518,6 +603,7 @@ int itab_add_entry(struct itab *t, uint64_t parent, const char *name,
 	inode_check(n);
 	if (dir_promise)
 		*dir_promise = dir && dir->promise;
+	*nodeid = n->ino;
 	table_unlock(t);
 	free(fresh);
 	return 0;
@@ -539,8 +625,12 @@ int itab_forget(struct itab *t, uint64_t ino, uint64_t cnt,
 		n->nlookup = cnt >= n->nlookup ? 0 : n->nlookup - cnt;
 		if (n->nlookup == 0) {
 			*p = n->hnext;
+			vnode_unlink(t, n);
 			t->count--;
-			if (n->orphan && orphan) {
+			/* Every incarnation carries the mark: the last one
+			 * to go reports it. */
+			if (n->orphan && orphan &&
+			    !next_inc(t, n->fid.vnode, NULL)) {
 				*orphan = n->fid;
 				rc = 1;
 			}
@@ -723,11 +813,11 @@ void itab_update(struct itab *t, const struct cairn_attr *a, int promise)
 	struct inode *n;
 
 	table_lock(t);
-	n = find(t, a->fid.vnode);
-	if (n && n->fid.uniq == a->fid.uniq) {
-		apply_attr(n, a, promise);
-		inode_check(n);
-	}
+	FOR_INCS(t, a->fid.vnode, n)
+		if (n->fid.uniq == a->fid.uniq) {
+			apply_attr(n, a, promise);
+			inode_check(n);
+		}
 	table_unlock(t);
 }
 
@@ -756,7 +846,7 @@ void itab_open_end(struct itab *t, uint64_t ino, const struct cairn_attr *a,
 
 	table_lock(t);
 	n = find(t, ino);
-	if (n && a->fid.vnode == ino && n->fid.uniq == a->fid.uniq) {
+	if (n && a->fid.vnode == n->fid.vnode && n->fid.uniq == a->fid.uniq) {
 		apply_attr(n, a, promise);
 		/* The kernel drops its pages for this open (no keep_cache)
 		 * and refills them at a->dv; a promise makes that last. */
@@ -790,10 +880,12 @@ int itab_getattr(struct itab *t, uint64_t ino, struct cairn_attr *a)
 void itab_attr_stale(struct itab *t, uint64_t ino)
 {
 	struct inode *n;
+	uint64_t vn;
 
 	table_lock(t);
 	n = find(t, ino);
-	if (n) {
+	vn = n ? n->fid.vnode : ino;
+	FOR_INCS(t, vn, n) {
 		/* The change made a new version (if it happened at all):
 		 * a reply computed before it must not make them current. */
 		n->attr_valid = 0;
@@ -850,19 +942,57 @@ static void drop_kids(struct itab *t, struct inode *n, itab_visit_fn fn,
 	}
 }
 
-int itab_break(struct itab *t, uint64_t ino, itab_visit_fn fn, void *arg)
+/* The kernel is to forget every name of n (itab_set_evict_files). */
+static void drop_names(struct itab *t, struct inode *n, itab_visit_fn fn,
+		       void *arg)
+{
+	while (n->names) {
+		struct iname *in = n->names;
+
+		if (fn)
+			fn(arg, n->ino, in->parent, in->name, in->len);
+		iname_drop(t, in);
+	}
+}
+
+void itab_set_evict_files(struct itab *t, int on)
+{
+	table_lock(t);
+	t->evict_files = on != 0;
+	table_unlock(t);
+}
+
+int itab_break(struct itab *t, uint64_t vn, int attrs_only, itab_visit_fn fn,
+	       void *arg)
 {
 	struct inode *n;
+	int found = 0;
 
 	table_lock(t);
-	n = find(t, ino);
-	if (n) {
+	FOR_INCS(t, vn, n) {
+		found = 1;
 		clear_promise(n);
 		drop_kids(t, n, fn, arg);
+		/* The kernel keeps a file's size, mtime and ctime: let it
+		 * drop the inode if it can; one it holds is out of date only
+		 * when more than attributes changed (ctime alone stays). */
+		if (t->evict_files && n->isreg && attrs_only) {
+			/* Best effort (the caller may skip one whose
+			 * directory our own request holds): kept here. */
+			for (struct iname *in = n->names; in && fn;
+			     in = in->next)
+				fn(arg, n->ino, in->parent, in->name, in->len);
+		} else if (t->evict_files && n->isreg) {
+			drop_names(t, n, fn, arg);
+			n->kstale = 1;
+		}
+		/* The caller invalidates node id vn itself. */
+		if (n->ino != vn && fn)
+			fn(arg, n->ino, 0, NULL, 0);
 		inode_check(n);
 	}
 	table_unlock(t);
-	return n ? 0 : -ENOENT;
+	return found ? 0 : -ENOENT;
 }
 
 void itab_set_promised(struct itab *t, uint64_t ino)
@@ -882,6 +1012,9 @@ void itab_break_all(struct itab *t, itab_visit_fn fn, void *arg)
 	for (size_t i = 0; i < t->inodes.n; i++) {
 		for (struct inode *n = t->inodes.b[i]; n; n = n->hnext) {
 			clear_promise(n);
+			/* What changed meanwhile is unknown. */
+			if (t->evict_files && n->isreg)
+				n->kstale = 1;
 			fn(arg, n->ino, 0, NULL, 0);
 			for (struct iname *in = n->names; in; in = in->next)
 				fn(arg, n->ino, in->parent, in->name, in->len);
@@ -898,30 +1031,40 @@ void itab_break_all(struct itab *t, itab_visit_fn fn, void *arg)
 	table_unlock(t);
 }
 
+/* Mark every incarnation of fid (lock held); 1 if there was one. */
+static int mark_orphan(struct itab *t, const struct cairn_fid *fid)
+{
+	struct inode *n;
+	int found = 0;
+
+	FOR_INCS(t, fid->vnode, n)
+		if (n->fid.vol == fid->vol && n->fid.uniq == fid->uniq) {
+			n->orphan = 1;
+			found = 1;
+		}
+	return found;
+}
+
 int itab_set_orphan(struct itab *t, uint64_t ino)
 {
 	struct inode *n;
+	int found;
 
 	table_lock(t);
 	n = find(t, ino);
-	if (n)
-		n->orphan = 1;
+	found = n && mark_orphan(t, &n->fid);
 	table_unlock(t);
-	return n ? 0 : -ENOENT;
+	return found ? 0 : -ENOENT;
 }
 
 int itab_set_orphan_fid(struct itab *t, const struct cairn_fid *fid)
 {
-	struct inode *n;
+	int found;
 
 	table_lock(t);
-	n = find(t, fid->vnode);
-	if (n && (n->fid.vol != fid->vol || n->fid.uniq != fid->uniq))
-		n = NULL;
-	if (n)
-		n->orphan = 1;
+	found = mark_orphan(t, fid);
 	table_unlock(t);
-	return n ? 0 : -ENOENT;
+	return found ? 0 : -ENOENT;
 }
 
 void itab_take_orphans(struct itab *t,
@@ -932,8 +1075,11 @@ void itab_take_orphans(struct itab *t,
 	for (size_t b = 0; b < t->inodes.n; b++)
 		for (struct inode *n = t->inodes.b[b]; n; n = n->hnext)
 			if (n->orphan) {
+				struct inode *m;
+
 				fn(arg, &n->fid);
-				n->orphan = 0;
+				FOR_INCS(t, n->fid.vnode, m)
+					m->orphan = 0;
 			}
 	table_unlock(t);
 }
@@ -970,7 +1116,9 @@ void itab_get_counts(struct itab *t, struct itab_counts *out)
 	for (size_t b = 0; b < t->inodes.n; b++)
 		for (struct inode *n = t->inodes.b[b]; n; n = n->hnext) {
 			out->promises += n->promise;
-			out->orphans += n->orphan;
+			/* Once per file, not per incarnation. */
+			out->orphans += n->orphan &&
+					newest_inc(t, n->fid.vnode) == n;
 		}
 	table_unlock(t);
 }

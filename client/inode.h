@@ -1,9 +1,15 @@
 /*
  * inode.h - the client's inode table: what the kernel has been told.
  *
- * The FUSE inode number of an object is its FID's vnode number (the root,
- * vnode 1, is FUSE_ROOT_ID) and the FUSE generation is the FID's uniq, so
- * the table maps ino -> FID without any allocation of numbers. Per inode it
+ * The FUSE inode number (node id) of an object is its FID's vnode number
+ * (the root, vnode 1, is FUSE_ROOT_ID) and the FUSE generation is the
+ * FID's uniq, so the table maps ino -> FID without any allocation of
+ * numbers. The exception is a regular file whose kernel inode went out of
+ * date while the kernel still held it (itab_set_evict_files): it is handed
+ * out again as a new *incarnation*, node id vnode | gen << ITAB_GEN_SHIFT,
+ * and the old node id lives on until the kernel forgets it. Every
+ * incarnation has its own entry here; what the server says about the FID
+ * (breaks, attributes, orphans) applies to all of them. Per inode it
  * keeps:
  *
  *   - nlookup: the kernel's lookup count (every entry handed out by lookup,
@@ -35,6 +41,11 @@
 #include "../lib/proto.h"
 
 #define ITAB_ROOT_INO   1u
+/* Node ids of later incarnations: the generation sits above the vnode
+ * number (vnodes above ITAB_VNODE_MASK never get a second incarnation). */
+#define ITAB_GEN_SHIFT  48
+#define ITAB_VNODE_MASK ((1ull << ITAB_GEN_SHIFT) - 1)
+#define ITAB_GEN_MAX    0xffffu
 /* Names remembered per inode (hard links, renames); older ones dropped. */
 #define ITAB_NAMES_MAX  16u
 /* Negative entries remembered per directory and in total; beyond that the
@@ -72,12 +83,14 @@ void itab_destroy(struct itab *t);
  * `promise` says whether the callback promise carried by the reply still
  * stands (no break arrived meanwhile). dir_promise (may be NULL) gets
  * whether the promise on `parent` stands, which is what covers the name
- * (0 for an unknown parent). Returns 0, -ENOMEM (nothing taken) or
- * -EINVAL (ino 0 or a name over CAIRN_NAME_MAX).
+ * (0 for an unknown parent). *nodeid gets the node id to hand the kernel:
+ * the vnode number, or a new incarnation's (see the head of this file)
+ * when the newest one the kernel holds is out of date. Returns 0, -ENOMEM
+ * (nothing taken) or -EINVAL (vnode 0 or a name over CAIRN_NAME_MAX).
  */
 int itab_add_entry(struct itab *t, uint64_t parent, const char *name,
 		   size_t len, const struct cairn_attr *a, int promise,
-		   int *dir_promise);
+		   int *dir_promise, uint64_t *nodeid);
 /* Drop `n` lookup references (FUSE forget). Unknown inos are ignored.
  * Returns 1 when that freed an inode marked by itab_set_orphan (its FID
  * is copied to *orphan unless orphan is NULL), else 0. */
@@ -181,13 +194,35 @@ typedef void (*itab_visit_fn)(void *arg, uint64_t ino, uint64_t parent,
 			      const char *name, size_t len);
 
 /*
- * A callback break on object ino (for an entry break, on its directory):
- * the promise and the page cache are gone, and since the server covers a
- * directory's entries with the directory's promise, every entry recorded
- * in it is uncovered: each is passed to fn (may be NULL) and forgotten.
- * Returns 0, or -ENOENT when the kernel was never told about ino.
+ * A callback break on the object of vnode vn (for an entry break, on its
+ * directory), applied to every incarnation: the promise and the page cache
+ * are gone, and since the server covers a directory's entries with the
+ * directory's promise, every entry recorded in it is uncovered: each is
+ * passed to fn (may be NULL) and forgotten. An incarnation whose node id
+ * is not vn is passed to fn itself (parent 0, name NULL); node id vn is
+ * the caller's to invalidate. With itab_set_evict_files on, a regular
+ * file's own names go the same way, and its kernel inodes are out of date:
+ * the next entry handed out for it is a new incarnation. If attrs_only
+ * (the server's CB_ATTRS_ONLY: only attributes the kernel takes from us
+ * changed, and ctime) its names are passed to fn but kept (the caller may
+ * leave a dentry it cannot invalidate without waiting), and its kernel
+ * inodes stay as they are. Returns 0, or -ENOENT when the kernel was never
+ * told about vn.
  */
-int itab_break(struct itab *t, uint64_t ino, itab_visit_fn fn, void *arg);
+int itab_break(struct itab *t, uint64_t vn, int attrs_only, itab_visit_fn fn,
+	       void *arg);
+/*
+ * With the kernel's writeback cache, the kernel ignores the size, mtime and
+ * ctime we give for a regular file it has in memory. Set on, itab_break of
+ * a regular file also passes each of its recorded names to fn and forgets
+ * them, so that the caller invalidates those dentries: the kernel then
+ * drops the inode unless a file holds it open, and a later lookup loads
+ * it with the server's attributes; if it was held, that lookup gets a new
+ * incarnation (itab_add_entry). itab_break_all marks every regular file
+ * out of date.
+ */
+void itab_set_evict_files(struct itab *t, int on);
+
 /* The server promised ino in a reply that carried no attributes for it
  * (READDIR; for a negative LOOKUP, itab_add_negative does this): the
  * promise stands again. */

@@ -104,6 +104,11 @@ enum nkind {
 	NK_ACK,     /* acknowledge CB_BREAK `ack_id`: everything before it ran */
 };
 
+/* A dentry that only carries a stale ctime (a file's own name after a
+ * CB_ATTRS_ONLY break, writeback cache): skipped rather than advancing the
+ * dentry epoch when one of our requests holds its directory. */
+#define NI_BEST_EFFORT 0x80u
+
 struct nitem {
 	struct nitem *next;
 	enum nkind kind;
@@ -111,6 +116,8 @@ struct nitem {
 	uint64_t parent;  /* NK_ENTRY, NK_DENTRY */
 	uint32_t ack_id;  /* NK_ACK */
 	uint64_t rx_ns;   /* NK_ACK: when the push arrived (monotonic) */
+	uint8_t flags;    /* NK_INODE from a CB_BREAK: the record's flags;
+			   * NK_DENTRY: NI_BEST_EFFORT */
 	uint16_t len;
 	char name[];      /* len bytes + NUL */
 };
@@ -222,6 +229,7 @@ static struct nitem *nitem_new(enum nkind kind, uint64_t ino, uint64_t parent,
 	it->parent = parent;
 	it->ack_id = 0;
 	it->rx_ns = 0;
+	it->flags = 0;
 	it->len = (uint16_t)len;
 	if (len)
 		memcpy(it->name, name, len);
@@ -618,6 +626,8 @@ static enum lk locked_call(struct notify *n, struct nitem *it,
 static void run_dentry(struct notify *n, struct nitem *it)
 {
 	uint64_t dir = it->parent, holder;
+	int best_effort = it->kind == NK_DENTRY &&
+			  (it->flags & NI_BEST_EFFORT);
 	enum lk r;
 
 	if (!n->epoch_ok) {
@@ -628,7 +638,7 @@ static void run_dentry(struct notify *n, struct nitem *it)
 		return;
 	}
 	r = locked_call(n, it, &holder);
-	if (r == LK_DONE)
+	if (r == LK_DONE || best_effort)
 		return;
 	/* One advance covers every dentry of dir while the same change of
 	 * ours holds it: nothing can link one there meanwhile. */
@@ -944,6 +954,7 @@ static int parse_break(const uint8_t *p, size_t len, struct nlist *l,
 			nlist_free(l);
 			return -ENOMEM;
 		}
+		item->flags = rec.flags;
 		nlist_add(l, item);
 	}
 	return 0;
@@ -954,6 +965,8 @@ static int parse_break(const uint8_t *p, size_t len, struct nlist *l,
 struct kid_visit {
 	struct nlist *out;
 	const struct nitem *skip;
+	uint64_t vn;      /* the broken object */
+	int attrs_only;   /* its record had CB_ATTRS_ONLY */
 };
 
 static void visit_kid(void *arg, uint64_t ino, uint64_t parent,
@@ -965,7 +978,12 @@ static void visit_kid(void *arg, uint64_t ino, uint64_t parent,
 	if (v->skip && v->skip->kind == NK_ENTRY && v->skip->parent == parent &&
 	    v->skip->len == len && !memcmp(v->skip->name, name, len))
 		return;
-	it = nitem_new(NK_DENTRY, ino, parent, name, len);
+	/* Another incarnation of the broken object (client/inode.h). */
+	it = name ? nitem_new(NK_DENTRY, ino, parent, name, len)
+		  : nitem_new(NK_INODE, ino, 0, NULL, 0);
+	if (it && name && v->attrs_only && ino &&
+	    (ino & ITAB_VNODE_MASK) == v->vn)
+		it->flags = NI_BEST_EFFORT;
 	if (it)
 		nlist_add(v->out, it);
 	else
@@ -981,8 +999,10 @@ static void apply_breaks(struct notify *n, struct nlist *in, struct nlist *out)
 
 	RWLOCK_ASSERT_WRHELD(&n->seq_lock);
 	for (it = in->head; it; it = next) {
-		struct kid_visit v = { out, it };
 		uint64_t ino = it->kind == NK_INODE ? it->ino : it->parent;
+		int attrs_only = it->kind == NK_INODE &&
+				 (it->flags & CB_ATTRS_ONLY);
+		struct kid_visit v = { out, it, ino, attrs_only };
 
 		next = it->next;
 		it->next = NULL;
@@ -990,7 +1010,7 @@ static void apply_breaks(struct notify *n, struct nlist *in, struct nlist *out)
 		 * seen: whether or not the table knows ino. */
 		if (n->dc)
 			dcache_break(n->dc, ino);
-		if (itab_break(n->itab, ino, visit_kid, &v) == 0)
+		if (itab_break(n->itab, ino, attrs_only, visit_kid, &v) == 0)
 			nlist_add(out, it);
 		else
 			free(it);

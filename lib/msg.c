@@ -848,7 +848,7 @@ static void get_cbrec(struct rbuf *r, struct msg_cbrec *rec)
 	get_str(r, &rec->name);
 	rec->flags = wire_get_u8(r);
 	/* Only defined bits: one encoding per record. */
-	if (!r->err && (rec->flags & ~(uint8_t)CB_ORPHANED))
+	if (!r->err && (rec->flags & ~(uint8_t)(CB_ORPHANED | CB_ATTRS_ONLY)))
 		r->err = -EPROTO;
 }
 

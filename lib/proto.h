@@ -14,7 +14,7 @@
 #include <stddef.h>
 
 #define CAIRN_MAGIC          0x4e524143u /* "CARN" read little-endian */
-#define CAIRN_PROTO_VERSION  2u
+#define CAIRN_PROTO_VERSION  3u
 #define CAIRN_DEFAULT_PORT   7070
 
 /* Frame header: u32 len | u16 op | u16 flags | u32 id | i32 status. */
@@ -99,6 +99,10 @@ enum {
 	SA_ATIME_NOW = 1u << 6, /* set atime to the server's clock */
 	SA_MTIME_NOW = 1u << 7,
 	SA_CTIME     = 1u << 8, /* set ctime to the given value */
+	/* For a regular file: mtime and ctime change only as SA_MTIME and
+	 * SA_CTIME say (the client's kernel keeps them: FUSE writeback
+	 * cache); ignored for other types. */
+	SA_KEEPTIME  = 1u << 9,
 };
 
 /* CREATE flags. */
@@ -114,9 +118,14 @@ enum { RN_NOREPLACE = 1u << 0, RN_EXCHANGE = 1u << 1, RN_KEEP = 1u << 8 };
  * (RM_KEEP/RN_KEEP) and this client, which held a promise on it, is now
  * one of its holders: it drops it with ORPHAN_DROP once it no longer has
  * it open (docs/PROTOCOL.md). */
-enum { CB_ORPHANED = 1u << 0 };
-/* WRITE flags. */
-enum { WR_SYNC = 1u << 0 };
+/* CB_ATTRS_ONLY: the object's change was to attributes only (mode, owner,
+ * links, xattrs, and with them ctime), not to its data, size or times;
+ * without it, any of those may have changed. */
+enum { CB_ORPHANED = 1u << 0, CB_ATTRS_ONLY = 1u << 1 };
+/* WRITE flags. WR_KEEPTIME: leave mtime and ctime as they are; the
+ * writer's kernel keeps them (FUSE writeback cache) and sets them with a
+ * SETATTR (SA_MTIME | SA_CTIME) when it writes the inode back. */
+enum { WR_SYNC = 1u << 0, WR_KEEPTIME = 1u << 1 };
 /* BULKSTAT flags. */
 enum { BS_LIST = 1u << 0 };
 /* Largest BULKSTAT page the server builds (its entries' bytes). */

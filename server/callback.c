@@ -390,18 +390,21 @@ static struct cb_batch *batch_for(struct cb_table *t, struct cb_batch **list,
 
 /* Add a record unless it is already there (the same change twice). */
 static int batch_add(struct cb_batch *b, const struct cairn_fid *fid,
-		     const char *name, size_t namelen)
+		     const char *name, size_t namelen, uint8_t flags)
 {
 	for (uint32_t i = 0; i < b->count; i++)
 		if (fid_eq(&b->rec[i].fid, fid) && b->rec[i].namelen == namelen &&
-		    (!namelen || !memcmp(b->rec[i].name, name, namelen)))
+		    (!namelen || !memcmp(b->rec[i].name, name, namelen))) {
+			b->rec[i].flags &= flags | (uint8_t)~CB_ATTRS_ONLY;
 			return 0;
+		}
 	/* batch_for returns a batch with room, and cap = the number of
 	 * changes, each adding at most one record per client. */
 	CAIRN_ASSERT(b->count < b->cap);
 	if (b->count == b->cap)
 		return -ENOBUFS;
-	b->rec[b->count++] = (struct cb_record){ *fid, name, namelen, 0 };
+	b->rec[b->count++] = (struct cb_record){ *fid, name, namelen,
+						 (uint8_t)(flags & CB_ATTRS_ONLY) };
 	return 1;
 }
 
@@ -443,7 +446,7 @@ static int evict_oldest(struct cb_table *t, uint32_t cap,
 	CAIRN_ASSERT(p); /* called while count > max >= 1 */
 	b = batch_for(t, evicted, p->cl, cap);
 	if (b)
-		batch_add(b, &p->obj->fid, NULL, 0);
+		batch_add(b, &p->obj->fid, NULL, 0, 0);
 	else
 		ret = -ENOMEM; /* dropped silently: caller must fail the client */
 	promise_drop(t, p);
@@ -506,7 +509,7 @@ int cb_register(struct cb_table *t, struct cb_client *cl,
 			struct cb_batch *b = batch_for(t, evicted, cl,
 						       (uint32_t)n);
 			if (b)
-				batch_add(b, &fids[i], NULL, 0);
+				batch_add(b, &fids[i], NULL, 0, 0);
 			ret = r;
 		}
 	}
@@ -577,7 +580,7 @@ int cb_break(struct cb_table *t, const struct cb_client *changer,
 			}
 			if (batch_add(b, &ch[i].fid,
 				      ch[i].namelen ? ch[i].name : NULL,
-				      ch[i].namelen) > 0)
+				      ch[i].namelen, ch[i].flags) > 0)
 				records++;
 		}
 	}
@@ -621,7 +624,7 @@ int cb_recheck(struct cb_table *t, struct cb_client *cl, uint64_t seq0,
 			records = -ENOMEM;
 			goto out;
 		}
-		if (batch_add(b, &fids[i], NULL, 0) > 0)
+		if (batch_add(b, &fids[i], NULL, 0, 0) > 0)
 			records++;
 	}
 out:

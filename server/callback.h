@@ -111,21 +111,26 @@ struct cb_client {
  * (attributes or data). Otherwise the directory entry `name` of directory
  * fid. `all` also breaks the changer's own promise (for objects the change
  * touched but whose fresh attributes are not in the changer's reply).
- * name must stay valid until the batches are encoded.
+ * flags: CB_ATTRS_ONLY (lib/proto.h) when the object's change was to
+ * attributes only, copied to its records (a record two changes share keeps
+ * it only if both had it). name must stay valid until the batches are
+ * encoded.
  */
 struct cb_change {
 	struct cairn_fid fid;
 	const char *name;
 	size_t namelen;
 	int all;
+	uint8_t flags;
 };
 
 struct cb_record {
 	struct cairn_fid fid;
 	const char *name; /* not owned */
 	size_t namelen;
-	uint8_t flags;    /* CB_ORPHANED (lib/proto.h), set by the caller
-			   * before encoding; 0 from the table */
+	uint8_t flags;    /* CB_ATTRS_ONLY from the change; CB_ORPHANED
+			   * (lib/proto.h), set by the caller before
+			   * encoding */
 };
 
 /* Notifications owed to one client: one CB_BREAK frame. */

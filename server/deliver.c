@@ -337,7 +337,7 @@ static void orphan_holders(const struct srv_ctx *ctx, struct conn *c,
 		for (uint32_t i = 0; i < b->count; i++)
 			if (!b->rec[i].namelen &&
 			    same_fid(&b->rec[i].fid, orphan))
-				b->rec[i].flags = CB_ORPHANED;
+				b->rec[i].flags |= CB_ORPHANED;
 	}
 }
 

@@ -77,9 +77,11 @@ static void promise(struct op_req *q, const struct cairn_fid *fid)
 }
 
 /* Record a change: fid itself (name NULL) or its entry `name`, a string
- * of the decoded request (delivery reads it after the handler). */
-static void change(struct op_req *q, const struct cairn_fid *fid,
-		   const struct msg_str *name, int all)
+ * of the decoded request (delivery reads it after the handler); flags
+ * CB_ATTRS_ONLY when only attributes of fid changed, not its data, size
+ * or times. */
+static void change_f(struct op_req *q, const struct cairn_fid *fid,
+		     const struct msg_str *name, int all, uint8_t flags)
 {
 	struct handler_out *o = q->out;
 
@@ -87,16 +89,23 @@ static void change(struct op_req *q, const struct cairn_fid *fid,
 	if (o->nch == HANDLER_MAX_CHANGES)
 		return;
 	o->ch[o->nch++] = (struct cb_change){ *fid, name ? name->p : NULL,
-					      name ? name->len : 0, all };
+					      name ? name->len : 0, all,
+					      flags };
 }
 
-/* Objects the store reports as touched besides the reply's: everyone,
- * the changer included, must refetch them. */
+static void change(struct op_req *q, const struct cairn_fid *fid,
+		   const struct msg_str *name, int all)
+{
+	change_f(q, fid, name, all, 0);
+}
+
+/* Objects the store reports as touched besides the reply's (links,
+ * ctime): everyone, the changer included, must refetch them. */
 static void change_all(struct op_req *q, const struct store_changed *sc)
 {
 	CAIRN_ASSERT(sc->n >= 0 && sc->n <= 4);
 	for (int i = 0; i < sc->n && i < 4; i++)
-		change(q, &sc->fid[i], NULL, 1);
+		change_f(q, &sc->fid[i], NULL, 1, CB_ATTRS_ONLY);
 }
 
 /* Check a path component and copy it, NUL-terminated, for the store. */
@@ -261,7 +270,7 @@ static int op_setattr(struct op_req *q)
 	struct msg_attr rep;
 	int ret;
 
-	if (m->valid & ~0x1ffu)
+	if (m->valid & ~0x3ffu)
 		return -EINVAL;
 	if ((m->valid & SA_SIZE) && m->size > (uint64_t)INT64_MAX)
 		return -EFBIG;
@@ -270,7 +279,9 @@ static int op_setattr(struct op_req *q)
 		return ret;
 	reply(q, &rep);
 	promise(q, &rep.attr.fid);
-	change(q, &m->fid, NULL, 0);
+	change_f(q, &m->fid, NULL, 0,
+		 (m->valid & (SA_SIZE | SA_MTIME | SA_MTIME_NOW))
+			 ? 0 : CB_ATTRS_ONLY);
 	return 0;
 }
 
@@ -355,7 +366,7 @@ static int op_link(struct op_req *q)
 	reply(q, &rep);
 	promise(q, &rep.a.fid);
 	promise(q, &rep.b.fid);
-	change(q, &m->fid, NULL, 0);
+	change_f(q, &m->fid, NULL, 0, CB_ATTRS_ONLY); /* nlink, ctime */
 	change(q, &m->dir, &m->name, 0);
 	return 0;
 }
@@ -544,7 +555,8 @@ static int op_write(struct op_req *q)
 	struct msg_attr rep;
 	int ret;
 
-	if ((m->flags & ~(uint32_t)WR_SYNC) || m->data.len > CAIRN_MAX_IO)
+	if ((m->flags & ~(uint32_t)(WR_SYNC | WR_KEEPTIME)) ||
+	    m->data.len > CAIRN_MAX_IO)
 		return -EINVAL;
 	if (m->off > (uint64_t)INT64_MAX - m->data.len)
 		return -EFBIG;
@@ -675,7 +687,7 @@ static int op_setxattr(struct op_req *q)
 			     m->value.len, m->flags);
 	if (ret)
 		return ret;
-	change(q, &m->fid, NULL, 0); /* ctime; cached xattrs */
+	change_f(q, &m->fid, NULL, 0, CB_ATTRS_ONLY); /* ctime; cached xattrs */
 	return 0; /* empty reply */
 }
 
@@ -738,7 +750,7 @@ static int op_removexattr(struct op_req *q)
 	ret = store_removexattr(q->ctx->st, &m->fid, name);
 	if (ret)
 		return ret;
-	change(q, &m->fid, NULL, 0);
+	change_f(q, &m->fid, NULL, 0, CB_ATTRS_ONLY);
 	return 0; /* empty reply */
 }
 

@@ -334,6 +334,7 @@ struct write_args {
 	const struct cairn_fid *fid;
 	uint64_t end;      /* new minimum size */
 	struct sinode ino;
+	int keeptime;      /* WR_KEEPTIME: mtime and ctime stay */
 };
 
 static int write_tx(struct store *st, MDB_txn *txn, void *arg)
@@ -345,7 +346,10 @@ static int write_tx(struct store *st, MDB_txn *txn, void *arg)
 		return rc;
 	if (a->end > a->ino.size)
 		a->ino.size = a->end;
-	store_touch_mc(&a->ino, store_now());
+	if (a->keeptime)
+		a->ino.dv++; /* what store_touch_mc does besides the times */
+	else
+		store_touch_mc(&a->ino, store_now());
 	return store_inode_put(st, txn, a->fid->vnode, &a->ino);
 }
 
@@ -392,7 +396,7 @@ int store_write(struct store *st, const struct cairn_fid *fid, uint64_t off,
 		const void *buf, uint32_t len, uint32_t flags,
 		struct cairn_attr *out)
 {
-	struct write_args a = { fid, off + len, { 0 } };
+	struct write_args a = { fid, off + len, { 0 }, !!(flags & WR_KEEPTIME) };
 	pthread_mutex_t *l = store_vlock(st, fid->vnode);
 	struct store_fh fh = { -1, NULL };
 	int rc;
@@ -492,7 +496,7 @@ int store_fallocate(struct store *st, const struct cairn_fid *fid,
 {
 	/* ext4 (Linux 6.x) moves mtime and ctime on every successful
 	 * fallocate, KEEP_SIZE and no-op allocations included. */
-	struct write_args a = { fid, 0, { 0 } };
+	struct write_args a = { fid, 0, { 0 }, 0 };
 	pthread_mutex_t *l = store_vlock(st, fid->vnode);
 	struct store_fh fh = { -1, NULL };
 	size_t i;
@@ -558,17 +562,20 @@ static int setattr_tx(struct store *st, MDB_txn *txn, void *arg)
 	const struct store_setattr *sa = a->sa;
 	struct sinode *ino = &a->ino;
 	struct cairn_time now = store_now();
+	int keep;
 	int rc;
 
 	if ((rc = store_fid_get(st, txn, a->fid, ino)))
 		return rc;
+	keep = (sa->valid & SA_KEEPTIME) && S_ISREG(ino->mode);
 	if (sa->valid & SA_SIZE) {
 		if (S_ISDIR(ino->mode))
 			return -EISDIR;
 		if (!S_ISREG(ino->mode))
 			return -EINVAL;
 		ino->size = sa->size;
-		ino->mtime = now;
+		if (!keep)
+			ino->mtime = now;
 		if (sa->size == 0) /* every byte defined again */
 			ino->flags &= ~SINODE_DATA_LOST;
 	}
@@ -583,7 +590,10 @@ static int setattr_tx(struct store *st, MDB_txn *txn, void *arg)
 		ino->mtime = now;
 	else if (sa->valid & SA_MTIME)
 		ino->mtime = sa->mtime;
-	ino->ctime = (sa->valid & SA_CTIME) ? sa->ctime : now;
+	if (sa->valid & SA_CTIME)
+		ino->ctime = sa->ctime;
+	else if (!keep)
+		ino->ctime = now;
 	ino->dv++;
 	return store_inode_put(st, txn, a->fid->vnode, ino);
 }

@@ -42,7 +42,7 @@ import sys
 import time
 
 MAGIC = 0x4E524143
-VERSION = 2
+VERSION = 3
 MAX_PAYLOAD = (4 << 20) + 4096
 MAX_IO = 1 << 20
 
@@ -53,9 +53,12 @@ SA_MODE, SA_UID, SA_GID, SA_SIZE = 1, 2, 4, 8
 SA_ATIME, SA_MTIME, SA_ATIME_NOW, SA_MTIME_NOW, SA_CTIME = 16, 32, 64, 128, 256
 CR_EXCL = 1
 RM_DIR, RM_KEEP = 1, 2
-CB_ORPHANED = 1   # CB_BREAK record flag (lib/proto.h)
+CB_ORPHANED = 1   # CB_BREAK record flags (lib/proto.h)
+CB_ATTRS_ONLY = 2
 RN_NOREPLACE, RN_EXCHANGE, RN_KEEP = 1, 2, 0x100
 WR_SYNC = 1
+WR_KEEPTIME = 2
+SA_MTIME, SA_CTIME, SA_KEEPTIME = 32, 256, 512
 FS_DATASYNC = 1
 XA_CREATE, XA_REPLACE = 1, 2
 BS_LIST = 1
@@ -471,6 +474,7 @@ class Conn:
         self.replies = {}    # id -> (op, status, payload)
         self.breaks = []     # list of [(fid, name), ...] per CB_BREAK
         self.orphaned = []   # FIDs of CB_BREAK records flagged CB_ORPHANED
+        self.rec_flags = []  # (fid, flags) of every object record
         self.buf = b""
         self.client_id = os.urandom(16)
 
@@ -503,9 +507,11 @@ class Conn:
             if op != OP_CB_BREAK:
                 raise ProtocolError("unknown push op %d" % op)
             self.breaks.append(decode_breaks(payload))
-            self.orphaned += [it["fid"] for it in
-                              decode("CB_BREAK", payload)["items"]
+            items = decode("CB_BREAK", payload)["items"]
+            self.orphaned += [it["fid"] for it in items
                               if it["flags"] & CB_ORPHANED]
+            self.rec_flags += [(it["fid"], it["flags"]) for it in items
+                               if not it["name"]]
         elif flags & WF_REPLY:
             self.replies[id] = (op, status, payload)
         else:
@@ -799,6 +805,45 @@ def _selftest(host, port):
     check("fsync", True)
     st = a.setattr(f["fid"], SA_SIZE | SA_MODE, mode=0o600, size=3)
     check("setattr", st["size"] == 3 and st["mode"] & 0o7777 == 0o600)
+
+    # A kernel with the FUSE writeback cache keeps the times itself.
+    time.sleep(0.01)
+    kw = a.write(f["fid"], 0, b"abcd", WR_KEEPTIME)
+    check("WR_KEEPTIME leaves mtime and ctime",
+          kw["mtime"] == st["mtime"] and kw["ctime"] == st["ctime"] and
+          kw["size"] == 4 and kw["dv"] == st["dv"] + 1, (st, kw))
+    kt = a.setattr(f["fid"], SA_SIZE | SA_KEEPTIME, size=2)
+    check("SA_KEEPTIME truncate leaves mtime and ctime",
+          kt["size"] == 2 and kt["mtime"] == st["mtime"] and
+          kt["ctime"] == st["ctime"], kt)
+    kg = a.setattr(f["fid"], SA_MTIME | SA_CTIME | SA_KEEPTIME,
+                   mtime=(1000, 5), ctime=(2000, 6))
+    check("SA_KEEPTIME with the times sets them",
+          kg["mtime"] == (1000, 5) and kg["ctime"] == (2000, 6), kg)
+    kd = a.setattr(d["fid"], SA_MODE | SA_KEEPTIME, mode=0o755)
+    check("SA_KEEPTIME is ignored for a directory",
+          kd["ctime"] != a.getattr(f["fid"])["ctime"] and
+          kd["ctime"] >= st["ctime"], kd)
+    expect_err("WRITE unknown flag EINVAL", _errno.EINVAL, a.write,
+               f["fid"], 0, b"x", 4)
+    expect_err("SETATTR unknown valid bit EINVAL", _errno.EINVAL,
+               a.setattr, f["fid"], 1024)
+    # Breaks say whether only attributes changed.
+    for what, change, attrs_only in (
+            ("chmod", lambda: a.setattr(f["fid"], SA_MODE, mode=0o640), True),
+            ("write", lambda: a.write(f["fid"], 0, b"z"), False),
+            ("truncate", lambda: a.setattr(f["fid"], SA_SIZE, size=1), False),
+            ("utimens", lambda: a.setattr(f["fid"], SA_MTIME, mtime=(5, 0)), False),
+            ("setxattr", lambda: a.setxattr(f["fid"], "user.k", b"v"), True)):
+        b.getattr(f["fid"])
+        b.drain_breaks()
+        b.rec_flags = []
+        change()
+        got = b.expect_break((f["fid"], ""))
+        flags = [fl for fid, fl in b.rec_flags if fid == f["fid"]]
+        check("%s breaks %s CB_ATTRS_ONLY" % (what, "with" if attrs_only else "without"),
+              got and flags and bool(flags[-1] & CB_ATTRS_ONLY) == attrs_only,
+              (got, flags))
     fa = a.fallocate(f["fid"], 0, 0, 8192)
     check("fallocate", fa["size"] == 8192)
     expect_err("fallocate bad mode", _errno.EOPNOTSUPP, a.fallocate,

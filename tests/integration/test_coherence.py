@@ -193,6 +193,37 @@ def b_keeps_fd_open_reopen_sees_new_data(ctx):
 
 
 @test
+def b_holds_fd_while_a_appends_and_truncates(ctx):
+    """With the writeback cache B's kernel keeps a file's size and times
+    itself while it has the file in memory, and an open fd keeps it there.
+    A reopen must still see A's new size and data (the client hands the
+    kernel a new incarnation of the file), every time, and after B lets
+    go of the old fd too; a stat by name agrees with A."""
+    d = fresh(ctx)
+    rel = os.path.join(d, "f")
+    write_file(ctx.A.p(rel), b"hello")
+    fb = os.open(ctx.B.p(rel), os.O_RDONLY)
+    try:
+        expect_eq(os.pread(fb, 100, 0), b"hello", "B's first read")
+        with open(ctx.A.p(rel), "ab") as f:
+            f.write(b" world, longer now")
+        same_attrs(ctx, rel, "append on A while B holds an fd")
+        data_on_b(ctx, rel, b"hello world, longer now", "B reopens after A's append")
+        write_file(ctx.A.p(rel), b"hi")
+        same_attrs(ctx, rel, "truncate on A while B holds an fd")
+        data_on_b(ctx, rel, b"hi", "B reopens after A's truncate")
+        fb2 = os.open(ctx.B.p(rel), os.O_RDONLY)
+        os.close(fb2)
+        with open(ctx.A.p(rel), "ab") as f:
+            f.write(b"!!")
+        data_on_b(ctx, rel, b"hi!!", "B reopens after a second append")
+    finally:
+        os.close(fb)
+    same_attrs(ctx, rel, "after B closed its old fd")
+    data_on_b(ctx, rel, b"hi!!", "B reads after closing its old fd")
+
+
+@test
 def writes_in_place_on_a_seen_on_b(ctx):
     d = fresh(ctx)
     rel = os.path.join(d, "f")

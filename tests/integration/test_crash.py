@@ -67,21 +67,31 @@ def with_deadline(seconds, what, fn, *args):
 
 
 class Workload:
-    """Writer threads on a mount that record what was acknowledged."""
+    """Writers on a mount that record what was acknowledged.
+
+    The mount's writers run in a child process (MountWriters, below), not
+    in this one: with the writeback cache a close() of a file with dirty
+    pages waits for the server, and so does a child this process forks to
+    restart the server (it closes the inherited descriptors before its
+    exec): a writer thread's file open at that moment would keep the
+    server from starting until --timeout. The child reports each
+    acknowledgement on its stdout, which a thread here reads."""
 
     def __init__(self, mnt, nthreads=2, server=None):
         self.mnt = mnt
         self.server = server
+        self.nthreads = nthreads
         self.stop = threading.Event()
         self.lock = threading.Lock()
         self.acked_files = {}        # rel path -> content
         self.acked_renames = []      # (old rel, new rel, content)
         self.errors = []             # (time, text) of failed operations
-        self.threads = [threading.Thread(target=self._files, args=(i,), daemon=True)
-                        for i in range(nthreads)]
-        self.threads.append(threading.Thread(target=self._renames, daemon=True))
+        self.child = None
+        self.threads = [threading.Thread(target=self._reader, daemon=True,
+                                         name="mount writers")]
         if server:
-            self.threads.append(threading.Thread(target=self._direct, daemon=True))
+            self.threads.append(threading.Thread(target=self._direct, daemon=True,
+                                                 name="direct writer"))
             os.makedirs(mnt.p("direct"), exist_ok=True)
         os.makedirs(mnt.p("work"), exist_ok=True)
 
@@ -91,11 +101,22 @@ class Workload:
             return sum(1 for k in self.acked_files if k.startswith("work/"))
 
     def start(self):
+        self.child = subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__), "--mount-writers",
+             self.mnt.path, str(self.nthreads)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+            start_new_session=True)
+        H._record_pid(self.child.pid)
         for t in self.threads:
             t.start()
 
     def finish(self, timeout=60):
         self.stop.set()
+        if self.child and self.child.stdin:
+            try:
+                self.child.stdin.close()   # the child's writers stop
+            except OSError:
+                pass
         stuck = []
         for t in self.threads:
             t.join(timeout)
@@ -107,36 +128,23 @@ class Workload:
         with self.lock:
             self.errors.append((time.time(), "%s: %s" % (what, e)))
 
-    def _files(self, tid):
-        n = 0
-        while not self.stop.is_set():
-            n += 1
-            rel = "work/t%d-%05d" % (tid, n)
-            data = content_for(rel)
-            try:
-                write_durable(self.mnt.p(rel), data)
-            except OSError as e:
-                self._err("write %s" % rel, e)
-                time.sleep(0.05)
-                continue
+    def _reader(self):
+        """Take the child's reports until it ends (after finish)."""
+        for line in self.child.stdout:
+            kind, _, rest = line.rstrip("\n").partition(" ")
+            t, _, rest = rest.partition(" ")
             with self.lock:
-                self.acked_files[rel] = data
-            # Now and then overwrite an acknowledged file with new content.
-            if n % 5 == 0:
-                rel2 = "work/t%d-%05d" % (tid, n - 3)
-                with self.lock:
-                    known = rel2 in self.acked_files
-                if known:
-                    data2 = content_for(rel2 + "v2")
-                    try:
-                        write_durable(self.mnt.p(rel2), data2)
-                        with self.lock:
-                            self.acked_files[rel2] = data2
-                    except OSError as e:
-                        # Either version may be there now; forget it.
-                        with self.lock:
-                            self.acked_files.pop(rel2, None)
-                        self._err("overwrite %s" % rel2, e)
+                if kind == "F":            # F time rel [v2]
+                    rel, _, v = rest.partition(" ")
+                    self.acked_files[rel] = content_for(rel + v)
+                elif kind == "P":          # P time rel: either version
+                    self.acked_files.pop(rest, None)
+                elif kind == "R":          # R time old new
+                    old, _, new = rest.partition(" ")
+                    self.acked_renames.append((old, new, content_for(old)))
+                elif kind == "E":          # E time text
+                    self.errors.append((float(t), rest))
+        self.child.wait()
 
     def _direct(self):
         """Writes straight over the protocol (no FUSE, no client cache):
@@ -169,6 +177,59 @@ class Workload:
         if conn is not None:
             conn.close()
 
+
+class MountWriters:
+    """The child of Workload: writer threads on mount path `root` that
+    print F/P/R/E lines (see Workload._reader) and stop when stdin ends."""
+
+    def __init__(self, root, nthreads):
+        self.root = root
+        self.stop = threading.Event()
+        self.out = threading.Lock()
+        self.threads = [threading.Thread(target=self._files, args=(i,))
+                        for i in range(nthreads)]
+        self.threads.append(threading.Thread(target=self._renames))
+
+    def p(self, *rel):
+        return os.path.join(self.root, *rel)
+
+    def run(self):
+        for t in self.threads:
+            t.start()
+        sys.stdin.read()               # until the parent closes it
+        self.stop.set()
+        for t in self.threads:
+            t.join()
+
+    def say(self, kind, text):
+        with self.out:
+            print("%s %.3f %s" % (kind, time.time(), text), flush=True)
+
+    def _files(self, tid):
+        n = 0
+        while not self.stop.is_set():
+            n += 1
+            rel = "work/t%d-%05d" % (tid, n)
+            data = content_for(rel)
+            try:
+                write_durable(self.p(rel), data)
+            except OSError as e:
+                self.say("E", "write %s: %s" % (rel, e))
+                time.sleep(0.05)
+                continue
+            self.say("F", rel)
+            # Now and then overwrite an acknowledged file with new content.
+            if n % 5 == 0:
+                rel2 = "work/t%d-%05d" % (tid, n - 3)
+                data2 = content_for(rel2 + "v2")
+                try:
+                    write_durable(self.p(rel2), data2)
+                    self.say("F", rel2 + " v2")
+                except OSError as e:
+                    # Either version may be there now; forget it.
+                    self.say("P", rel2)
+                    self.say("E", "overwrite %s: %s" % (rel2, e))
+
     def _renames(self):
         n = 0
         while not self.stop.is_set():
@@ -176,15 +237,14 @@ class Workload:
             d_old, d_new = "work/dir%04d" % n, "work/moved%04d" % n
             data = content_for(d_old)
             try:
-                os.mkdir(self.mnt.p(d_old))
-                write_durable(self.mnt.p(d_old, "f"), data)
-                os.rename(self.mnt.p(d_old), self.mnt.p(d_new))
+                os.mkdir(self.p(d_old))
+                write_durable(self.p(d_old, "f"), data)
+                os.rename(self.p(d_old), self.p(d_new))
             except OSError as e:
-                self._err("mkdir/rename %s" % d_old, e)
+                self.say("E", "mkdir/rename %s: %s" % (d_old, e))
                 time.sleep(0.05)
                 continue
-            with self.lock:
-                self.acked_renames.append((d_old, d_new, data))
+            self.say("R", "%s %s" % (d_old, d_new))
 
 
 def verify(mnt, wl, what):
@@ -497,4 +557,7 @@ def fsck_on_fresh_and_missing_store(ctx):
 
 
 if __name__ == "__main__":
-    H.main()
+    if len(sys.argv) == 4 and sys.argv[1] == "--mount-writers":
+        MountWriters(sys.argv[2], int(sys.argv[3])).run()
+    else:
+        H.main()

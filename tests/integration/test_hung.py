@@ -116,6 +116,10 @@ def sigint_ends_calls_to_a_stopped_server(ctx):
     srv = ctx.server()
     a = ctx.mount(srv)
     b = ctx.mount(srv)
+    # Writes that reach the server as they happen (case 3): with the
+    # writeback cache a write(2) does not wait for the server at all
+    # (writeback_close_waits_for_the_server_and_fails_after_timeout).
+    w = ctx.mount(srv, extra=["--write-through"])
     try:
         # 1. LOOKUP of a name never seen.
         name = fresh_name("lookup")
@@ -135,9 +139,9 @@ def sigint_ends_calls_to_a_stopped_server(ctx):
         # background request, which no signal ends) until the server
         # answers or --timeout gives up; a write to that page waits as
         # long (docs/cairn.1, --timeout).
-        with open(a.p("wdata"), "wb") as f:
+        with open(w.p("wdata"), "wb") as f:
             f.write(b"hello\n" * 100)
-        fd = os.open(a.p("wdata"), os.O_WRONLY)
+        fd = os.open(w.p("wdata"), os.O_WRONLY)
         try:
             code = ("import os, sys\n"
                     "try:\n"
@@ -223,6 +227,64 @@ def timeout_option_turns_a_stopped_server_into_eio(ctx):
             f.write(b"after\n")
         with open(a.p("before"), "rb") as f:
             expect_eq(f.read(), b"before\n", "content after SIGCONT")
+    finally:
+        os.kill(srv.proc.pid, signal.SIGCONT)
+        if p is not None:
+            reap(p)
+
+
+WB_CODE = ("import os, sys, time\n"
+           "fd = os.open(sys.argv[1], os.O_WRONLY)\n"
+           "t = time.time()\n"
+           "os.pwrite(fd, b'x' * 4096, 0)\n"
+           "print('write %.3f' % (time.time() - t), flush=True)\n"
+           "t = time.time()\n"
+           "try:\n"
+           "    os.close(fd)\n"
+           "    print('close ok %.1f' % (time.time() - t))\n"
+           "except OSError as e:\n"
+           "    print('close %s %.1f' % (os.strerror(e.errno), time.time() - t))\n")
+
+
+@test(timeout=90)
+def writeback_close_waits_for_the_server_and_fails_after_timeout(ctx):
+    """With the writeback cache a write(2) needs no server; close() sends
+    the data and waits for it (the kernel lets no signal end that wait),
+    and with the server stopped it fails with EIO once --timeout gave up.
+    The WRITE may still reach the server (it was sent; PROTOCOL.md), so
+    either content may be there afterwards, but A must show what the
+    server has, the same as B."""
+    srv = ctx.server()
+    a = ctx.mount(srv, extra=["--timeout", "6"])
+    b = ctx.mount(srv)
+    with open(a.p("wb"), "wb") as f:
+        f.write(b"hello\n" * 1000)
+    limit = 6 + 5 + slack()
+    p = None
+    try:
+        with Stopped(srv):
+            time.sleep(0.2)
+            p = spawn([sys.executable, "-c", WB_CODE, a.p("wb")])
+            elapsed, rc = wait_child(p, limit)
+        if rc is None:
+            fail("close on a stopped server: no answer within %.0f s with "
+                 "--timeout 6" % limit)
+        out = p.stdout.read().split("\n")
+        expect(out[0].startswith("write ") and float(out[0].split()[1]) < 1.0,
+               "write(2) waited for the stopped server: %r" % out[0])
+        expect(out[1].startswith("close Input/output error"),
+               "close after --timeout on a stopped server: %r" % out[1])
+        expect(float(out[1].split()[-1]) >= 3,
+               "close failed after %s s, well before --timeout 6" % out[1].split()[-1])
+        # Resumed: A shows what the server has, as B does.
+        expect_errno_within(0, lambda: os.stat(a.p("wb")), 30, "stat after SIGCONT")
+        with open(b.p("wb"), "rb") as f:
+            on_b = f.read()
+        with open(a.p("wb"), "rb") as f:
+            on_a = f.read()
+        expect(on_b in (b"hello\n" * 1000, b"x" * 4096 + (b"hello\n" * 1000)[4096:]),
+               "content on B after the failed close: %r" % H.short(on_b))
+        expect_eq(H.short(on_a), H.short(on_b), "content on A after the failed close")
     finally:
         os.kill(srv.proc.pid, signal.SIGCONT)
         if p is not None:

@@ -87,7 +87,7 @@ static void test_register_and_break(void)
 	CHECK(ev == NULL);
 	CHECK_EQ(cb_count(t), 3);
 
-	struct cb_change ch = { x, NULL, 0, 0 };
+	struct cb_change ch = { x, NULL, 0, 0, 0 };
 	CHECK_EQ(cb_break(t, &a, &ch, 1, &out), 1);
 	CHECK_EQ(nbatches(out), 1);
 	CHECK(batch_of(out, &ob) != NULL);
@@ -131,9 +131,9 @@ static void test_entries_one_batch(void)
 	/* A rename within d by a: both names, and the moved object for
 	 * everyone including the changer. */
 	struct cb_change ch[3] = {
-		{ d, "old", 3, 0 },
-		{ d, "new", 3, 0 },
-		{ moved, NULL, 0, 1 },
+		{ d, "old", 3, 0, 0 },
+		{ d, "new", 3, 0, 0 },
+		{ moved, NULL, 0, 1, 0 },
 	};
 	int n = cb_break(t, &a, ch, 3, &out);
 	CHECK_EQ(n, 3);
@@ -150,7 +150,7 @@ static void test_entries_one_batch(void)
 
 	/* `all` reaches the changer too. */
 	out = NULL;
-	struct cb_change ca = { d, NULL, 0, 1 };
+	struct cb_change ca = { d, NULL, 0, 1, 0 };
 	CHECK_EQ(cb_break(t, &a, &ca, 1, &out), 1);
 	CHECK(batch_of(out, &oa) != NULL);
 	CHECK_EQ(a.count, 0);
@@ -198,7 +198,7 @@ static void test_bounded(void)
 
 	/* The survivors are b's newest and still break normally. */
 	struct cb_batch *out = NULL;
-	struct cb_change ch = { F(1999), NULL, 0, 0 };
+	struct cb_change ch = { F(1999), NULL, 0, 0, 0 };
 	CHECK_EQ(cb_break(t, &a, &ch, 1, &out), 1);
 	cb_batch_free(out);
 	out = NULL;
@@ -230,7 +230,7 @@ static void test_drop_client(void)
 	CHECK_EQ(cb_count(t), 10);
 	CHECK_EQ(a.count, 0);
 	/* A change now reaches b only. */
-	struct cb_change ch = { fids[3], NULL, 0, 0 };
+	struct cb_change ch = { fids[3], NULL, 0, 0, 0 };
 	CHECK_EQ(cb_break(t, NULL, &ch, 1, &out), 1);
 	CHECK(out && out->owner == &ob && !out->next);
 	cb_batch_free(out);
@@ -251,7 +251,7 @@ static void test_recheck_race(void)
 
 	/* a reads x (seq0), b changes x and breaks before a registers. */
 	uint64_t seq0 = cb_seq(t);
-	struct cb_change ch = { x, NULL, 0, 0 };
+	struct cb_change ch = { x, NULL, 0, 0, 0 };
 	cb_break(t, &b, &ch, 1, &out);
 	CHECK(out == NULL); /* nobody held x yet */
 	cb_register(t, &a, &x, 1, &ev);
@@ -301,7 +301,7 @@ static void test_encode(void)
 	cb_client_init(t, &a, NULL);
 	cb_client_init(t, &b, &ob);
 	cb_register(t, &b, &d, 1, &ev);
-	struct cb_change ch[2] = { { d, "name", 4, 0 }, { d, NULL, 0, 0 } };
+	struct cb_change ch[2] = { { d, "name", 4, 0, 0 }, { d, NULL, 0, 0, 0 } };
 	CHECK_EQ(cb_break(t, &a, ch, 2, &out), 2);
 	CHECK(out != NULL);
 	wbuf_init(&w);
@@ -388,7 +388,7 @@ static struct cb_wait *change_wait(struct cb_table *t, struct cb_client *cl,
 				   struct cairn_fid fid, const char *name,
 				   int pages, int *done)
 {
-	struct cb_change ch = { fid, name, name ? strlen(name) : 0, 0 };
+	struct cb_change ch = { fid, name, name ? strlen(name) : 0, 0, 0 };
 
 	return cb_wait_new(t, cl, &ch, 1, pages, done_count, done);
 }

@@ -55,7 +55,10 @@ static int add(struct itab *t, uint64_t parent, const char *name,
 {
 	struct cairn_attr a = attr_of(vnode, (uint32_t)vnode * 7 + 1, dv);
 
-	return itab_add_entry(t, parent, name, strlen(name), &a, promise, NULL);
+	uint64_t nodeid;
+
+	return itab_add_entry(t, parent, name, strlen(name), &a, promise, NULL,
+			      &nodeid);
 }
 
 /* Would open keep ino's page cache? (1, 0, or -ESTALE; counts nothing.) */
@@ -211,7 +214,7 @@ static void t_negative(void)
 	CHECK_EQ(info.nnegs, 0);
 	/* A break on the directory forgets its entries. */
 	CHECK_EQ(itab_add_negative(t, 1, "gone", 4), 0);
-	CHECK_EQ(itab_break(t, 1, NULL, NULL), 0);
+	CHECK_EQ(itab_break(t, 1, 0, NULL, NULL), 0);
 	CHECK_EQ(itab_entry(t, 1, "gone", 4), -ENOENT);
 	CHECK_EQ(itab_entry(t, 1, "missing", 7), -ENOENT);
 	/* A negative LOOKUP promises the directory again. */
@@ -220,7 +223,7 @@ static void t_negative(void)
 	CHECK_EQ(promised(t, 1), 1);
 	CHECK_EQ(itab_entry(t, 1, "gone", 4), 0);
 	itab_remove_entry(t, 1, "gone", 4);
-	CHECK_EQ(itab_break(t, 999, NULL, NULL), -ENOENT);
+	CHECK_EQ(itab_break(t, 999, 0, NULL, NULL), -ENOENT);
 	/* Unknown directory. */
 	CHECK_EQ(itab_add_negative(t, 999, "x", 1), -ESTALE);
 	/* Per-directory cap. */
@@ -270,13 +273,13 @@ static void t_callback_state(void)
 	CHECK_EQ(info.cache_dv, 6);
 	/* A break ends the promise and the cache. */
 	CHECK_EQ(promised(t, 40), 1);
-	CHECK_EQ(itab_break(t, 40, NULL, NULL), 0);
+	CHECK_EQ(itab_break(t, 40, 0, NULL, NULL), 0);
 	CHECK_EQ(keeps(t, 40), 0);
 	CHECK_EQ(itab_info(t, 40, &info), 0);
 	CHECK_EQ(info.promise, 0);
 	CHECK_EQ(info.cache_valid, 0);
 	CHECK_EQ(promised(t, 40), 0);
-	CHECK_EQ(itab_break(t, 41, NULL, NULL), -ENOENT);
+	CHECK_EQ(itab_break(t, 41, 0, NULL, NULL), -ENOENT);
 	/* A promise registered without attributes (READDIR). */
 	itab_set_promised(t, 40);
 	CHECK_EQ(promised(t, 40), 1);
@@ -307,7 +310,7 @@ static void t_callback_state(void)
 	CHECK_EQ(itab_xattr_absent(t, 40, 7), 5);
 	itab_set_xattr_absent(t, 40, 1, 0);
 	CHECK_EQ(itab_xattr_absent(t, 40, 7), 4);
-	itab_break(t, 40, NULL, NULL);
+	itab_break(t, 40, 0, NULL, NULL);
 	CHECK_EQ(itab_xattr_absent(t, 40, 7), 0);
 	itab_set_xattr_absent(t, 40, 1, 1); /* no promise: refused */
 	CHECK_EQ(itab_xattr_absent(t, 40, 1), 0);
@@ -376,7 +379,7 @@ static void t_break_dir(void)
 	CHECK_EQ(add(t, 2, "b", 4, 1, 1), 0);
 	CHECK_EQ(itab_add_negative(t, 2, "no", 2), 0);
 	CHECK_EQ(add(t, 1, "e", 5, 1, 1), 0);
-	CHECK_EQ(itab_break(t, 2, count_visit, &c), 0);
+	CHECK_EQ(itab_break(t, 2, 0, count_visit, &c), 0);
 	CHECK_EQ(c.inodes, 0);
 	CHECK_EQ(c.names, 2);
 	CHECK_EQ(c.negs, 1);
@@ -421,7 +424,7 @@ static void t_open(void)
 	/* O_TRUNC (keep 0) never keeps. */
 	CHECK_EQ(itab_open_begin(t, 50, 0, &fid), 0);
 	/* A break: the next open fetches attributes again. */
-	CHECK_EQ(itab_break(t, 50, NULL, NULL), 0);
+	CHECK_EQ(itab_break(t, 50, 0, NULL, NULL), 0);
 	CHECK_EQ(itab_open_begin(t, 50, 1, &fid), 0);
 	/* Its GETATTR raced with another break: attributes taken, neither
 	 * promise nor cache. */
@@ -498,12 +501,13 @@ static void t_getattr(void)
 {
 	struct itab *t = new_table();
 	struct cairn_attr a = attr_of(45, 45 * 7 + 1, 3), got;
+	uint64_t nodeid;
 
 	CHECK_EQ(itab_getattr(t, ITAB_ROOT_INO, &got), 0); /* from HELLO */
 	CHECK_EQ(got.fid.vnode, ITAB_ROOT_INO);
 	CHECK_EQ(itab_getattr(t, 45, &got), -ESTALE);
 	a.size = 77;
-	CHECK_EQ(itab_add_entry(t, 1, "g", 1, &a, 1, NULL), 0);
+	CHECK_EQ(itab_add_entry(t, 1, "g", 1, &a, 1, NULL, &nodeid), 0);
 	CHECK_EQ(itab_getattr(t, 45, &got), 0);
 	CHECK_EQ(got.size, 77);
 	CHECK_EQ(got.dv, 3);
@@ -537,7 +541,7 @@ static void t_getattr(void)
 	itab_update(t, &a, 0);
 	CHECK_EQ(itab_getattr(t, 45, &got), -EAGAIN);
 	itab_update(t, &a, 1);
-	CHECK_EQ(itab_break(t, 45, NULL, NULL), 0);
+	CHECK_EQ(itab_break(t, 45, 0, NULL, NULL), 0);
 	CHECK_EQ(itab_getattr(t, 45, &got), -EAGAIN);
 	itab_set_promised(t, 45);
 	CHECK_EQ(itab_getattr(t, 45, &got), -EAGAIN);
@@ -559,35 +563,36 @@ static void t_lookup_promise(void)
 	struct cairn_attr f = attr_of(61, 61 * 7 + 1, 1);
 	struct cairn_fid fid;
 	int promise = -1, dp = -1;
+	uint64_t nodeid;
 
 	CHECK_EQ(itab_fid_promise(t, 60, &fid, &promise), -ESTALE);
-	CHECK_EQ(itab_add_entry(t, 1, "d", 1, &d, 1, &dp), 0);
+	CHECK_EQ(itab_add_entry(t, 1, "d", 1, &d, 1, &dp, &nodeid), 0);
 	CHECK_EQ(dp, 1); /* the root is promised from the start */
 	memset(&fid, 0, sizeof(fid));
 	CHECK_EQ(itab_fid_promise(t, 60, &fid, &promise), 0);
 	CHECK_EQ(fid.vnode, 60);
 	CHECK_EQ(fid.uniq, 60 * 7 + 1);
 	CHECK_EQ(promise, 1);
-	CHECK_EQ(itab_add_entry(t, 60, "f", 1, &f, 1, &dp), 0);
+	CHECK_EQ(itab_add_entry(t, 60, "f", 1, &f, 1, &dp, &nodeid), 0);
 	CHECK_EQ(dp, 1);
 	/* A break on the directory: its names are not covered any more,
 	 * while the objects keep their own promises. */
-	CHECK_EQ(itab_break(t, 60, NULL, NULL), 0);
+	CHECK_EQ(itab_break(t, 60, 0, NULL, NULL), 0);
 	CHECK_EQ(itab_fid_promise(t, 60, &fid, &promise), 0);
 	CHECK_EQ(promise, 0);
-	CHECK_EQ(itab_add_entry(t, 60, "f", 1, &f, 1, &dp), 0);
+	CHECK_EQ(itab_add_entry(t, 60, "f", 1, &f, 1, &dp, &nodeid), 0);
 	CHECK_EQ(dp, 0);
 	CHECK_EQ(promised(t, 61), 1);
 	/* A reply for the directory itself brings its promise back. */
 	itab_update(t, &d, 1);
-	CHECK_EQ(itab_add_entry(t, 60, "f", 1, &f, 1, &dp), 0);
+	CHECK_EQ(itab_add_entry(t, 60, "f", 1, &f, 1, &dp, &nodeid), 0);
 	CHECK_EQ(dp, 1);
 	/* A name in an unknown directory is covered by nothing. */
-	CHECK_EQ(itab_add_entry(t, 999, "g", 1, &f, 1, &dp), 0);
+	CHECK_EQ(itab_add_entry(t, 999, "g", 1, &f, 1, &dp, &nodeid), 0);
 	CHECK_EQ(dp, 0);
 	/* Bad input: nothing taken, dp untouched. */
 	dp = -1;
-	CHECK_EQ(itab_add_entry(t, 60, "", 0, &f, 1, &dp), -EINVAL);
+	CHECK_EQ(itab_add_entry(t, 60, "", 0, &f, 1, &dp, &nodeid), -EINVAL);
 	CHECK_EQ(dp, -1);
 	itab_destroy(t);
 }
@@ -654,7 +659,7 @@ static void *worker_main(void *arg)
 		if (i % 5 == 0)
 			itab_add_negative(w->t, 1, "neg", 3);
 		if (i % 7 == 0)
-			itab_break(w->t, vnode, NULL, NULL);
+			itab_break(w->t, vnode, 0, NULL, NULL);
 		itab_forget(w->t, vnode, 1, NULL);
 	}
 	return NULL;
@@ -670,7 +675,7 @@ static void *walker_main(void *arg)
 		itab_break_all(w->t, count_visit, &c);
 		if (c.inodes < 1)
 			w->errors++;
-		itab_break(w->t, 1, count_visit, &c);
+		itab_break(w->t, 1, 0, count_visit, &c);
 	}
 	return NULL;
 }
@@ -741,7 +746,7 @@ static void t_lock_check_fires(void)
 		alarm(5);
 		add(t, 1, "d", 2, 1, 1);
 		add(t, 2, "f", 3, 1, 1);
-		itab_break(t, 2, reentering_visit, t);
+		itab_break(t, 2, 0, reentering_visit, t);
 		_exit(0); /* the visitor returned: nothing was checked */
 	}
 	close(fds[1]);
@@ -765,6 +770,122 @@ static void t_lock_check_fires(void)
 }
 #endif
 
+/* A dentry or inode the break hands back, by node id. */
+struct visit_log {
+	uint64_t ino[8];
+	int named[8];
+	int n;
+};
+
+static void log_visit(void *arg, uint64_t ino, uint64_t parent,
+		      const char *name, size_t len)
+{
+	struct visit_log *v = arg;
+
+	if (v->n < 8) {
+		v->ino[v->n] = ino;
+		v->named[v->n] = name != NULL;
+		v->n++;
+	}
+	(void)parent;
+	(void)len;
+}
+
+static uint64_t add_id(struct itab *t, uint64_t parent, const char *name,
+		       const struct cairn_attr *a)
+{
+	uint64_t nodeid = 0;
+
+	CHECK_EQ(itab_add_entry(t, parent, name, strlen(name), a, 1, NULL,
+				&nodeid), 0);
+	return nodeid;
+}
+
+static void t_incarnations(void)
+{
+	struct itab *t = new_table();
+	struct cairn_attr f = attr_of(40, 281, 5), g = attr_of(41, 288, 2);
+	struct cairn_attr got, dir = attr_of(50, 351, 1);
+	struct cairn_fid fid, orphan;
+	struct visit_log v = { 0 };
+	uint64_t inc1 = 40 | (1ull << ITAB_GEN_SHIFT);
+
+	/* Off (write-through): a break leaves the names and node ids. */
+	CHECK_EQ(add_id(t, 1, "f", &f), 40);
+	CHECK_EQ(itab_break(t, 40, 0, log_visit, &v), 0);
+	CHECK_EQ(v.n, 0);
+	CHECK_EQ(add_id(t, 1, "f", &f), 40);
+	itab_set_evict_files(t, 1);
+
+	/* A change of attributes only: the name goes (the kernel may drop
+	 * the inode and its old ctime), but one it holds stays good. */
+	CHECK_EQ(itab_break(t, 40, 1, log_visit, &v), 0);
+	CHECK_EQ(v.n, 1);
+	CHECK_EQ(v.named[0], 1);
+	CHECK_EQ(itab_entry(t, 1, "f", 1), 40); /* kept */
+	CHECK_EQ(add_id(t, 1, "f", &f), 40);
+	v.n = 0;
+
+	/* A change of data: its name goes, and the next entry for it is a
+	 * new incarnation while the kernel still holds the old one. */
+	CHECK_EQ(itab_break(t, 40, 0, log_visit, &v), 0);
+	CHECK_EQ(v.n, 1);
+	CHECK_EQ(v.ino[0], 40);
+	CHECK_EQ(v.named[0], 1);
+	CHECK_EQ(itab_entry(t, 1, "f", 1), -ENOENT);
+	f.dv = 6;
+	f.size = 99;
+	CHECK_EQ(add_id(t, 1, "f", &f), inc1);
+	CHECK_EQ(itab_entry(t, 1, "f", 1), (int64_t)inc1);
+	CHECK_EQ(itab_fid(t, inc1, &fid), 0);
+	CHECK_EQ(fid.vnode, 40);
+	CHECK_EQ(fid.uniq, 281);
+	CHECK_EQ(itab_fid(t, 40, &fid), 0); /* the old one lives on */
+	CHECK_EQ(itab_count(t), 3);
+	/* Not out of date itself: handed out again as it is. */
+	CHECK_EQ(add_id(t, 1, "f", &f), inc1);
+
+	/* Attributes from the server reach every incarnation. */
+	CHECK_EQ(itab_getattr(t, 40, &got), 0);
+	CHECK_EQ(got.size, 99);
+	itab_attr_stale(t, 40);
+	CHECK_EQ(itab_getattr(t, inc1, &got), -EAGAIN);
+	CHECK_EQ(itab_getattr(t, 40, &got), -EAGAIN);
+
+	/* A break reaches both: the other node id comes back as an inode
+	 * to invalidate (the caller does node id 40 itself). */
+	v.n = 0;
+	CHECK_EQ(itab_break(t, 40, 0, log_visit, &v), 0);
+	CHECK_EQ(v.n, 2);
+	CHECK(v.ino[0] == inc1 || v.ino[1] == inc1);
+	CHECK(!v.named[0] || !v.named[1]);
+	CHECK_EQ(add_id(t, 1, "f", &f), 40 | (2ull << ITAB_GEN_SHIFT));
+
+	/* An orphan is released once, when its last incarnation goes. */
+	CHECK_EQ(itab_set_orphan(t, inc1), 0);
+	memset(&orphan, 0, sizeof(orphan));
+	CHECK_EQ(itab_forget(t, 40, 3, &orphan), 0);
+	CHECK_EQ(itab_forget(t, inc1, 2, &orphan), 0);
+	CHECK_EQ(itab_forget(t, 40 | (2ull << ITAB_GEN_SHIFT), 1, &orphan), 1);
+	CHECK_EQ(orphan.vnode, 40);
+	CHECK_EQ(itab_count(t), 1);
+	/* Gone from the kernel altogether: node id 40 again. */
+	f.dv = 7;
+	CHECK_EQ(add_id(t, 1, "f", &f), 40);
+
+	/* Directories never get a second incarnation. */
+	dir.mode = 040755;
+	CHECK_EQ(add_id(t, 1, "d", &dir), 50);
+	CHECK_EQ(add_id(t, 50, "g", &g), 41);
+	CHECK_EQ(itab_break(t, 50, 0, NULL, NULL), 0);
+	CHECK_EQ(add_id(t, 1, "d", &dir), 50);
+	/* Reconnect: every regular file is out of date. */
+	itab_break_all(t, count_visit, &(struct visit_count){ 0 });
+	CHECK_EQ(add_id(t, 50, "g", &g), 41 | (1ull << ITAB_GEN_SHIFT));
+	CHECK_EQ(add_id(t, 1, "d", &dir), 50);
+	itab_destroy(t);
+}
+
 int main(void)
 {
 	run("root is present and pinned", t_root);
@@ -781,6 +902,8 @@ int main(void)
 	run("break on a directory uncovers its entries", t_break_dir);
 	run("many inodes (table growth)", t_many);
 	run("concurrent lookups, forgets and breaks", t_concurrent);
+	run("incarnations: a new node id for a file the kernel holds stale",
+	    t_incarnations);
 #ifdef CAIRN_DEBUG
 	run("debug build: a visitor calling back into the table aborts",
 	    t_lock_check_fires);
