@@ -510,6 +510,22 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	 * ctime, and sends them when they are to change. */
 	if (fs->wb)
 		valid |= SA_KEEPTIME;
+	/* The ctime the kernel moved when we removed the file's last name
+	 * (rm -rf: every file): nobody can look it up, and this client's
+	 * kernel keeps its own; no server call (itab_set_gone). */
+	if (fs->wb && (valid & SA_CTIME) &&
+	    !(valid & ~(uint32_t)(SA_MTIME | SA_CTIME | SA_KEEPTIME)) &&
+	    itab_gone(fs->itab, ino, &a) == 0 &&
+	    (!(valid & SA_MTIME) ||
+	     (attr->st_mtim.tv_sec == a.mtime.sec &&
+	      (uint32_t)attr->st_mtim.tv_nsec == a.mtime.nsec))) {
+		struct stat st;
+
+		a.ctime = cairn_time_of(&attr->st_ctim);
+		attr_to_stat(&a, &st);
+		fuse_reply_attr(req, &st, 0);
+		return;
+	}
 	if ((rc = itab_fid(fs->itab, ino, &fid))) {
 		reply_error(req, rc);
 		return;

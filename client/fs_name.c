@@ -391,11 +391,12 @@ static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
 {
 	struct fs *fs = req_fs(req);
 	uint64_t seq = notify_seq(fs->ntf);
-	struct cairn_attr dir;
+	struct cairn_attr dir, before;
 	struct cairn_fid victim;
 	int64_t ino;
+	uint64_t vino = 0;
 	size_t len;
-	int fresh, rc;
+	int fresh, rc, last = 0;
 
 	if ((rc = check_name(name, &len)))
 		goto out;
@@ -403,8 +404,15 @@ static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
 	 * a break may take the name from the table before the reply. */
 	ino = itab_entry(fs->itab, parent, name, len);
 	if (!(flags & RM_DIR) && ino > 0 &&
-	    itab_fid(fs->itab, (uint64_t)ino, &victim) == 0)
+	    itab_fid(fs->itab, (uint64_t)ino, &victim) == 0) {
 		flags |= RM_KEEP;
+		/* Its last name (as far as current attributes say). */
+		last = itab_getattr(fs->itab, (uint64_t)ino, &before) == 0 &&
+		       S_ISREG(before.mode) && before.nlink == 1 &&
+		       before.fid.vnode == victim.vnode &&
+		       before.fid.uniq == victim.uniq;
+		vino = (uint64_t)ino;
+	}
 	if ((rc = remove_rpc(req, fs, parent, name, len, flags, &dir)))
 		goto out;
 	fresh = notify_reply_begin(fs->ntf, seq);
@@ -413,6 +421,10 @@ static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
 		itab_attr_stale(fs->itab, (uint64_t)ino);
 	if (flags & RM_KEEP)
 		fs_orphan_release(fs, &victim);
+	if (last) {
+		before.nlink = 0;
+		itab_set_gone(fs->itab, vino, &before);
+	}
 	dcache_removed(fs->dc, parent, name, len, &dir, fresh);
 	itab_remove_entry(fs->itab, parent, name, len);
 	fs_take_attr(fs, &dir, fresh);

@@ -101,6 +101,7 @@ struct inode {
 	unsigned kstale : 1;          /* another client changed its data,
 				       * size or times since the kernel
 				       * loaded this incarnation */
+	struct cairn_attr *gone;      /* itab_set_gone, else NULL */
 };
 
 struct htab {
@@ -474,6 +475,7 @@ static void inode_free(struct itab *t, struct inode *n)
 {
 	/* The kernel forgot the directory, so its dentries are gone. */
 	drop_entries(t, n);
+	free(n->gone);
 	free(n);
 }
 
@@ -584,6 +586,9 @@ int itab_add_entry(struct itab *t, uint64_t parent, const char *name,
 		clear_promise(n);
 	}
 	n->nlookup++;
+	/* Linked again (a name handed out): not a removed file. */
+	free(n->gone);
+	n->gone = NULL;
 	/* The promise and attributes are the FID's: every incarnation's. */
 	FOR_INCS(t, vn, m)
 		if (m->fid.uniq == a->fid.uniq)
@@ -1029,6 +1034,43 @@ void itab_break_all(struct itab *t, itab_visit_fn fn, void *arg)
 		for (struct inode *n = t->inodes.b[i]; n; n = n->hnext)
 			drop_entries(t, n);
 	table_unlock(t);
+}
+
+int itab_set_gone(struct itab *t, uint64_t ino, const struct cairn_attr *a)
+{
+	struct cairn_attr *copy = malloc(sizeof(*copy));
+	struct inode *n;
+	int rc = -ENOENT;
+
+	if (!copy)
+		return -ENOMEM;
+	*copy = *a;
+	table_lock(t);
+	n = find(t, ino);
+	if (n && n->fid.vnode == a->fid.vnode && n->fid.uniq == a->fid.uniq) {
+		free(n->gone);
+		n->gone = copy;
+		copy = NULL;
+		rc = 0;
+	}
+	table_unlock(t);
+	free(copy);
+	return rc;
+}
+
+int itab_gone(struct itab *t, uint64_t ino, struct cairn_attr *a)
+{
+	struct inode *n;
+	int rc = -ENOENT;
+
+	table_lock(t);
+	n = find(t, ino);
+	if (n && n->gone) {
+		*a = *n->gone;
+		rc = 0;
+	}
+	table_unlock(t);
+	return rc;
 }
 
 /* Mark every incarnation of fid (lock held); 1 if there was one. */

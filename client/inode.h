@@ -255,6 +255,17 @@ void itab_take_orphans(struct itab *t,
 		       void (*fn)(void *arg, const struct cairn_fid *fid),
 		       void *arg);
 
+/*
+ * A file whose last name we removed while the kernel knew it: `a` is what
+ * it is now as far as we know (its attributes before, nlink 0), kept for
+ * the kernel's write-back of its ctime, which then needs no server call
+ * (client/fs.c, SETATTR). A name handed out for it again clears this.
+ * itab_set_gone: 0, -ENOENT (unknown ino, or another FID), -ENOMEM;
+ * itab_gone: 0 and *a, or -ENOENT.
+ */
+int itab_set_gone(struct itab *t, uint64_t ino, const struct cairn_attr *a);
+int itab_gone(struct itab *t, uint64_t ino, struct cairn_attr *a);
+
 /* State of one inode: 0, or -ENOENT. */
 int itab_info(struct itab *t, uint64_t ino, struct itab_info *out);
 /* Number of inodes in the table (the root included). */

@@ -636,9 +636,42 @@ def unlink_many_releases_all(ctx):
     for i in range(300):
         write_file(os.path.join(d, "f%03d" % i), b"%d" % i)
     for i in range(300):
+        os.stat(os.path.join(d, "f%03d" % i))
+    before = H.mount_status(ctx.A)
+    for i in range(300):
         os.unlink(os.path.join(d, "f%03d" % i))
+    after = H.mount_status(ctx.A)
     os.rmdir(d)
     wait_orphans(ctx, 0, "after rm of 300 closed files")
+    # The kernel writes back the ctime it moved on each of them (writeback
+    # cache): answered by the client, a REMOVE is the only call per file.
+    expect_eq(after["rpc.setattr.calls"] - before["rpc.setattr.calls"], 0,
+              "SETATTR calls for 300 unlinks")
+    expect_eq(after["rpc.remove.calls"] - before["rpc.remove.calls"], 300,
+              "REMOVE calls for 300 unlinks")
+
+
+@test
+def unlinked_open_file_keeps_its_attributes(ctx):
+    """A file unlinked while open: fstat says nlink 0 and its size, on the
+    client that removed it (whose kernel wrote back its ctime) and after
+    a write through the fd."""
+    m, _ = fresh(ctx)
+    f = os.path.join(m, "f")
+    write_file(f, b"abc")
+    os.stat(f)
+    fd = os.open(f, os.O_RDWR)
+    try:
+        os.unlink(f)
+        st = os.fstat(fd)
+        expect_eq((st.st_nlink, st.st_size), (0, 3), "nlink, size after unlink")
+        os.pwrite(fd, b"defg", 3)
+        os.fsync(fd)
+        st = os.fstat(fd)
+        expect_eq((st.st_nlink, st.st_size), (0, 7), "nlink, size after a write")
+        expect_eq(os.pread(fd, 10, 0), b"abcdefg", "content through the fd")
+    finally:
+        os.close(fd)
 
 
 @test

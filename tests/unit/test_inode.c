@@ -886,6 +886,31 @@ static void t_incarnations(void)
 	itab_destroy(t);
 }
 
+static void t_gone(void)
+{
+	struct itab *t = new_table();
+	struct cairn_attr f = attr_of(40, 281, 5), got;
+
+	CHECK_EQ(add_id(t, 1, "f", &f), 40);
+	CHECK_EQ(itab_gone(t, 40, &got), -ENOENT);
+	f.nlink = 0;
+	CHECK_EQ(itab_set_gone(t, 40, &f), 0);
+	CHECK_EQ(itab_gone(t, 40, &got), 0);
+	CHECK_EQ(got.nlink, 0);
+	CHECK_EQ(got.dv, 5);
+	CHECK_EQ(itab_set_gone(t, 99, &f), -ENOENT);
+	/* Another FID under that node id is not marked. */
+	f.fid.uniq = 7;
+	CHECK_EQ(itab_set_gone(t, 40, &f), -ENOENT);
+	CHECK_EQ(itab_gone(t, 40, &got), 0);
+	CHECK_EQ(got.fid.uniq, 281);
+	/* Linked again: a name handed out clears it. */
+	f = attr_of(40, 281, 6);
+	CHECK_EQ(add_id(t, 1, "g", &f), 40);
+	CHECK_EQ(itab_gone(t, 40, &got), -ENOENT);
+	itab_destroy(t);
+}
+
 int main(void)
 {
 	run("root is present and pinned", t_root);
@@ -904,6 +929,8 @@ int main(void)
 	run("concurrent lookups, forgets and breaks", t_concurrent);
 	run("incarnations: a new node id for a file the kernel holds stale",
 	    t_incarnations);
+	run("gone: a removed file's attributes until it is linked again",
+	    t_gone);
 #ifdef CAIRN_DEBUG
 	run("debug build: a visitor calling back into the table aborts",
 	    t_lock_check_fires);
