@@ -166,6 +166,10 @@ int fs_getattr(fuse_req_t req, struct fs *fs, const struct cairn_fid *fid,
 int fs_truncate(fuse_req_t req, struct fs *fs, const struct cairn_fid *fid,
 		struct cairn_attr *a);
 
+/* Every bit of the absent-xattr cache (fs_xattr.c): a new object has none
+ * of those names. */
+unsigned fs_xattr_hot_all(void);
+
 /* --- replies (fs.c) ----------------------------------------------------- */
 
 /* An entry for `a` under node id nodeid (itab_add_entry's; the vnode for

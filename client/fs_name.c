@@ -65,6 +65,10 @@ static void reply_entry(fuse_req_t req, struct fs *fs, uint64_t seq,
 		return;
 	}
 	fs_fill_entry(&e, nodeid, a, fresh);
+	/* Made just now: no extended attributes (the kernel asks for
+	 * security.capability before the first write). */
+	if (created && fresh)
+		itab_set_xattr_absent(fs->itab, nodeid, fs_xattr_hot_all(), 1);
 	/* The name is only as current as the directory's promise. */
 	if (!dir_promise)
 		e.entry_timeout = 0;

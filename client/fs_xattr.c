@@ -16,6 +16,11 @@ static const char *const xattr_hot[] = {
 	"security.ima",
 };
 
+unsigned fs_xattr_hot_all(void)
+{
+	return (1u << (sizeof(xattr_hot) / sizeof(xattr_hot[0]))) - 1;
+}
+
 static unsigned xattr_hot_bit(const char *name)
 {
 	for (size_t i = 0; i < sizeof(xattr_hot) / sizeof(xattr_hot[0]); i++)

@@ -124,11 +124,17 @@ int store_lmdb_err(int rc)
 	}
 }
 
+/*
+ * The coarse clock (one timer tick), as Linux's own file systems stamp
+ * times: a client kernel that keeps a file's times itself (the FUSE
+ * writeback cache) reads the same clock, so on one machine a write in the
+ * tick of the file's creation finds nothing to write back (no SETATTR).
+ */
 struct cairn_time store_now(void)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_REALTIME, &ts);
+	clock_gettime(CLOCK_REALTIME_COARSE, &ts);
 	return (struct cairn_time){ ts.tv_sec, (uint32_t)ts.tv_nsec };
 }
 
