@@ -66,8 +66,9 @@ void fs_op_releasedir(fuse_req_t req, fuse_ino_t ino,
 void fs_op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 		    struct fuse_file_info *fi)
 {
-	/* Directory operations are durable when the server replies. */
-	fuse_reply_err(req, 0);
+	/* The server's commits are durable within about a second; fsync of
+	 * a directory makes every change so far durable now. */
+	fs_op_fsync(req, ino, datasync, fi);
 }
 
 /* One READDIR reply: its entries point into rep's buffer. */

@@ -409,7 +409,9 @@ static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
 	ino = itab_entry(fs->itab, parent, name, len);
 	if (!(flags & RM_DIR) && ino > 0 &&
 	    itab_fid(fs->itab, (uint64_t)ino, &victim) == 0) {
-		flags |= RM_KEEP;
+		/* RM_SELF: we mark its attributes stale below, so the server
+		 * sends us no break, which would make this reply stale. */
+		flags |= RM_KEEP | RM_SELF;
 		/* Its last name (as far as current attributes say). */
 		last = itab_getattr(fs->itab, (uint64_t)ino, &before) == 0 &&
 		       S_ISREG(before.mode) && before.nlink == 1 &&
@@ -421,7 +423,9 @@ static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
 		goto out;
 	fresh = notify_reply_begin(fs->ntf, seq);
 	/* The object lost a link (nlink, ctime): not in the reply. */
-	if ((ino = itab_entry(fs->itab, parent, name, len)) > 0)
+	if (flags & RM_SELF)
+		itab_attr_stale(fs->itab, victim.vnode);
+	else if ((ino = itab_entry(fs->itab, parent, name, len)) > 0)
 		itab_attr_stale(fs->itab, (uint64_t)ino);
 	if (flags & RM_KEEP)
 		fs_orphan_release(fs, &victim);

@@ -14,7 +14,7 @@
 #include <stddef.h>
 
 #define CAIRN_MAGIC          0x4e524143u /* "CARN" read little-endian */
-#define CAIRN_PROTO_VERSION  3u
+#define CAIRN_PROTO_VERSION  4u
 #define CAIRN_DEFAULT_PORT   7070
 
 /* Frame header: u32 len | u16 op | u16 flags | u32 id | i32 status. */
@@ -109,8 +109,10 @@ enum {
 enum { CR_EXCL = 1u << 0 };
 /* REMOVE flags. RM_KEEP: the requester may still have the file open; a
  * non-directory whose last link goes is kept as an orphan held by the
- * requester's client id until it sends ORPHAN_DROP (docs/PROTOCOL.md). */
-enum { RM_DIR = 1u << 0, RM_KEEP = 1u << 1 };
+ * requester's client id until it sends ORPHAN_DROP (docs/PROTOCOL.md).
+ * RM_SELF: the requester marks the removed non-directory's cached
+ * attributes stale itself; it gets no CB_BREAK for that object. */
+enum { RM_DIR = 1u << 0, RM_KEEP = 1u << 1, RM_SELF = 1u << 2 };
 /* RENAME flags: the Linux renameat2() values, and RN_KEEP: as RM_KEEP,
  * for the target the rename replaces. */
 enum { RN_NOREPLACE = 1u << 0, RN_EXCHANGE = 1u << 1, RN_KEEP = 1u << 8 };

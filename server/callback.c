@@ -570,7 +570,7 @@ int cb_break(struct cb_table *t, const struct cb_client *changer,
 		recent_note(t, &ch[i].fid, seq, me);
 		for (struct cb_promise *p = o ? o->holders : NULL; p;
 		     p = p->onext) {
-			if (p->cl == changer && !ch[i].all)
+			if (p->cl == changer && ch[i].all != CB_ALL)
 				continue;
 			struct cb_batch *b = batch_for(t, out, p->cl,
 						       (uint32_t)n);
@@ -592,7 +592,7 @@ int cb_break(struct cb_table *t, const struct cb_client *changer,
 		while (p) {
 			struct cb_promise *next = p->onext;
 			int last = next == NULL;
-			if (p->cl != changer || ch[i].all)
+			if (p->cl != changer || ch[i].all != CB_OTHERS)
 				promise_drop(t, p); /* may free o */
 			if (last)
 				break;

@@ -109,13 +109,20 @@ struct cb_client {
 /*
  * One changed thing. name NULL (or namelen 0): the object fid itself
  * (attributes or data). Otherwise the directory entry `name` of directory
- * fid. `all` also breaks the changer's own promise (for objects the change
- * touched but whose fresh attributes are not in the changer's reply).
+ * fid. `all` says who gets a record: CB_OTHERS, every holder but the
+ * changer, whose promise stays (its reply carries the fresh state);
+ * CB_ALL, the changer too (objects the change touched but whose fresh
+ * attributes are not in the changer's reply); CB_OTHERS_GONE, every
+ * holder but the changer, whose promise is dropped without a record (an
+ * object the change destroyed, and the changer said it forgets it
+ * itself: REMOVE with RM_SELF).
  * flags: CB_ATTRS_ONLY (lib/proto.h) when the object's change was to
  * attributes only, copied to its records (a record two changes share keeps
  * it only if both had it). name must stay valid until the batches are
  * encoded.
  */
+enum { CB_OTHERS = 0, CB_ALL = 1, CB_OTHERS_GONE = 2 };
+
 struct cb_change {
 	struct cairn_fid fid;
 	const char *name;

@@ -105,7 +105,7 @@ static void change_all(struct op_req *q, const struct store_changed *sc)
 {
 	CAIRN_ASSERT(sc->n >= 0 && sc->n <= 4);
 	for (int i = 0; i < sc->n && i < 4; i++)
-		change_f(q, &sc->fid[i], NULL, 1, CB_ATTRS_ONLY);
+		change_f(q, &sc->fid[i], NULL, CB_ALL, CB_ATTRS_ONLY);
 }
 
 /* Check a path component and copy it, NUL-terminated, for the store. */
@@ -305,7 +305,7 @@ static int op_create(struct op_req *q)
 	promise(q, &rep.child.fid);
 	promise(q, &rep.dir.fid);
 	if (created)
-		change(q, &m->dir, &m->name, 0);
+		change(q, &m->dir, &m->name, CB_OTHERS);
 	return 0;
 }
 
@@ -332,7 +332,7 @@ static int op_symlink(struct op_req *q)
 	reply(q, &rep);
 	promise(q, &rep.a.fid);
 	promise(q, &rep.b.fid);
-	change(q, &m->dir, &m->name, 0);
+	change(q, &m->dir, &m->name, CB_OTHERS);
 	return 0;
 }
 
@@ -367,7 +367,7 @@ static int op_link(struct op_req *q)
 	promise(q, &rep.a.fid);
 	promise(q, &rep.b.fid);
 	change_f(q, &m->fid, NULL, 0, CB_ATTRS_ONLY); /* nlink, ctime */
-	change(q, &m->dir, &m->name, 0);
+	change(q, &m->dir, &m->name, CB_OTHERS);
 	return 0;
 }
 
@@ -381,7 +381,8 @@ static int op_remove(struct op_req *q)
 
 	if ((ret = name_get(&m->name, name)))
 		return ret;
-	if (m->flags & ~(uint32_t)(RM_DIR | RM_KEEP))
+	if ((m->flags & ~(uint32_t)(RM_DIR | RM_KEEP | RM_SELF)) ||
+	    (m->flags & (RM_DIR | RM_SELF)) == (RM_DIR | RM_SELF))
 		return -EINVAL;
 	/* RM_KEEP: an orphan is held by the requester (conn_client_id). */
 	ret = store_remove(q->ctx->st, &m->dir, name, m->flags,
@@ -390,8 +391,14 @@ static int op_remove(struct op_req *q)
 		return ret;
 	reply(q, &rep);
 	promise(q, &rep.attr.fid);
-	change(q, &m->dir, &m->name, 0);
-	change_all(q, &sc);
+	change(q, &m->dir, &m->name, CB_OTHERS);
+	if (m->flags & RM_SELF)
+		/* The requester marks the object stale itself. */
+		change_f(q, &sc.fid[0], NULL,
+			 (sc.gone & 1) ? CB_OTHERS_GONE : CB_OTHERS,
+			 CB_ATTRS_ONLY);
+	else
+		change_all(q, &sc);
 	q->out->orphan = sc.orphan;
 	return 0;
 }
@@ -419,8 +426,8 @@ static int op_rename(struct op_req *q)
 	reply(q, &rep);
 	promise(q, &rep.a.fid);
 	promise(q, &rep.b.fid);
-	change(q, &m->sdir, &m->sname, 0);
-	change(q, &m->ddir, &m->dname, 0);
+	change(q, &m->sdir, &m->sname, CB_OTHERS);
+	change(q, &m->ddir, &m->dname, CB_OTHERS);
 	change_all(q, &sc);
 	q->out->orphan = sc.orphan;
 	return 0;
@@ -566,7 +573,7 @@ static int op_write(struct op_req *q)
 		return ret;
 	reply(q, &rep);
 	promise(q, &rep.attr.fid);
-	change(q, &m->fid, NULL, 0);
+	change(q, &m->fid, NULL, CB_OTHERS);
 	return 0;
 }
 
@@ -596,7 +603,7 @@ static int op_fallocate(struct op_req *q)
 		return ret;
 	reply(q, &rep);
 	promise(q, &rep.attr.fid);
-	change(q, &m->fid, NULL, 0);
+	change(q, &m->fid, NULL, CB_OTHERS);
 	return 0;
 }
 

@@ -790,6 +790,7 @@ static void lost_client(void *arg, void *owner)
 static void *expiry_main(void *arg)
 {
 	struct server *s = arg;
+	int64_t synced_at = mono_s();
 
 	pthread_mutex_lock(&s->elock);
 	while (!s->estop) {
@@ -808,6 +809,12 @@ static void *expiry_main(void *arg)
 		cb_expire(s->ctx.cb, lost_client, s);
 		drc_expire(s->drc); /* does work once a second at most */
 		orphan_sweep(s->ctx.orph, mono_s()); /* likewise */
+		if (mono_s() != synced_at) {
+			/* Commits are durable within about a second, as on
+			 * a local file system (store.c). */
+			store_sync(s->ctx.st); /* logs a failure */
+			synced_at = mono_s();
+		}
 		pthread_mutex_lock(&s->elock);
 	}
 	pthread_mutex_unlock(&s->elock);

@@ -62,6 +62,9 @@ struct store_changed {
 	/* The object the change made an orphan (RM_KEEP/RN_KEEP took its
 	 * last link), one of fid[]; vnode 0: none. */
 	struct cairn_fid orphan;
+	/* Bit i: the change destroyed fid[i] (its last link went and it
+	 * is not an orphan). Set by store_remove only. */
+	unsigned gone;
 };
 
 /*
@@ -177,9 +180,15 @@ int store_atime_many(struct store *st, const struct cairn_fid *fids,
 int store_write(struct store *st, const struct cairn_fid *fid, uint64_t off,
 		const void *buf, uint32_t len, uint32_t flags,
 		struct cairn_attr *out);
-/* flags: FS_DATASYNC. */
+/* flags: FS_DATASYNC. For a regular file its data, and for every object
+ * every change committed so far (store_sync), are on stable storage when
+ * it returns 0. */
 int store_fsync(struct store *st, const struct cairn_fid *fid,
 		uint32_t flags);
+/* Make every change committed so far durable (one fdatasync of the LMDB
+ * file; nothing when nothing was committed since the last). 0 or -EIO;
+ * a failure is sticky (every later call fails) and logged. */
+int store_sync(struct store *st);
 int store_fallocate(struct store *st, const struct cairn_fid *fid,
 		    uint32_t mode, uint64_t off, uint64_t len,
 		    struct cairn_attr *out);

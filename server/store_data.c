@@ -421,7 +421,8 @@ int store_write(struct store *st, const struct cairn_fid *fid, uint64_t off,
 	}
 	if ((flags & WR_SYNC) && (rc = data_name_sync(st, fid->vnode)))
 		goto out;
-	rc = data_commit(st, &a);
+	if ((rc = data_commit(st, &a)) == 0 && (flags & WR_SYNC))
+		rc = store_sync(st);
 out:
 	store_fdc_put(st, &fh);
 	pthread_mutex_unlock(l);
@@ -442,11 +443,17 @@ int store_fsync(struct store *st, const struct cairn_fid *fid,
 
 	pthread_mutex_lock(l);
 	rc = file_get(st, fid, &ino, 0, 0);
-	if (rc || !S_ISREG(ino.mode) || (rc = data_usable(st, &ino)))
+	if (rc)
+		goto out;
+	if (!S_ISREG(ino.mode)) {
+		rc = store_sync(st);
+		goto out;
+	}
+	if ((rc = data_usable(st, &ino)))
 		goto out;
 	rc = store_fdc_get(st, fid->vnode, 0, &fh);
 	if (rc == -ENOENT) {
-		rc = 0;
+		rc = store_sync(st);
 		goto out;
 	}
 	if (rc)
@@ -458,8 +465,8 @@ int store_fsync(struct store *st, const struct cairn_fid *fid,
 	store_fdc_put(st, &fh);
 	if (rc)
 		rc = data_sync_failed(st, fid, rc);
-	else
-		rc = data_name_sync(st, fid->vnode);
+	else if (!(rc = data_name_sync(st, fid->vnode)))
+		rc = store_sync(st);
 out:
 	pthread_mutex_unlock(l);
 	return rc;

@@ -511,7 +511,7 @@ int store_remove(struct store *st, const struct cairn_fid *dir,
 	struct remove_args a = { .dir = dir, .name = name, .flags = flags };
 	int rc;
 
-	if (flags & ~(uint32_t)(RM_DIR | RM_KEEP))
+	if (flags & ~(uint32_t)(RM_DIR | RM_KEEP | RM_SELF))
 		return -EINVAL;
 	if (flags & RM_KEEP) {
 		if (!holder)
@@ -527,8 +527,11 @@ int store_remove(struct store *st, const struct cairn_fid *dir,
 	ch->n = 1;
 	store_fid_make(a.vn, &a.ino, &ch->fid[0]);
 	ch->orphan = (struct cairn_fid){ 0 };
+	ch->gone = 0;
 	if (a.holder && a.ino.nlink == 0 && !S_ISDIR(a.ino.mode))
 		ch->orphan = ch->fid[0];
+	else if (a.ino.nlink == 0)
+		ch->gone = 1;
 	return 0;
 }
 

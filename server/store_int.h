@@ -111,6 +111,13 @@ struct store {
 	 * until the server restarts. Read and written with __atomic. */
 	int lost_unrecorded;
 
+	/* Commits are not synced one by one (MDB_NOMETASYNC, store.c):
+	 * commits counts successful commits, synced the count the last
+	 * completed store_sync covered; sync_failed (sticky) once a sync of
+	 * the LMDB file failed. All read and written with __atomic. */
+	uint64_t commits, synced;
+	int sync_failed;
+
 	/* Stray data files (without an inode) removed by store_open (a
 	 * crash between a remove's commit and its unlink leaves them). */
 	unsigned long strays_removed;

@@ -42,7 +42,7 @@ import sys
 import time
 
 MAGIC = 0x4E524143
-VERSION = 3
+VERSION = 4
 MAX_PAYLOAD = (4 << 20) + 4096
 MAX_IO = 1 << 20
 
@@ -52,7 +52,7 @@ WF_PUSH = 2
 SA_MODE, SA_UID, SA_GID, SA_SIZE = 1, 2, 4, 8
 SA_ATIME, SA_MTIME, SA_ATIME_NOW, SA_MTIME_NOW, SA_CTIME = 16, 32, 64, 128, 256
 CR_EXCL = 1
-RM_DIR, RM_KEEP = 1, 2
+RM_DIR, RM_KEEP, RM_SELF = 1, 2, 4
 CB_ORPHANED = 1   # CB_BREAK record flags (lib/proto.h)
 CB_ATTRS_ONLY = 2
 RN_NOREPLACE, RN_EXCHANGE, RN_KEEP = 1, 2, 0x100
@@ -914,6 +914,32 @@ def _selftest(host, port):
     a.remove(d["fid"], "sub", RM_DIR)
     a.remove(d["fid"], "g")
     check("remove", sorted(a.listdir(d["fid"])) == ["h", "s"])
+
+    # The remover gets a break for the object it removed (its links and
+    # ctime changed) unless it says RM_SELF; other holders always do.
+    def own_break_after(flags, name, obj):
+        a.getattr(obj)
+        b.getattr(obj)
+        a.drain_breaks()
+        b.drain_breaks()
+        a.remove(d["fid"], name, flags)
+        others = b.expect_break((obj, ""))
+        a.poll_breaks(0.3)
+        own = any((obj, "") in recs for recs in a.breaks)
+        return others, own
+    o = a.create(d["fid"], "o1", 0o100644)["child"]["fid"]
+    a.link(o, d["fid"], "o2")
+    a.link(o, d["fid"], "o3")
+    check("REMOVE breaks the remover's promise on the object",
+          own_break_after(0, "o1", o) == (True, True))
+    check("REMOVE with RM_SELF: no break for the remover, others get one",
+          own_break_after(RM_SELF, "o2", o) == (True, False))
+    check("RM_SELF of the last link: no break for the remover",
+          own_break_after(RM_SELF, "o3", o) == (True, False))
+    a.mkdir(d["fid"], "rs")
+    expect_err("RM_SELF with RM_DIR EINVAL", _errno.EINVAL, a.remove,
+               d["fid"], "rs", RM_DIR | RM_SELF)
+    a.remove(d["fid"], "rs", RM_DIR)
     expect_err("rmdir not empty", _errno.ENOTEMPTY, a.remove, root["fid"],
                tag, RM_DIR)
 
@@ -961,7 +987,7 @@ def _selftest(host, port):
     check("atime twice moves nothing more (not due)",
           a.getattr(f["fid"])["atime"] == after["atime"])
     expect_err("remove with an undefined flag", _errno.EINVAL, a.remove,
-               d["fid"], "h", 4)
+               d["fid"], "h", 8)
     expect_err("rename with an undefined flag", _errno.EINVAL, a.rename,
                d["fid"], "h", d["fid"], "h2", 0x200)
 

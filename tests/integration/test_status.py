@@ -145,6 +145,16 @@ def writes_and_reads_are_counted_per_operation(ctx):
     expect(delta(before, after, "rpc.calls") >= n + 1,
            "rpc.calls grew by less than the WRITEs and the FSYNC")
     expect_eq(delta(before, after, "rpc.fsync.calls"), 1, "rpc.fsync.calls after an fsync")
+    # fsync of a directory reaches the server too: its commits are
+    # durable within about a second unless someone syncs.
+    dfd = os.open(A.p(d), os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        b2 = status(A.path)
+        os.fsync(dfd)
+        a2 = status(A.path)
+    finally:
+        os.close(dfd)
+    expect_eq(delta(b2, a2, "rpc.fsync.calls"), 1, "rpc.fsync.calls after fsync of a directory")
     expect(delta(before, after, "rpc.bytes_out") >= delta(before, after, "rpc.write.bytes_out"),
            "rpc.bytes_out counts every frame")
     expect(after["rpc.write.us_max"] >= after["rpc.write.us_mean"],
