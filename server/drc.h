@@ -22,8 +22,9 @@
  * Bounds: at most DRC_MAX_DONE finished entries per client (the oldest are
  * dropped first; entries in progress are never dropped), and a client with
  * no connection left is forgotten after DRC_IDLE_S seconds. The cache
- * lives in memory only: a restarted server has forgotten everything, so
- * after a restart a resent change is executed again.
+ * lives in memory only: a restarted server has forgotten everything. The
+ * namespace changes are covered across restarts by the store instead
+ * (store.h, store_tag_set); the others are executed again.
  *
  * Locking: one mutex per table, a leaf: the park hook runs under it and
  * must take no lock (the server's is conn_park, two atomic increments).

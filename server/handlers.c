@@ -38,6 +38,7 @@ struct op_req {
 	const struct srv_ctx *ctx;
 	struct conn *c;
 	unsigned op;
+	uint32_t id;             /* the request's id */
 	struct wbuf *w;          /* reply frame, header already begun */
 	struct handler_out *out;
 	const char *bad;         /* not acceptable as a protocol: why */
@@ -106,6 +107,39 @@ static void change_all(struct op_req *q, const struct store_changed *sc)
 	CAIRN_ASSERT(sc->n >= 0 && sc->n <= 4);
 	for (int i = 0; i < sc->n && i < 4; i++)
 		change_f(q, &sc->fid[i], NULL, CB_ALL, CB_ATTRS_ONLY);
+}
+
+/*
+ * Namespace changes run at most once per request id for a client that
+ * resends with the same id (HELLO_REPLAY), also across a server restart:
+ * tag() before the store call, untag() after it. A change the store
+ * reports as applied before (-EALREADY) is answered with the current
+ * attributes of the objects its reply names (applied(), which fetches f1
+ * into a1 and, if f2, f2 into a2); nothing is changed or broken again.
+ */
+static void tag(struct op_req *q)
+{
+	if (conn_drc(q->c))
+		store_tag_set(conn_client_id(q->c), q->id);
+}
+
+static void untag(void)
+{
+	store_tag_clear();
+}
+
+static int applied(struct op_req *q, const struct cairn_fid *f1,
+		   struct cairn_attr *a1, const struct cairn_fid *f2,
+		   struct cairn_attr *a2)
+{
+	int ret;
+
+	log_info("peer %s: %s id %u was applied before a restart: answered "
+		 "from the current state", conn_peer(q->c), msg_name(q->op),
+		 q->id);
+	if ((ret = store_getattr(q->ctx->st, f1, a1)))
+		return ret;
+	return f2 ? store_getattr(q->ctx->st, f2, a2) : 0;
 }
 
 /* Check a path component and copy it, NUL-terminated, for the store. */
@@ -296,8 +330,22 @@ static int op_create(struct op_req *q)
 		return ret;
 	if (m->flags & ~(uint32_t)CR_EXCL)
 		return -EINVAL;
+	tag(q);
 	ret = store_create(q->ctx->st, &m->dir, name, m->mode, m->uid, m->gid,
 			   m->rdev, m->flags, &created, &rep.child, &rep.dir);
+	untag();
+	if (ret == -EALREADY) {
+		struct store_applied ap;
+
+		store_applied_get(&ap);
+		if ((ret = applied(q, &ap.fid, &rep.child, &m->dir, &rep.dir)))
+			return ret;
+		rep.created = ap.created ? 1 : 0;
+		reply(q, &rep);
+		promise(q, &rep.child.fid);
+		promise(q, &rep.dir.fid);
+		return 0;
+	}
 	if (ret)
 		return ret;
 	rep.created = created ? 1 : 0;
@@ -325,14 +373,23 @@ static int op_symlink(struct op_req *q)
 	if (memchr(m->target.p, '\0', m->target.len))
 		return -EINVAL;
 	msg_str_copy(target, &m->target);
+	tag(q);
 	ret = store_symlink(q->ctx->st, &m->dir, name, target, m->uid, m->gid,
 			    &rep.a, &rep.b);
+	untag();
+	if (ret == -EALREADY) {
+		struct store_applied ap;
+
+		store_applied_get(&ap);
+		ret = applied(q, &ap.fid, &rep.a, &m->dir, &rep.b);
+	} else if (ret == 0) {
+		change(q, &m->dir, &m->name, CB_OTHERS);
+	}
 	if (ret)
 		return ret;
 	reply(q, &rep);
 	promise(q, &rep.a.fid);
 	promise(q, &rep.b.fid);
-	change(q, &m->dir, &m->name, CB_OTHERS);
 	return 0;
 }
 
@@ -360,14 +417,20 @@ static int op_link(struct op_req *q)
 
 	if ((ret = name_get(&m->name, name)))
 		return ret;
+	tag(q);
 	ret = store_link(q->ctx->st, &m->fid, &m->dir, name, &rep.a, &rep.b);
+	untag();
+	if (ret == -EALREADY) {
+		ret = applied(q, &m->fid, &rep.a, &m->dir, &rep.b);
+	} else if (ret == 0) {
+		change_f(q, &m->fid, NULL, 0, CB_ATTRS_ONLY); /* nlink, ctime */
+		change(q, &m->dir, &m->name, CB_OTHERS);
+	}
 	if (ret)
 		return ret;
 	reply(q, &rep);
 	promise(q, &rep.a.fid);
 	promise(q, &rep.b.fid);
-	change_f(q, &m->fid, NULL, 0, CB_ATTRS_ONLY); /* nlink, ctime */
-	change(q, &m->dir, &m->name, CB_OTHERS);
 	return 0;
 }
 
@@ -385,8 +448,17 @@ static int op_remove(struct op_req *q)
 	    (m->flags & (RM_DIR | RM_SELF)) == (RM_DIR | RM_SELF))
 		return -EINVAL;
 	/* RM_KEEP: an orphan is held by the requester (conn_client_id). */
+	tag(q);
 	ret = store_remove(q->ctx->st, &m->dir, name, m->flags,
 			   conn_client_id(q->c), &rep.attr, &sc);
+	untag();
+	if (ret == -EALREADY) {
+		if ((ret = applied(q, &m->dir, &rep.attr, NULL, NULL)))
+			return ret;
+		reply(q, &rep);
+		promise(q, &rep.attr.fid);
+		return 0;
+	}
 	if (ret)
 		return ret;
 	reply(q, &rep);
@@ -418,9 +490,19 @@ static int op_rename(struct op_req *q)
 	    (m->flags & (RN_NOREPLACE | RN_EXCHANGE)) ==
 	    (RN_NOREPLACE | RN_EXCHANGE))
 		return -EINVAL;
+	tag(q);
 	ret = store_rename(q->ctx->st, &m->sdir, sname, &m->ddir, dname,
 			   m->flags, conn_client_id(q->c), &rep.a, &rep.b,
 			   &sc);
+	untag();
+	if (ret == -EALREADY) {
+		if ((ret = applied(q, &m->sdir, &rep.a, &m->ddir, &rep.b)))
+			return ret;
+		reply(q, &rep);
+		promise(q, &rep.a.fid);
+		promise(q, &rep.b.fid);
+		return 0;
+	}
 	if (ret)
 		return ret;
 	reply(q, &rep);
@@ -825,7 +907,8 @@ int handler_run(const struct srv_ctx *ctx, struct conn *c,
 		const struct wire_hdr *h, const uint8_t *payload,
 		struct handler_out *out)
 {
-	struct op_req q = { .ctx = ctx, .c = c, .op = h->op, .out = out };
+	struct op_req q = { .ctx = ctx, .c = c, .op = h->op, .id = h->id,
+			    .out = out };
 	op_fn fn = handler_of(h->op);
 	const char *name = fn ? msg_name(h->op) : "?";
 	size_t hdr;

@@ -790,7 +790,7 @@ static void lost_client(void *arg, void *owner)
 static void *expiry_main(void *arg)
 {
 	struct server *s = arg;
-	int64_t synced_at = mono_s();
+	int64_t synced_at = mono_s(), expired_at = mono_s();
 
 	pthread_mutex_lock(&s->elock);
 	while (!s->estop) {
@@ -814,6 +814,17 @@ static void *expiry_main(void *arg)
 			 * a local file system (store.c). */
 			store_sync(s->ctx.st); /* logs a failure */
 			synced_at = mono_s();
+		}
+		if (mono_s() - expired_at >= 60) {
+			/* Resends come within seconds of a restart; the
+			 * records of changes older than a forgotten client
+			 * (drc.h) are not needed. */
+			size_t n = 0;
+
+			store_applied_expire(s->ctx.st,
+					     (int64_t)time(NULL) - DRC_IDLE_S,
+					     &n);
+			expired_at = mono_s();
 		}
 		pthread_mutex_lock(&s->elock);
 	}

@@ -461,7 +461,218 @@ struct wop {
 	int rc;
 	int done;
 	struct wop *next;
+	struct store_tag tag;         /* the request it runs for, if set */
+	struct store_applied result;  /* what it made (store_tx_result), or
+				       * with -EALREADY what it had made */
 };
+
+/* ---- changes applied exactly once ------------------------------------- */
+
+/*
+ * A client that resends a change after a reconnect keeps its request id
+ * (HELLO_REPLAY). The server's duplicate request cache (drc.c) answers a
+ * resend from memory, but a restarted server has forgotten it. So every
+ * tagged change (store_tag_set: CREATE, SYMLINK, LINK, REMOVE, RENAME)
+ * also records (client id, request id) -> the object it made, in the
+ * `applied` database, in the transaction that makes the change. A resend
+ * after a restart finds the record and fails with -EALREADY instead of
+ * running again; the caller answers it from the current state
+ * (store_applied_get). Records of a client more than APPLIED_WINDOW ids
+ * behind its newest are deleted as it makes new ones, and every record is
+ * deleted by store_applied_expire once older than the caller's bound.
+ *
+ * Key: 16-byte client id, be32 request id. Value: be64 vnode, be32
+ * uniq, u8 created, be64 wall-clock seconds (21 bytes).
+ */
+#define APPLIED_WINDOW  65536u /* ids kept behind a client's newest */
+#define APPLIED_PRUNE   4      /* old records deleted per new one, at most */
+#define APPLIED_VAL     21
+
+static __thread struct store_tag cur_tag;         /* the caller's */
+static __thread struct store_applied cur_applied; /* the caller's */
+static __thread struct wop *cur_wop;              /* the batch leader's */
+
+void store_tag_set(const uint8_t client[16], uint32_t id)
+{
+	memcpy(cur_tag.client, client, 16);
+	cur_tag.id = id;
+	cur_tag.set = 1;
+}
+
+void store_tag_clear(void)
+{
+	cur_tag.set = 0;
+}
+
+void store_applied_get(struct store_applied *out)
+{
+	*out = cur_applied;
+}
+
+void store_tx_result(uint64_t vn, const struct sinode *ino, int created)
+{
+	CAIRN_ASSERT(cur_wop);
+	store_fid_make(vn, ino, &cur_wop->result.fid);
+	cur_wop->result.created = created;
+}
+
+static void applied_key(uint8_t kb[20], const uint8_t client[16],
+			uint32_t id)
+{
+	memcpy(kb, client, 16);
+	kb[16] = (uint8_t)(id >> 24);
+	kb[17] = (uint8_t)(id >> 16);
+	kb[18] = (uint8_t)(id >> 8);
+	kb[19] = (uint8_t)id;
+}
+
+static uint32_t applied_key_id(const uint8_t *kb)
+{
+	return (uint32_t)kb[16] << 24 | (uint32_t)kb[17] << 16 |
+	       (uint32_t)kb[18] << 8 | kb[19];
+}
+
+/* 0 and w->result filled: w's request was applied before; -ENOENT: not. */
+static int applied_find(struct store *st, MDB_txn *txn, struct wop *w)
+{
+	uint8_t kb[20];
+	MDB_val k = { 20, kb }, v;
+	const uint8_t *p;
+	int rc;
+
+	applied_key(kb, w->tag.client, w->tag.id);
+	if ((rc = mdb_get(txn, st->db_applied, &k, &v)))
+		return store_lmdb_err(rc);
+	if (v.mv_size != APPLIED_VAL)
+		return -EIO;
+	p = v.mv_data;
+	w->result.fid.vol = STORE_VOL;
+	w->result.fid.vnode = store_be64_get(p);
+	w->result.fid.uniq = (uint32_t)p[8] << 24 | (uint32_t)p[9] << 16 |
+			     (uint32_t)p[10] << 8 | p[11];
+	w->result.created = p[12];
+	return 0;
+}
+
+static int applied_put(struct store *st, MDB_txn *txn, const struct wop *w)
+{
+	uint8_t kb[20], vb[APPLIED_VAL], old[APPLIED_PRUNE][20];
+	MDB_val k = { 20, kb }, v = { sizeof(vb), vb };
+	MDB_cursor *cur;
+	uint32_t id = w->tag.id, uq = w->result.fid.uniq;
+	int rc, n;
+
+	store_be64_put(vb, w->result.fid.vnode);
+	vb[8] = (uint8_t)(uq >> 24);
+	vb[9] = (uint8_t)(uq >> 16);
+	vb[10] = (uint8_t)(uq >> 8);
+	vb[11] = (uint8_t)uq;
+	vb[12] = (uint8_t)w->result.created;
+	store_be64_put(vb + 13, (uint64_t)store_now().sec);
+	applied_key(kb, w->tag.client, id);
+	if ((rc = mdb_put(txn, st->db_applied, &k, &v, 0)))
+		return store_lmdb_err(rc);
+	if (id < APPLIED_WINDOW)
+		return 0;
+	/* Forget this client's records far behind the newest. */
+	if ((rc = mdb_cursor_open(txn, st->db_applied, &cur)))
+		return store_lmdb_err(rc);
+	applied_key(kb, w->tag.client, 0);
+	k.mv_size = 20;
+	k.mv_data = kb;
+	rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+	for (n = 0; rc == 0 && n < APPLIED_PRUNE; n++) {
+		if (k.mv_size != 20 ||
+		    memcmp(k.mv_data, w->tag.client, 16) ||
+		    applied_key_id(k.mv_data) >= id - APPLIED_WINDOW)
+			break;
+		memcpy(old[n], k.mv_data, 20);
+		rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+	}
+	mdb_cursor_close(cur);
+	if (rc && rc != MDB_NOTFOUND)
+		return store_lmdb_err(rc);
+	while (n-- > 0) {
+		k.mv_size = 20;
+		k.mv_data = old[n];
+		if ((rc = mdb_del(txn, st->db_applied, &k, NULL)))
+			return store_lmdb_err(rc);
+	}
+	return 0;
+}
+
+/* Run w's function in txn, once per request: see above. */
+static int run_op(struct store *st, MDB_txn *txn, struct wop *w)
+{
+	int rc;
+
+	if (w->tag.set) {
+		rc = applied_find(st, txn, w);
+		if (rc != -ENOENT)
+			return rc ? rc : -EALREADY;
+	}
+	cur_wop = w;
+	rc = w->fn(st, txn, w->arg);
+	cur_wop = NULL;
+	if (rc == 0 && w->tag.set)
+		rc = applied_put(st, txn, w);
+	return rc;
+}
+
+#define APPLIED_EXPIRE_MAX 4096 /* records one expiry deletes, at most */
+
+struct expire_args {
+	int64_t before;
+	size_t n;
+	uint8_t (*keys)[20];
+};
+
+static int applied_expire_tx(struct store *st, MDB_txn *txn, void *arg)
+{
+	struct expire_args *a = arg;
+	MDB_cursor *cur;
+	MDB_val k, v;
+	size_t i;
+	int rc;
+
+	a->n = 0;
+	if ((rc = mdb_cursor_open(txn, st->db_applied, &cur)))
+		return store_lmdb_err(rc);
+	rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST);
+	for (; rc == 0 && a->n < APPLIED_EXPIRE_MAX;
+	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		if (k.mv_size == 20 && v.mv_size == APPLIED_VAL &&
+		    (int64_t)store_be64_get((const uint8_t *)v.mv_data + 13) >=
+		    a->before)
+			continue;
+		if (k.mv_size == 20)
+			memcpy(a->keys[a->n++], k.mv_data, 20);
+	}
+	mdb_cursor_close(cur);
+	if (rc && rc != MDB_NOTFOUND)
+		return store_lmdb_err(rc);
+	for (i = 0; i < a->n; i++) {
+		k.mv_size = 20;
+		k.mv_data = a->keys[i];
+		if ((rc = mdb_del(txn, st->db_applied, &k, NULL)))
+			return store_lmdb_err(rc);
+	}
+	return 0;
+}
+
+int store_applied_expire(struct store *st, int64_t before, size_t *n)
+{
+	struct expire_args a = { before, 0, NULL };
+	int rc;
+
+	*n = 0;
+	if (!(a.keys = malloc(APPLIED_EXPIRE_MAX * sizeof(*a.keys))))
+		return -ENOMEM;
+	if ((rc = store_tx(st, applied_expire_tx, &a)) == 0)
+		*n = a.n;
+	free(a.keys);
+	return rc;
+}
 
 /* Bounds one transaction's dirty pages and the latency of its batch. */
 #define GC_MAX_BATCH 128
@@ -480,7 +691,7 @@ static void gc_run(struct store *st, struct wop *batch)
 	}
 	if (!batch->next) {
 		/* Alone: no nested transaction needed to isolate a failure. */
-		batch->rc = batch->fn(st, txn, batch->arg);
+		batch->rc = run_op(st, txn, batch);
 		if (batch->rc) {
 			mdb_txn_abort(txn);
 			return;
@@ -492,7 +703,7 @@ static void gc_run(struct store *st, struct wop *batch)
 				w->rc = store_lmdb_err(rc);
 				continue;
 			}
-			w->rc = w->fn(st, child, w->arg);
+			w->rc = run_op(st, child, w);
 			if (w->rc)
 				mdb_txn_abort(child);
 			else if ((rc = mdb_txn_commit(child)))
@@ -542,9 +753,11 @@ int store_sync(struct store *st)
 
 int store_tx(struct store *st, store_tx_fn fn, void *arg)
 {
-	struct wop op = { .fn = fn, .arg = arg };
+	struct wop op = { .fn = fn, .arg = arg, .tag = cur_tag };
 	struct wop *batch, *last, *w, *next;
 	int n;
+
+	cur_tag.set = 0; /* the tag is for one change */
 
 	/* From a store_tx_fn this would wait for its own batch; under a
 	 * read transaction it would pin a snapshot across a commit. */
@@ -585,6 +798,8 @@ int store_tx(struct store *st, store_tx_fn fn, void *arg)
 		pthread_cond_broadcast(&st->gc_cond);
 	}
 	pthread_mutex_unlock(&st->gc_lock);
+	if (op.rc == -EALREADY)
+		cur_applied = op.result;
 	return op.rc;
 }
 
@@ -699,7 +914,7 @@ int store_env_open(const char *dir, unsigned flags, MDB_env **envp,
 {
 	static const char *names[STORE_NDBI] = {
 		"inodes", "dirents", "dirseq", "xattrs", "symlinks", "meta",
-		"orphans",
+		"orphans", "applied",
 	};
 	char path[4096];
 	MDB_env *env = NULL;
@@ -709,7 +924,7 @@ int store_env_open(const char *dir, unsigned flags, MDB_env **envp,
 	snprintf(path, sizeof(path), "%s/meta", dir);
 	if ((rc = mdb_env_create(&env)) ||
 	    (rc = mdb_env_set_mapsize(env, STORE_MAPSIZE)) ||
-	    (rc = mdb_env_set_maxdbs(env, 8)) ||
+	    (rc = mdb_env_set_maxdbs(env, 10)) ||
 	    (rc = mdb_env_set_maxreaders(env, 1024)) ||
 	    (rc = mdb_env_open(env, path, flags | MDB_NOTLS, 0600)))
 		goto fail;
@@ -718,8 +933,8 @@ int store_env_open(const char *dir, unsigned flags, MDB_env **envp,
 	for (int i = 0; i < STORE_NDBI; i++) {
 		rc = mdb_dbi_open(txn, names[i], rdonly ? 0 : MDB_CREATE,
 				  &dbi[i]);
-		if (rc == MDB_NOTFOUND && rdonly && i == 6) {
-			dbi[i] = 0; /* no orphans yet */
+		if (rc == MDB_NOTFOUND && rdonly && i >= 6) {
+			dbi[i] = 0; /* no orphans / applied changes yet */
 			rc = 0;
 		}
 		if (rc)
@@ -1071,6 +1286,7 @@ int store_open(const char *dir, struct store **out, char *err, size_t errsz)
 	st->db_symlinks = dbi[4];
 	st->db_meta = dbi[5];
 	st->db_orphans = dbi[6];
+	st->db_applied = dbi[7];
 	if (store_fresh(st) && (rc = dirs_sync(st, err, errsz)))
 		goto fail;
 	if ((rc = sid_file_read(st, adopt, &sid_file, err, errsz)))

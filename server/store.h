@@ -185,6 +185,32 @@ int store_write(struct store *st, const struct cairn_fid *fid, uint64_t off,
  * it returns 0. */
 int store_fsync(struct store *st, const struct cairn_fid *fid,
 		uint32_t flags);
+/*
+ * Exactly once across restarts (store.c, "changes applied exactly once").
+ * store_tag_set names the request the calling thread's next store change
+ * runs for (client id, request id); the change records it in its own
+ * transaction. If that request was applied before, the change does
+ * nothing and fails with -EALREADY, and store_applied_get then gives the
+ * object it had made (created file, directory or symlink; vnode 0 for the
+ * others). The tag is used by the next transaction only; store_tag_clear
+ * drops it when no transaction followed (an early error).
+ */
+struct store_tag {
+	uint8_t client[16];
+	uint32_t id;
+	int set;
+};
+struct store_applied {
+	struct cairn_fid fid;
+	int created;
+};
+void store_tag_set(const uint8_t client[16], uint32_t id);
+void store_tag_clear(void);
+void store_applied_get(struct store_applied *out);
+/* Delete up to 4096 records made before wall-clock second `before`;
+ * *n = how many. */
+int store_applied_expire(struct store *st, int64_t before, size_t *n);
+
 /* Make every change committed so far durable (one fdatasync of the LMDB
  * file; nothing when nothing was committed since the last). 0 or -EIO;
  * a failure is sticky (every later call fails) and logged. */

@@ -227,6 +227,8 @@ static int create_existing(struct store *st, MDB_txn *txn,
 			   struct create_args *a, uint64_t child,
 			   uint32_t type)
 {
+	int rc;
+
 	if (a->target || (a->flags & CR_EXCL) || !S_ISREG(a->mode))
 		return -EEXIST;
 	if (S_ISDIR(type))
@@ -235,7 +237,9 @@ static int create_existing(struct store *st, MDB_txn *txn,
 		return -EEXIST;
 	a->created = 0;
 	a->vn = child;
-	return child_get(st, txn, child, &a->ino);
+	if ((rc = child_get(st, txn, child, &a->ino)) == 0)
+		store_tx_result(child, &a->ino, 0);
+	return rc;
 }
 
 static int create_tx(struct store *st, MDB_txn *txn, void *arg)
@@ -289,6 +293,7 @@ static int create_tx(struct store *st, MDB_txn *txn, void *arg)
 	    (rc = store_inode_put(st, txn, dvn, &a->dino)))
 		return rc;
 	a->created = 1;
+	store_tx_result(a->vn, &a->ino, 1);
 	return 0;
 }
 

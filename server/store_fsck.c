@@ -524,6 +524,7 @@ int store_fsck(const char *dir, void *report, unsigned long *orphans,
 	f.st.db_symlinks = dbi[4];
 	f.st.db_meta = dbi[5];
 	f.st.db_orphans = dbi[6];
+	f.st.db_applied = dbi[7];
 	/* Not store_rtxn: f.st is no opened store (no transaction pool). */
 	if ((rc = store_lmdb_err(mdb_txn_begin(f.st.env, NULL, MDB_RDONLY,
 					       &f.txn)))) {

@@ -47,7 +47,7 @@
 #define STORE_MAXLINK  65000u /* ext4's limit: EMLINK beyond */
 #define STORE_RTXN_POOL 32    /* idle read transactions kept for reuse */
 #define STORE_FDC_MAX  256    /* data file descriptors kept open */
-#define STORE_NDBI     7      /* LMDB databases, in struct store's order */
+#define STORE_NDBI     8      /* LMDB databases, in struct store's order */
 
 struct wop;
 struct fdc_ent;
@@ -71,7 +71,7 @@ struct store {
 	int lockfd;  /* DATA/LOCK, flock()ed for the store's lifetime */
 	MDB_env *env;
 	MDB_dbi db_inodes, db_dirents, db_dirseq, db_xattrs, db_symlinks,
-		db_meta, db_orphans;
+		db_meta, db_orphans, db_applied;
 
 	/* Group commit: queued write ops and whether a leader runs a batch. */
 	pthread_mutex_t gc_lock;
@@ -214,6 +214,9 @@ int store_name_check(const char *name);
 /* Take DIR/LOCK (flock, pid written into it); -EBUSY with the holder's pid
  * in err. */
 int store_lock_take(const char *dir, int *lockfd, char *err, size_t errsz);
+/* From a store_tx_fn that made object vn (ino): what a tagged change
+ * records as its result (store_tag_set). */
+void store_tx_result(uint64_t vn, const struct sinode *ino, int created);
 /* Open DIR/meta and the STORE_NDBI databases in the order of struct
  * store (inodes, dirents, dirseq, xattrs, symlinks, meta, orphans).
  * flags: 0 creates them, MDB_RDONLY for fsck; read-only, a missing

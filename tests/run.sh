@@ -106,6 +106,7 @@ trap 'echo "run.sh: interrupted" >&2; exit 130' INT TERM HUP
 
 TOTAL_PASS=0
 TOTAL_FAIL=0
+TOTAL_SKIP=0
 SUMMARY=()
 
 matches_only() {
@@ -138,12 +139,17 @@ run_suite() {
 	safety_net
 	rm -rf "$work"
 
-	pass=$(grep -c '^ok - ' "$log")
+	# A skipped test ("ok - NAME  # skip WHY") ran nothing: it is shown
+	# and counted apart, never as passed.
+	skip=$(grep -c '^ok - .*  # skip' "$log")
+	pass=$(($(grep -c '^ok - ' "$log") - skip))
 	fail=$(grep -c '^not ok - ' "$log")
+	[ "$skip" = 0 ] || extra="$extra; $skip skipped"
+	TOTAL_SKIP=$((TOTAL_SKIP + skip))
 	plan=$(sed -n 's/^1\.\.\([0-9][0-9]*\)$/\1/p' "$log" | head -n 1)
 	missing=0
-	if [ -n "$plan" ] && [ $((pass + fail)) -lt "$plan" ]; then
-		missing=$((plan - pass - fail))
+	if [ -n "$plan" ] && [ $((pass + skip + fail)) -lt "$plan" ]; then
+		missing=$((plan - pass - skip - fail))
 		extra="$extra; $missing test(s) never reported"
 	fi
 	if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
@@ -154,7 +160,7 @@ run_suite() {
 	fail=$((fail + missing))
 	# A crash or hang that cost no test its result still counts once, and
 	# so does a suite that reported nothing at all.
-	if { [ "$rc" != 0 ] && [ "$fail" = 0 ]; } || [ $((pass + fail)) = 0 ]; then
+	if { [ "$rc" != 0 ] && [ "$fail" = 0 ]; } || [ $((pass + skip + fail)) = 0 ]; then
 		fail=$((fail + 1))
 		[ $((pass + fail)) = 1 ] && extra="$extra; no test results"
 	fi
@@ -277,5 +283,6 @@ echo "== summary"
 for line in "${SUMMARY[@]}"; do
 	echo "  $line"
 done
+[ "$TOTAL_SKIP" = 0 ] || echo "$TOTAL_SKIP skipped (not counted as passed; see the # skip lines)"
 echo "$TOTAL_PASS passed, $TOTAL_FAIL failed"
 [ "$TOTAL_FAIL" = 0 ]

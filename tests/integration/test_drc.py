@@ -242,5 +242,79 @@ def many_changes_stay_bounded(ctx):
         a.close()
 
 
+def encode(op, **fields):
+    m = P._message(op)
+    return m.op, m.req.encode(fields)
+
+
+@test
+def resent_changes_after_a_restart_run_once(ctx):
+    """The duplicate request cache is in memory, but every namespace change
+    also records its request id in its own transaction: a change resent
+    after a server restart (with the same client id and request id) is
+    answered from the current state, not executed again."""
+    cid = os.urandom(16)
+    a = connect(ctx, cid)
+    d = fresh_dir(ctx, a, "restart")
+    f = a.create(d, "f", 0o100644)["child"]["fid"]
+    a.create(d, "victim", 0o100644)
+    reqs = [
+        ("mkdir", encode("CREATE", dir=d, name="sub", mode=0o040755, uid=0,
+                         gid=0, rdev=0, flags=P.CR_EXCL), 3001),
+        ("remove", encode("REMOVE", dir=d, name="victim", flags=0), 3002),
+        ("rename", encode("RENAME", src_dir=d, src_name="f", dst_dir=d,
+                          dst_name="g", flags=0), 3003),
+        ("link", encode("LINK", target=f, dir=d, name="h"), 3004),
+        ("symlink", encode("SYMLINK", dir=d, name="s", target="g", uid=0,
+                           gid=0), 3005),
+    ]
+    first = {}
+    for what, (op, payload), rid in reqs:
+        a.send_raw(P.frame(op, payload, id=rid))
+        status, rep = a.wait(rid)
+        expect_eq(status, 0, "status of the first " + what)
+        first[what] = P.decode(op, rep, reply=True)
+    a.close()
+    ctx.srv.stop()
+    ctx.srv.start()
+    b = connect(ctx, cid)
+    try:
+        for what, (op, payload), rid in reqs:
+            status, rep = resend(b, op, payload, rid)
+            expect_eq(status, 0, "status of the %s resent after a restart"
+                      % what)
+            if what in ("mkdir", "symlink"):
+                again = P.decode(op, rep, reply=True)
+                expect_eq(again["child"]["fid"], first[what]["child"]["fid"],
+                          "the object the resent %s names" % what)
+            if what == "mkdir":
+                expect_eq(again["created"], 1, "created in the resent mkdir")
+        expect_eq(sorted(b.listdir(d)), ["g", "h", "s", "sub"],
+                  "entries: each change made once")
+        expect_eq(b.getattr(f)["nlink"], 2, "links of the linked file")
+        # New ids are executed: their real errors are not hidden.
+        status, _ = resend(b, *encode("REMOVE", dir=d, name="victim",
+                                      flags=0), 3100)
+        expect_eq(status, -errno.ENOENT, "REMOVE of the same name, new id")
+        status, _ = resend(b, *encode("CREATE", dir=d, name="sub",
+                                      mode=0o040755, uid=0, gid=0, rdev=0,
+                                      flags=P.CR_EXCL), 3101)
+        expect_eq(status, -errno.EEXIST, "mkdir of the same name, new id")
+        # A client that does not resend with the same ids is not tagged:
+        # the same id from another client id runs normally.
+        c = connect(ctx, os.urandom(16))
+        try:
+            status, _ = resend(c, *encode("LINK", target=f, dir=d,
+                                          name="h2"), 3004)
+            expect_eq(status, 0, "LINK with a used id from another client")
+        finally:
+            c.close()
+    finally:
+        b.close()
+    log = open(ctx.srv.log, "rb").read().decode("utf-8", "replace")
+    expect("REMOVE id 3002 was applied before a restart" in log,
+           "the server logs the replayed REMOVE")
+
+
 if __name__ == "__main__":
     H.main(setup=setup)

@@ -1712,6 +1712,64 @@ static void t_server_id(void)
 	unlink(path);
 }
 
+/* A tagged change runs once per (client, request id): again, even after a
+ * reopen, it is -EALREADY and names what it made; records far behind a
+ * client's newest id, and old ones, are deleted. */
+static void t_applied_once(void)
+{
+	uint8_t c1[16] = { 1, 2, 3 }, c2[16] = { 9 };
+	struct store_applied ap;
+	struct cairn_attr a, d;
+	char err[256];
+	size_t n;
+	int created;
+
+	store_tag_set(c1, 7);
+	CHECK_EQ(store_create(st, &root, "ap", S_IFDIR | 0755, 0, 0, 0,
+			      CR_EXCL, &created, &a, &d), 0);
+	store_tag_set(c1, 7);
+	CHECK_EQ(store_create(st, &root, "ap", S_IFDIR | 0755, 0, 0, 0,
+			      CR_EXCL, &created, &a, &d), -EALREADY);
+	store_applied_get(&ap);
+	CHECK(fid_eq(&ap.fid, &a.fid));
+	CHECK_EQ(ap.created, 1);
+	/* Another client, or a new id: executed, with its real error. */
+	store_tag_set(c2, 7);
+	CHECK_EQ(store_create(st, &root, "ap", S_IFDIR | 0755, 0, 0, 0,
+			      CR_EXCL, &created, &a, &d), -EEXIST);
+	store_tag_set(c1, 8);
+	CHECK_EQ(store_remove(st, &root, "ap", RM_DIR, NULL, &d,
+			      &(struct store_changed){ 0 }), 0);
+	/* The record survives a reopen (a server restart). */
+	store_close(st);
+	CHECK_EQ(store_open(datadir, &st, err, sizeof(err)), 0);
+	store_tag_set(c1, 8);
+	CHECK_EQ(store_remove(st, &root, "ap", RM_DIR, NULL, &d,
+			      &(struct store_changed){ 0 }), -EALREADY);
+	store_applied_get(&ap);
+	CHECK_EQ(ap.fid.vnode, 0);
+	/* Untagged: as always. */
+	CHECK_EQ(store_remove(st, &root, "ap", RM_DIR, NULL, &d,
+			      &(struct store_changed){ 0 }), -ENOENT);
+	/* An id far ahead prunes the client's old records. */
+	store_tag_set(c1, 8 + (1u << 17));
+	CHECK_EQ(mk(&root, "ap2", S_IFREG | 0644, NULL), 0);
+	store_tag_set(c1, 7);
+	CHECK_EQ(mk(&root, "ap", S_IFDIR | 0755, NULL), 0);
+	store_tag_clear();
+	/* Expiry by age deletes the rest. */
+	CHECK_EQ(store_applied_expire(st, INT64_MAX, &n), 0);
+	CHECK(n >= 2);
+	store_tag_set(c2, 7);
+	CHECK_EQ(store_remove(st, &root, "ap2", 0, NULL, &d,
+			      &(struct store_changed){ 0 }), 0);
+	store_tag_set(c1, 7);
+	CHECK_EQ(store_remove(st, &root, "ap", RM_DIR, NULL, &d,
+			      &(struct store_changed){ 0 }), 0);
+	CHECK_EQ(store_applied_expire(st, INT64_MAX, &n), 0);
+	CHECK_EQ(n, 2);
+}
+
 int main(void)
 {
 	char err[256], cmd[256];
@@ -1757,6 +1815,7 @@ int main(void)
 	run("wr_sync_error_sticky", t_wr_sync_error_sticky);
 	run("dir_sync_error_sticky", t_dir_sync_error_sticky);
 	run("server_id_stable_and_adopted", t_server_id);
+	run("applied_changes_run_once", t_applied_once);
 	run("fsck_clean_and_detects", t_fsck);
 	store_close(st);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
