@@ -97,12 +97,14 @@ static int send_drop(struct fs *fs, const struct cairn_fid *fids, size_t n)
 	return rc;
 }
 
-/* A failure worth another try: the message may not have arrived. */
+/* A failure worth another try: the message may not have arrived, or the
+ * server's disk was full (freeing gives space back to whoever fills it,
+ * so keep asking). */
 static int transient(int rc)
 {
 	return rc == -EIO || rc == -ENOTCONN || rc == -ETIMEDOUT ||
 	       rc == -ECONNRESET || rc == -EPIPE || rc == -EINTR ||
-	       rc == -ENOMEM;
+	       rc == -ENOMEM || rc == -ENOSPC;
 }
 
 /* Visitor of itab_take_orphans: queue (lock held by the caller). */

@@ -720,6 +720,39 @@ static void gc_run(struct store *st, struct wop *batch)
 			w->rc = store_lmdb_err(rc);
 }
 
+/*
+ * A full data directory must still let clients free space: a remove or an
+ * orphan drop is an LMDB commit, and a commit that needs pages past the
+ * end of data.mdb fails with ENOSPC once the disk is full. So the file
+ * keeps STORE_META_RESERVE bytes allocated past its end (fallocate with
+ * FALLOC_FL_KEEP_SIZE: blocks reserved, size unchanged, which LMDB never
+ * looks at). Renewed at open and after every store_sync; a failure is
+ * logged once per full spell.
+ */
+#define STORE_META_RESERVE (2 << 20)
+
+static void meta_reserve(struct store *st)
+{
+	MDB_envinfo ei;
+	MDB_stat ms;
+	mdb_filehandle_t fd;
+	off_t end;
+
+	if (mdb_env_info(st->env, &ei) || mdb_env_stat(st->env, &ms) ||
+	    mdb_env_get_fd(st->env, &fd))
+		return;
+	end = (off_t)(ei.me_last_pgno + 1) * ms.ms_psize;
+	if (fallocate(fd, FALLOC_FL_KEEP_SIZE, end, STORE_META_RESERVE) == 0) {
+		__atomic_store_n(&st->reserve_failed, 0, __ATOMIC_SEQ_CST);
+	} else if (errno != EOPNOTSUPP &&
+		   !__atomic_exchange_n(&st->reserve_failed, 1,
+					__ATOMIC_SEQ_CST)) {
+		log_warn("%s/meta: cannot keep %d MiB allocated for commits "
+			 "(%s): on a full disk even removals may fail",
+			 st->dir, STORE_META_RESERVE >> 20, strerror(errno));
+	}
+}
+
 int store_sync(struct store *st)
 {
 	uint64_t want = __atomic_load_n(&st->commits, __ATOMIC_SEQ_CST);
@@ -748,6 +781,7 @@ int store_sync(struct store *st)
 					    __ATOMIC_SEQ_CST,
 					    __ATOMIC_SEQ_CST))
 		;
+	meta_reserve(st);
 	return 0;
 }
 
@@ -1311,6 +1345,7 @@ int store_open(const char *dir, struct store **out, char *err, size_t errsz)
 			 dir, dir);
 	}
 	strays_remove(st);
+	meta_reserve(st);
 	*out = st;
 	return 0;
 fail:

@@ -117,6 +117,7 @@ struct store {
 	 * the LMDB file failed. All read and written with __atomic. */
 	uint64_t commits, synced;
 	int sync_failed;
+	int reserve_failed; /* the last meta_reserve failed (__atomic) */
 
 	/* Stray data files (without an inode) removed by store_open (a
 	 * crash between a remove's commit and its unlink leaves them). */
