@@ -134,7 +134,8 @@ static int applied(struct op_req *q, const struct cairn_fid *f1,
 {
 	int ret;
 
-	log_info("peer %s: %s id %u was applied before a restart: answered "
+	log_info("peer %s: %s id %u was applied before (resent after a "
+		 "restart, or after the duplicate cache forgot it): answered "
 		 "from the current state", conn_peer(q->c), msg_name(q->op),
 		 q->id);
 	if ((ret = store_getattr(q->ctx->st, f1, a1)))
