@@ -205,7 +205,7 @@ static void t_remove_keep(void)
 	CHECK_EQ(store_setxattr(st, &f.fid, "user.k", "v", 1, 0), 0);
 	/* RM_KEEP needs a holder; undefined bits are refused. */
 	CHECK_EQ(rm(&d.fid, "n0", RM_KEEP, NULL), -EINVAL);
-	CHECK_EQ(rm(&d.fid, "n0", 4, A), -EINVAL);
+	CHECK_EQ(rm(&d.fid, "n0", 8, A), -EINVAL);
 	CHECK_EQ(rm(&d.fid, "n0", RM_KEEP, A), 0);
 	CHECK_EQ(norphans(), before + 1);
 	/* No name: lookup, readdir; the directory can go. */
