@@ -424,6 +424,8 @@ static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
 	fresh = notify_reply_begin(fs->ntf, seq);
 	/* The object lost a link (nlink, ctime): not in the reply. */
 	if (flags & RM_SELF)
+		/* By vnode: every incarnation, even if a break dropped the
+		 * node id we looked up. */
 		itab_attr_stale(fs->itab, victim.vnode);
 	else if ((ino = itab_entry(fs->itab, parent, name, len)) > 0)
 		itab_attr_stale(fs->itab, (uint64_t)ino);

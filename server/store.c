@@ -726,8 +726,8 @@ static void gc_run(struct store *st, struct wop *batch)
  * end of data.mdb fails with ENOSPC once the disk is full. So the file
  * keeps STORE_META_RESERVE bytes allocated past its end (fallocate with
  * FALLOC_FL_KEEP_SIZE: blocks reserved, size unchanged, which LMDB never
- * looks at). Renewed at open and after every store_sync; a failure is
- * logged once per full spell.
+ * looks at). Renewed at open and once a second (store_tick), not on the
+ * fsync path; a failure is logged once per full spell.
  */
 #define STORE_META_RESERVE (2 << 20)
 
@@ -781,8 +781,13 @@ int store_sync(struct store *st)
 					    __ATOMIC_SEQ_CST,
 					    __ATOMIC_SEQ_CST))
 		;
-	meta_reserve(st);
 	return 0;
+}
+
+void store_tick(struct store *st)
+{
+	store_sync(st); /* logs a failure */
+	meta_reserve(st);
 }
 
 int store_tx(struct store *st, store_tx_fn fn, void *arg)

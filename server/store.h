@@ -215,6 +215,9 @@ int store_applied_expire(struct store *st, int64_t before, size_t *n);
  * file; nothing when nothing was committed since the last). 0 or -EIO;
  * a failure is sticky (every later call fails) and logged. */
 int store_sync(struct store *st);
+/* Once a second: store_sync, and keep data.mdb's reserve for commits on a
+ * full disk (store.c). */
+void store_tick(struct store *st);
 int store_fallocate(struct store *st, const struct cairn_fid *fid,
 		    uint32_t mode, uint64_t off, uint64_t len,
 		    struct cairn_attr *out);

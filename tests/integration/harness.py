@@ -27,6 +27,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 
@@ -700,6 +701,27 @@ def exit_inode_count(m):
         if mo:
             found = int(mo.group(1))
     return found
+
+
+def with_deadline(seconds, what, fn, *args):
+    """fn(*args) in a thread; fail if it does not return within seconds (a
+    hung mount must fail the test, not hang the suite). Its result, or
+    the exception it raised."""
+    box = {}
+
+    def run():
+        try:
+            box["v"] = fn(*args)
+        except BaseException as e:  # noqa: B902
+            box["e"] = e
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(seconds)
+    if t.is_alive():
+        fail("%s: did not finish within %ds (mount hung?)" % (what, seconds))
+    if "e" in box:
+        raise box["e"]
+    return box.get("v")
 
 
 def kill9_daemon(m, timeout=10.0):

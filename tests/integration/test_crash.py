@@ -46,26 +46,6 @@ def write_durable(path, data):
     H.write_file(path, data, fsync=True)
 
 
-def with_deadline(seconds, what, fn, *args):
-    """Run fn in a thread; fail if it does not finish in time (a hung
-    mount must fail the test, not the whole suite)."""
-    box = {}
-
-    def run():
-        try:
-            box["v"] = fn(*args)
-        except BaseException as e:  # noqa: B902
-            box["e"] = e
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    t.join(seconds)
-    if t.is_alive():
-        fail("%s: did not finish within %ds (mount hung?)" % (what, seconds))
-    if "e" in box:
-        raise box["e"]
-    return box.get("v")
-
-
 class Workload:
     """Writers on a mount that record what was acknowledged.
 
@@ -301,7 +281,7 @@ def kill9_under_writes_then_restart_and_fsck(ctx):
             time.sleep(rng.uniform(0.0, 0.5))
             srv.start()
             # The mount must carry on by itself.
-            with_deadline(RECOVER_S, "probe after restart #%d" % (cycle + 1), probe, a, str(cycle))
+            H.with_deadline(RECOVER_S, "probe after restart #%d" % (cycle + 1), probe, a, str(cycle))
             # And the writers must make progress again.
             t0 = time.time()
             while True:
@@ -337,11 +317,11 @@ def kill9_under_writes_then_restart_and_fsck(ctx):
 
     # A fresh mount reads what the server has (not A's cache).
     b = ctx.mount(srv, "b")
-    nf, nr = with_deadline(120, "verify on fresh mount", verify, b, wl, "fresh mount after %d kills" % len(kill_times))
+    nf, nr = H.with_deadline(120, "verify on fresh mount", verify, b, wl, "fresh mount after %d kills" % len(kill_times))
     expect(nf >= 10, "too little work acknowledged to mean anything (%d files)" % nf)
     print("# %d files and %d renames acknowledged across %d kills, all intact" % (nf, nr, len(kill_times)))
-    with_deadline(60, "verify on mount A", verify, a, wl, "mount A after restart")
-    with_deadline(RECOVER_S, "probe on A after final restart", probe, a, "final")
+    H.with_deadline(60, "verify on mount A", verify, a, wl, "mount A after restart")
+    H.with_deadline(RECOVER_S, "probe on A after final restart", probe, a, "final")
 
     for m in ctx.mounts:
         m.umount()
@@ -377,10 +357,10 @@ def kill9_during_large_fsync(ctx):
     expect(not t.is_alive(), "32 MiB write+fsync never finished after the server restarted")
     if done.get("ok"):
         b = ctx.mount(srv, "b")
-        got = with_deadline(60, "read big file", read_file, b.p("big"))
+        got = H.with_deadline(60, "read big file", read_file, b.p("big"))
         expect(got == b"\xab" * (32 << 20), "32 MiB file acknowledged by fsync is wrong after restart "
                "(%d bytes)" % len(got))
-    with_deadline(RECOVER_S, "probe after restart", probe, a, "big")
+    H.with_deadline(RECOVER_S, "probe after restart", probe, a, "big")
     for m in ctx.mounts:
         m.umount()
     expect_eq(srv.stop(), 0, "exit status of cairn serve after SIGTERM")
@@ -401,7 +381,7 @@ def clean_restart_keeps_everything(ctx):
     p = H.run_cairn(["fsck", "--data", srv.data], timeout=60)
     expect(p.returncode == 0, "fsck after clean stop exited %d: %s%s" % (p.returncode, p.stdout, p.stderr))
     srv.start()
-    got = with_deadline(RECOVER_S, "read after clean restart", read_file, a.p("x", "link"))
+    got = H.with_deadline(RECOVER_S, "read after clean restart", read_file, a.p("x", "link"))
     expect_eq(got, b"kept", "file through symlink after restart (same mount)")
     b = ctx.mount(srv, "b")
     expect_eq(read_file(b.p("x", "y", "f")), b"kept", "file on fresh mount after restart")

@@ -76,26 +76,6 @@ def same_bytes(got, want, what):
             bytes(got[off:off + 16]), bytes(want[off:off + 16])))
 
 
-def with_deadline(seconds, what, fn, *args):
-    """Run fn in a thread; fail if it does not finish in time (a hung mount
-    must fail the test, not hang the suite)."""
-    box = {}
-
-    def run():
-        try:
-            box["v"] = fn(*args)
-        except BaseException as e:  # noqa: B902
-            box["e"] = e
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    t.join(seconds)
-    if t.is_alive():
-        fail("%s: did not finish within %ds (mount hung?)" % (what, seconds))
-    if "e" in box:
-        raise box["e"]
-    return box.get("v")
-
-
 def remount(m):
     """Unmount mount m cleanly (its daemon exits) and mount it again at the
     same path with the same cache dir."""
@@ -625,7 +605,7 @@ def o_append_from_two_processes_loses_no_record(ctx):
         # Both start each phase together (each has the file open and waits).
         for phase in range(PHASES):
             for p in procs:
-                line = with_deadline(60, "appender phase %d" % phase, p.stdout.readline)
+                line = H.with_deadline(60, "appender phase %d" % phase, p.stdout.readline)
                 expect_eq(line, b"ready\n", "appender's line before phase %d" % phase)
             for p in procs:
                 p.stdin.write(b"go\n")
@@ -737,9 +717,9 @@ def kill9_of_daemon_between_write_and_close_is_reported(ctx):
             except OSError as e:
                 res[what] = e.errno
 
-        with_deadline(30, "close() on the dead mount", attempt, "close", os.close, fd1)
-        with_deadline(30, "fsync() on the dead mount", attempt, "fsync", os.fsync, fd2)
-        with_deadline(30, "close() after fsync on the dead mount", attempt, "close2", os.close, fd2)
+        H.with_deadline(30, "close() on the dead mount", attempt, "close", os.close, fd1)
+        H.with_deadline(30, "fsync() on the dead mount", attempt, "fsync", os.fsync, fd2)
+        H.with_deadline(30, "close() after fsync on the dead mount", attempt, "close2", os.close, fd2)
         # What the server has of them (B and a remounted A agree on it).
         remount(a)
         got = {}
