@@ -34,6 +34,7 @@
 #include "../client/fs.h"
 #include "../client/inode.h"
 #include "../client/notify.h"
+#include "../client/wback.h"
 #include "../client/rpc.h"
 #include "../lib/log.h"
 #include "../lib/net.h"
@@ -262,6 +263,7 @@ struct mount_state {
 	struct fs *fs;
 	struct fuse_session *se;
 	struct ccache *cc;   /* the disk cache; NULL when off */
+	struct wb *wbk;      /* the write-back journal; NULL when off */
 	struct ctl *ctl;  /* `cairn status MOUNTPOINT` (client/ctl.h) */
 	int mounted;
 	int signals;
@@ -286,6 +288,9 @@ static void teardown(struct mount_state *m)
 		fs_ahead_stop(m->fs);
 		fs_orphans_stop(m->fs);
 	}
+	/* Everything the journal holds goes to the server before the
+	 * connection does (or stays for the next mount, logged). */
+	wb_stop(m->wbk);
 	/* The notifier sends acknowledgements through the rpc, so it stops
 	 * first; pushes still arriving until rpc_destroy are only queued. */
 	notify_stop(m->ntf);
@@ -295,6 +300,7 @@ static void teardown(struct mount_state *m)
 	if (m->se)
 		fuse_session_destroy(m->se);
 	/* No handler runs any more. */
+	wb_close(m->wbk);
 	ccache_close(m->cc);
 	fs_destroy(m->fs);
 	itab_destroy(m->itab);
@@ -433,6 +439,27 @@ static void cache_start(struct mount_state *m, const struct mount_args *a)
 	fs_set_ccache(m->fs, m->cc);
 }
 
+/*
+ * Open the write-back journal (in the cache directory, like the chunk
+ * cache) and hand it to the file system. It is opened even with
+ * --write-through, so that what an earlier mount left is sent. Without
+ * it the mount writes through, logged.
+ */
+static void wback_start(struct mount_state *m)
+{
+	char err[512];
+	int rc = wb_open(m->cache, m->fs, &m->wbk, err, sizeof(err));
+
+	if (rc < 0) {
+		m->wbk = NULL;
+		log_warn("no write-back journal (%s): writes go to the server "
+			 "before close() returns", err);
+		return;
+	}
+	fs_set_wback(m->fs, m->wbk);
+	notify_set_wback_hooks(m->ntf, wb_recall, wb_reconnected, m->wbk);
+}
+
 /* `cairn status MOUNTPOINT`: the cache.* keys (cache.enabled 0 when off). */
 static void cache_section(void *arg, FILE *f)
 {
@@ -453,6 +480,7 @@ static int serve_mount(struct mount_state *m, const struct mount_args *a,
 	int rc;
 
 	cache_start(m, a);
+	wback_start(m);
 	if ((rc = mnt_pidfile_write(m->pidfile, mnt)) < 0)
 		log_warn("cannot write %s: %s", m->pidfile, strerror(-rc));
 	if ((rc = mnt_pidfile_write(m->runfile, mnt)) < 0)
@@ -460,12 +488,14 @@ static int serve_mount(struct mount_state *m, const struct mount_args *a,
 	if ((rc = notify_start(m->ntf, m->se, m->itab, m->rpc)) < 0 ||
 	    (rc = rpc_start(m->rpc)) < 0 ||
 	    (rc = fs_orphans_start(m->fs)) < 0 ||
-	    (rc = fs_ahead_start(m->fs)) < 0) {
+	    (rc = fs_ahead_start(m->fs)) < 0 ||
+	    (m->wbk && (rc = wb_start(m->wbk)) < 0)) {
 		log_error("cannot start threads: %s", strerror(-rc));
 		return 1;
 	}
 	if ((rc = ctl_add_section(m->ctl, dir_section, m->fs)) < 0 ||
-	    (rc = ctl_add_section(m->ctl, cache_section, m->cc)) < 0)
+	    (rc = ctl_add_section(m->ctl, cache_section, m->cc)) < 0 ||
+	    (rc = ctl_add_section(m->ctl, wb_print_stats, m->wbk)) < 0)
 		log_warn("cache counters not in cairn status: %s",
 			 strerror(-rc));
 	if ((rc = ctl_start(m->ctl, m->ctlpath)) < 0)

@@ -14,13 +14,14 @@
 #include "../lib/proto.h"
 #include "../server/orphan.h"
 #include "../server/server.h"
+#include "../server/token.h"
 #include "cli.h"
 
 static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: cairn serve --data DIR [--listen HOST:PORT] "
-		"[--orphan-grace SECS] [-v]\n"
+		"[--orphan-grace SECS] [--recall-timeout MS] [-v]\n"
 		"\n"
 		"Serve the volume stored in DIR (created on first use) until\n"
 		"SIGTERM or SIGINT. Logs one line per event to stderr.\n"
@@ -34,9 +35,36 @@ static void usage(FILE *f)
 		"                      before the files it unlinked while it\n"
 		"                      may have had them open are freed\n"
 		"                      (default %d)\n"
+		"  --recall-timeout MS\n"
+		"                      milliseconds a client has to send what\n"
+		"                      it kept under a file's write token and\n"
+		"                      give the token back once another client\n"
+		"                      needs the file; then the token is\n"
+		"                      revoked (default %u)\n"
 		"  -v, --verbose       also log every request\n"
 		"  -h, --help          show this help\n",
-		CAIRN_DEFAULT_PORT, ORPHAN_GRACE_S);
+		CAIRN_DEFAULT_PORT, ORPHAN_GRACE_S, TOK_RECALL_TIMEOUT_MS);
+}
+
+/* optarg as a whole number in [min, max] into *out; else a message and
+ * the usage on stderr, and -1. */
+static int number_opt(const char *opt, const char *unit, unsigned long min,
+		      unsigned long max, unsigned *out)
+{
+	char *end;
+	unsigned long v;
+
+	errno = 0;
+	v = strtoul(optarg, &end, 10);
+	if (errno || end == optarg || *end || optarg[0] == '-' || v < min ||
+	    v > max) {
+		fprintf(stderr, "cairn serve: bad %s '%s' (%s, %lu to %lu)\n",
+			opt, optarg, unit, min, max);
+		usage(stderr);
+		return -1;
+	}
+	*out = (unsigned)v;
+	return 0;
 }
 
 int cmd_serve(int argc, char **argv)
@@ -45,6 +73,7 @@ int cmd_serve(int argc, char **argv)
 		{ "data", required_argument, NULL, 'd' },
 		{ "listen", required_argument, NULL, 'l' },
 		{ "orphan-grace", required_argument, NULL, 'g' },
+		{ "recall-timeout", required_argument, NULL, 'r' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -54,8 +83,6 @@ int cmd_serve(int argc, char **argv)
 	struct server_opts o = { 0 };
 	struct server *srv;
 	sigset_t sigs;
-	unsigned long grace;
-	char *end;
 	int opt, port, sig, ret;
 
 	optind = 1;
@@ -65,17 +92,14 @@ int cmd_serve(int argc, char **argv)
 		case 'd': data = optarg; break;
 		case 'l': listen = optarg; break;
 		case 'g':
-			errno = 0;
-			grace = strtoul(optarg, &end, 10);
-			if (errno || end == optarg || *end || optarg[0] == '-' ||
-			    grace == 0 || grace > 365ul * 86400) {
-				fprintf(stderr, "cairn serve: bad --orphan-grace "
-					"'%s' (seconds, 1 to 31536000)\n",
-					optarg);
-				usage(stderr);
+			if (number_opt("--orphan-grace", "seconds", 1,
+				       365ul * 86400, &o.orphan_grace_s))
 				return 2;
-			}
-			o.orphan_grace_s = (unsigned)grace;
+			break;
+		case 'r':
+			if (number_opt("--recall-timeout", "milliseconds", 10,
+				       3600000ul, &o.recall_timeout_ms))
+				return 2;
 			break;
 		case 'v': log_verbose = 1; break;
 		case 'h': usage(stdout); return 0;

@@ -16,6 +16,7 @@
 #include "../lib/clock.h"
 #include "inode.h"
 #include "notify.h"
+#include "wback.h"
 #include "../lib/debug.h"
 #include "../lib/log.h"
 
@@ -230,8 +231,23 @@ int fs_bad_reply(uint16_t op)
 
 /* --- replies ------------------------------------------------------------ */
 
-static void attr_to_stat(const struct cairn_attr *a, struct stat *st)
+/* The mount's write-back journal, for attr_to_stat (one mount per
+ * process; set once before the session, by fs_set_wback). */
+static struct wb *patch_wb;
+
+static void attr_to_stat(const struct cairn_attr *in, struct stat *st)
 {
+	struct cairn_attr pa;
+	const struct cairn_attr *a = in;
+
+	/* A file with changes still in the journal: what the kernel gets
+	 * includes them (the kernel keeps its own size and times only for
+	 * an inode it has in memory). */
+	if (S_ISREG(in->mode) && wb_busy(patch_wb)) {
+		pa = *in;
+		wb_patch(patch_wb, &pa);
+		a = &pa;
+	}
 	memset(st, 0, sizeof(*st));
 	st->st_ino = a->fid.vnode;
 	st->st_mode = a->mode;
@@ -283,6 +299,8 @@ static void reply_attr(fuse_req_t req, struct fs *fs, uint64_t seq,
 
 void fs_take_attr(struct fs *fs, const struct cairn_attr *a, int fresh)
 {
+	if (S_ISREG(a->mode))
+		wb_attr_seen(fs->wbk, a);
 	itab_update(fs->itab, a, fresh);
 	dcache_follow(fs->dc, a, fresh);
 }
@@ -391,6 +409,19 @@ int fs_wait_init(struct fs *fs, int timeout_ms)
 
 /* --- attributes --------------------------------------------------------- */
 
+void fs_set_wback(struct fs *fs, struct wb *w)
+{
+	fs->wbk = w;
+	patch_wb = w;
+}
+
+int fs_wb_settle(struct fs *fs, const struct cairn_fid *fid)
+{
+	if (!fs->wbk || !wb_pending(fs->wbk, fid))
+		return 0;
+	return wb_drain(fs->wbk, fid);
+}
+
 int fs_getattr(fuse_req_t req, struct fs *fs, const struct cairn_fid *fid,
 	       struct cairn_attr *a)
 {
@@ -414,6 +445,14 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino,
 	struct cairn_attr a;
 	int rc;
 
+	/* The journal's changes of the file are in what we answer
+	 * (attr_to_stat), but blocks and the data version only the server
+	 * knows: it gets them first. */
+	if (wb_busy(fs->wbk) && itab_fid(fs->itab, ino, &fid) == 0 &&
+	    (rc = fs_wb_settle(fs, &fid))) {
+		reply_error(req, rc);
+		return;
+	}
 	notify_reply_begin(fs->ntf, seq);
 	rc = itab_getattr(fs->itab, ino, &a);
 	if (rc == 0)
@@ -481,7 +520,10 @@ int fs_truncate(fuse_req_t req, struct fs *fs, const struct cairn_fid *fid,
 		struct cairn_attr *a)
 {
 	struct stat st;
+	int rc;
 
+	if ((rc = fs_wb_settle(fs, fid)))
+		return rc;
 	memset(&st, 0, sizeof(st));
 	return setattr_rpc(req, fs, fid, SA_SIZE, &st, a);
 }
@@ -534,6 +576,32 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	 * `before` is the version this change starts from. */
 	wl = &fs->wlock[fid.vnode % FS_WLOCKS];
 	pthread_mutex_lock(wl);
+	/* Size and times of a regular file go to the write-back journal
+	 * (the kernel's O_TRUNC, ftruncate, and its times after writes):
+	 * answered with what the table holds, the change applied
+	 * (attr_to_stat). */
+	if (fs_wb_on(fs) && itab_getattr(fs->itab, ino, &a) == 0 &&
+	    S_ISREG(a.mode) && a.fid.uniq == fid.uniq) {
+		struct cairn_time mt = cairn_time_of(&attr->st_mtim);
+		struct cairn_time ct = cairn_time_of(&attr->st_ctim);
+
+		rc = wb_setattr(fs->wbk, &fid, valid, (uint64_t)attr->st_size,
+				&mt, &ct);
+		if (rc == 0) {
+			struct stat st;
+
+			pthread_mutex_unlock(wl);
+			attr_to_stat(&a, &st);
+			fuse_reply_attr(req, &st, FS_CACHE_TIMEOUT);
+			return;
+		}
+	}
+	/* Anything else waits for what the journal holds of the file. */
+	if ((rc = fs_wb_settle(fs, &fid))) {
+		pthread_mutex_unlock(wl);
+		reply_error(req, rc);
+		return;
+	}
 	known = fs->cc && itab_getattr(fs->itab, ino, &before) == 0 &&
 		before.fid.uniq == fid.uniq;
 	if ((rc = setattr_rpc(req, fs, &fid, valid, attr, &a))) {

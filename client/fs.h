@@ -43,6 +43,10 @@ void fs_set_writeback(struct fs *fs, int on);
 /* Serve reads through the persistent chunk cache c (client/ccache.h), or
  * not (NULL). Only before the session loop starts; c must outlive it. */
 void fs_set_ccache(struct fs *fs, struct ccache *c);
+/* Keep writes in the write-back journal w (client/wback.h; NULL: none).
+ * Before the session runs. */
+struct wb;
+void fs_set_wback(struct fs *fs, struct wb *w);
 
 /*
  * The thread that releases unlinked files on the server once the kernel

@@ -25,6 +25,7 @@
 #include "fs_int.h"
 #include "inode.h"
 #include "notify.h"
+#include "wback.h"
 
 /*
  * open/opendir. Close-to-open: unless the promise stands and the page cache
@@ -375,7 +376,17 @@ void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 {
 	struct fs *fs = req_fs(req);
 	uint64_t seq = notify_seq(fs->ntf);
+	struct cairn_fid fid;
+	int rc;
 
+	/* What the journal holds of the file reaches the server first: the
+	 * kernel asks for pages it does not have, which may be ours. */
+	if (wb_busy(fs->wbk) && itab_fid(fs->itab, ino, &fid) == 0 &&
+	    (rc = fs_wb_settle(fs, &fid))) {
+		reply_error(req, rc);
+		return;
+	}
+	seq = notify_seq(fs->ntf);
 	if (!fs->cc || size == 0 || off < 0 ||
 	    read_cached(req, fs, ino, size, off) != 0)
 		read_direct(req, fs, ino, size, off);
@@ -440,8 +451,22 @@ void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		goto out;
 	/* The kernel's writeback sends a file's WRITEs in parallel: one at a
 	 * time per file, so that each learns the version it started from. */
+	/* Write-back: into the journal, answered at once (wback.h); the
+	 * kernel's WRITEs of one file go in parallel (different pages).
+	 * O_SYNC writes, and files whose token cannot be had, go through,
+	 * after what the journal holds of the file. */
+	if (fs_wb_on(fs) && !(flags & WR_SYNC) &&
+	    wb_write(fs->wbk, &fid, buf, size, (uint64_t)off) == 0) {
+		fuse_reply_write(req, size);
+		return;
+	}
 	wl = &fs->wlock[fid.vnode % FS_WLOCKS];
 	pthread_mutex_lock(wl);
+	if ((rc = fs_wb_settle(fs, &fid))) {
+		pthread_mutex_unlock(wl);
+		goto out;
+	}
+	seq = notify_seq(fs->ntf);
 	known = fs->cc && itab_getattr(fs->itab, ino, &before) == 0 &&
 		before.fid.uniq == fid.uniq;
 	while (done < size) {
@@ -515,7 +540,10 @@ void fs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 	struct msg_fsync_req q = { .flags = datasync ? FS_DATASYNC : 0 };
 	int rc;
 
-	if (!(rc = itab_fid(fs->itab, ino, &q.fid)))
+	/* The journal's changes of the file first: fsync returns once the
+	 * server has them on disk. */
+	if (!(rc = itab_fid(fs->itab, ino, &q.fid)) &&
+	    !(rc = fs_wb_settle(fs, &q.fid)))
 		rc = fs_rpc(req, fs, OP_FSYNC, &q, NULL, NULL);
 	reply_error(req, rc);
 }
@@ -537,7 +565,8 @@ void fs_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
 		rc = -EINVAL;
 		goto out;
 	}
-	if ((rc = itab_fid(fs->itab, ino, &q.fid)))
+	if ((rc = itab_fid(fs->itab, ino, &q.fid)) ||
+	    (rc = fs_wb_settle(fs, &q.fid)))
 		goto out;
 	if ((rc = fs_rpc(req, fs, OP_FALLOCATE, &q, &p, NULL))) {
 		ccache_forget_fid(fs->cc, &q.fid); /* as in fs_op_write */

@@ -54,6 +54,7 @@
 
 struct ccache;
 struct dcache;
+struct wb;
 
 /* Background calls (fs_dir.c): read-ahead of tree walks, and the atime
  * of files read from the chunk cache. */
@@ -121,6 +122,9 @@ struct fs {
 
 	struct fs_orphans orph;
 	struct fs_ahead ahead;
+	struct wb *wbk;              /* write-back journal (wback.h), NULL
+				      * when off; set before the session
+				      * (fs_set_wback) */
 };
 
 static inline struct fs *req_fs(fuse_req_t req)
@@ -162,6 +166,15 @@ int fs_bad_reply(uint16_t op);
 /* GETATTR of fid. */
 int fs_getattr(fuse_req_t req, struct fs *fs, const struct cairn_fid *fid,
 	       struct cairn_attr *a);
+/* Changes of fid the write-back journal holds are sent first (wb_drain):
+ * 0, or the error that keeps them from the server. Before anything that
+ * must see this client's own writes on the server. */
+int fs_wb_settle(struct fs *fs, const struct cairn_fid *fid);
+/* Write-back in use: the journal is open and the kernel caches writes. */
+static inline int fs_wb_on(const struct fs *fs)
+{
+	return fs->wbk && fs->wb;
+}
 /* SETATTR of size 0. */
 int fs_truncate(fuse_req_t req, struct fs *fs, const struct cairn_fid *fid,
 		struct cairn_attr *a);

@@ -19,6 +19,7 @@
 #include "dircache.h"
 #include "fs_int.h"
 #include "inode.h"
+#include "wback.h"
 #include "notify.h"
 #include "../lib/log.h"
 
@@ -267,13 +268,19 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name,
 	uint64_t seq = notify_seq(fs->ntf);
 	uint32_t flags = fi && !(fi->flags & O_EXCL) ? 0 : CR_EXCL;
 	struct cairn_attr child, dir;
+	/* A new file's write token comes with it: its first writes need no
+	 * server call (wback.h). */
+	int tok = fs_wb_on(fs) && S_ISREG(mode);
 	size_t len;
 	int created, rc;
 
 	if ((rc = check_name(name, &len)) ||
-	    (rc = create_rpc(fs, req, parent, name, len, mode, rdev, flags,
-			     &created, &child, &dir)))
+	    (rc = create_rpc(fs, req, parent, name, len, mode, rdev,
+			     flags | (tok ? CR_TOKEN : 0), &created, &child,
+			     &dir)))
 		goto out;
+	if (tok && created && S_ISREG(child.mode))
+		wb_created(fs->wbk, &child.fid, child.dv, child.size);
 	if (fi) {
 		if (!S_ISREG(child.mode)) {
 			rc = -EEXIST;

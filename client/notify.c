@@ -157,6 +157,10 @@ struct notify {
 	/* set once by notify_set_orphan_hook */
 	void (*orphan_fn)(void *arg, const struct cairn_fid *fid);
 	void *orphan_arg;
+	/* set once by notify_set_wback_hooks */
+	void (*recall_fn)(void *arg, const struct cairn_fid *fid);
+	void (*reconnected_fn)(void *arg);
+	void *wb_arg;
 	struct fuse_session *se;    /* set once by notify_start */
 	struct rpc *rpc;            /* set once by notify_start */
 
@@ -900,6 +904,9 @@ void notify_on_reconnect(void *arg, int epoch_changed)
 	struct nlist l = { 0 };
 
 	__atomic_add_fetch(&n->st.reconnects, 1, __ATOMIC_RELAXED);
+	/* The server dropped our write tokens with the old connection. */
+	if (n->reconnected_fn)
+		n->reconnected_fn(n->wb_arg);
 	seq_take(n, SEQ_WRITE);
 	break_everything(n, &l);
 	log_info("reconnected to server%s: invalidating %zu cached inodes and "
@@ -1029,6 +1036,23 @@ void notify_on_push(void *arg, uint16_t op, uint32_t id,
 	size_t norph = 0;
 	int rc;
 
+	if (op == OP_CB_RECALL) {
+		struct msg_orphan_drop_req q;
+		struct cairn_fid fid;
+		struct rbuf it;
+		const char *why = NULL;
+
+		if (msg_decode(OP_CB_RECALL, 0, payload, len, &q, &why)) {
+			log_warn("malformed CB_RECALL (%s): ignored; the server "
+				 "revokes the token", why ? why : "?");
+			return;
+		}
+		rbuf_init(&it, q.list.p, q.list.len);
+		while (msg_fid_next(&it, &fid))
+			if (n->recall_fn)
+				n->recall_fn(n->wb_arg, &fid);
+		return;
+	}
 	if (op != OP_CB_BREAK) {
 		log_warn("ignoring unknown push op %u", op);
 		return;
@@ -1107,6 +1131,18 @@ void notify_set_orphan_hook(struct notify *n,
 	seq_take(n, SEQ_WRITE);
 	n->orphan_fn = fn;
 	n->orphan_arg = arg;
+	seq_release(n);
+}
+
+void notify_set_wback_hooks(struct notify *n,
+			    void (*recall)(void *arg,
+					   const struct cairn_fid *fid),
+			    void (*reconnected)(void *arg), void *arg)
+{
+	seq_take(n, SEQ_WRITE);
+	n->recall_fn = recall;
+	n->reconnected_fn = reconnected;
+	n->wb_arg = arg;
 	seq_release(n);
 }
 

@@ -90,6 +90,15 @@ void notify_set_orphan_hook(struct notify *n,
 			    void (*fn)(void *arg, const struct cairn_fid *fid),
 			    void *arg);
 
+/* Write-back (client/wback.h): recall(arg, fid) for every FID of a
+ * CB_RECALL push, and reconnected(arg) after a reconnect, both on the
+ * rpc's reader thread with no lock held; they must only queue. Set once,
+ * before the session serves. */
+void notify_set_wback_hooks(struct notify *n,
+			    void (*recall)(void *arg,
+					   const struct cairn_fid *fid),
+			    void (*reconnected)(void *arg), void *arg);
+
 /* Current break sequence number (see above). */
 uint64_t notify_seq(struct notify *n);
 /* Enter the reply section; returns 1 if no break since `seq`, else 0.

@@ -645,6 +645,25 @@ static int dec_fsync_req(struct rbuf *r, void *m)
 	return dec_end(r);
 }
 
+static void enc_wtoken_req(struct wbuf *w, const void *m)
+{
+	const struct msg_wtoken_req *q = m;
+
+	wire_put_fid(w, &q->fid);
+	wire_put_u64(w, q->dv);
+	wire_put_u32(w, q->flags);
+}
+
+static int dec_wtoken_req(struct rbuf *r, void *m)
+{
+	struct msg_wtoken_req *q = m;
+
+	wire_get_fid(r, &q->fid);
+	q->dv = wire_get_u64(r);
+	q->flags = wire_get_u32(r);
+	return dec_end(r);
+}
+
 static void enc_statfs_rep(struct wbuf *w, const void *m)
 {
 	wire_put_statfs(w, &((const struct msg_statfs_rep *)m)->sf);
@@ -988,9 +1007,20 @@ static const struct msg_desc descs[] = {
 	 * request is ORPHAN_DROP's: a list of FIDs. */
 	{ OP_ATIME, "ATIME", 0, "u32 count, count × (fid)", "–",
 	  CODEC(orphan_drop_req, empty) },
+	/* Grants or returns a write token: state the server keeps per
+	 * connection, no store change (nothing to sync, nothing a resend
+	 * could do twice: a second grant or return is a no-op). Granting
+	 * breaks the other clients' promises on the file. */
+	{ OP_WTOKEN, "WTOKEN", 0, "fid, u64 dv, u32 flags", "attr",
+	  CODEC(wtoken_req, attr) },
 	{ OP_CB_BREAK, "CB_BREAK", MSG_PUSH, "u32 count, count × (fid, str name, u8 flags)",
 	  "acknowledged: an empty `WF_REPLY` frame with the push's id "
 	  "(see Callbacks)", CODEC(cb_break, empty) },
+	/* Not acknowledged: the holder answers with WTOKEN WT_RETURN once
+	 * it has sent what it kept. Its list is ORPHAN_DROP's. */
+	{ OP_CB_RECALL, "CB_RECALL", MSG_PUSH, "u32 count, count × (fid)",
+	  "not acknowledged: the holder answers with WTOKEN `WT_RETURN` "
+	  "(see Write tokens)", CODEC(orphan_drop_req, empty) },
 };
 
 #define NDESC (sizeof(descs) / sizeof(descs[0]))

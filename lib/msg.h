@@ -188,6 +188,13 @@ struct msg_fsync_req {
 	uint32_t flags;          /* FS_* */
 };
 
+/* WTOKEN request: fid, the data version it expects (WT_DV), WT_* flags. */
+struct msg_wtoken_req {
+	struct cairn_fid fid;
+	uint64_t dv;
+	uint32_t flags;          /* WT_* */
+};
+
 struct msg_statfs_rep {
 	struct cairn_statfs sf;
 };
@@ -279,6 +286,7 @@ union msg_any {
 	struct msg_read_rep read_rep;
 	struct msg_write_req write_req;
 	struct msg_fsync_req fsync_req;
+	struct msg_wtoken_req wtoken_req;
 	struct msg_statfs_rep statfs_rep;
 	struct msg_setxattr_req setxattr_req;
 	struct msg_getxattr_req getxattr_req;

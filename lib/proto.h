@@ -14,7 +14,7 @@
 #include <stddef.h>
 
 #define CAIRN_MAGIC          0x4e524143u /* "CARN" read little-endian */
-#define CAIRN_PROTO_VERSION  4u
+#define CAIRN_PROTO_VERSION  5u
 #define CAIRN_DEFAULT_PORT   7070
 
 /* Frame header: u32 len | u16 op | u16 flags | u32 id | i32 status. */
@@ -68,8 +68,10 @@ enum cairn_op {
 	OP_BULKSTAT,
 	OP_ORPHAN_DROP,
 	OP_ATIME,
+	OP_WTOKEN,
 	OP__COUNT,          /* number of request opcodes + 1 */
 	OP_CB_BREAK = 64,
+	OP_CB_RECALL,
 };
 
 /* HELLO flags. */
@@ -103,10 +105,14 @@ enum {
 	 * SA_CTIME say (the client's kernel keeps them: FUSE writeback
 	 * cache); ignored for other types. */
 	SA_KEEPTIME  = 1u << 9,
+	SA_TOKEN     = 1u << 10, /* only while the requester holds the
+				  * file's write token (WTOKEN) */
 };
 
-/* CREATE flags. */
-enum { CR_EXCL = 1u << 0 };
+/* CREATE flags. CR_TOKEN: a regular file the request creates comes with
+ * its write token for the requester (WTOKEN), unless the server's token
+ * table is full (the first WR_TOKEN write then answers -ECANCELED). */
+enum { CR_EXCL = 1u << 0, CR_TOKEN = 1u << 1 };
 /* REMOVE flags. RM_KEEP: the requester may still have the file open; a
  * non-directory whose last link goes is kept as an orphan held by the
  * requester's client id until it sends ORPHAN_DROP (docs/PROTOCOL.md).
@@ -127,7 +133,18 @@ enum { CB_ORPHANED = 1u << 0, CB_ATTRS_ONLY = 1u << 1 };
 /* WRITE flags. WR_KEEPTIME: leave mtime and ctime as they are; the
  * writer's kernel keeps them (FUSE writeback cache) and sets them with a
  * SETATTR (SA_MTIME | SA_CTIME) when it writes the inode back. */
-enum { WR_SYNC = 1u << 0, WR_KEEPTIME = 1u << 1 };
+enum { WR_SYNC = 1u << 0, WR_KEEPTIME = 1u << 1, WR_TOKEN = 1u << 2 };
+/*
+ * Write tokens (WTOKEN, docs/PROTOCOL.md "Write tokens"). A client that
+ * holds a regular file's token may keep changes to it that it has not
+ * sent; before any other client reads or changes the file, the server
+ * recalls the token (CB_RECALL) and waits for the holder to send them and
+ * give it back (WT_RETURN), at most the server's recall timeout. WT_DV:
+ * grant only if the file's data version is still the request's dv.
+ * WR_TOKEN on a WRITE, SA_TOKEN on a SETATTR: apply only while the
+ * requester holds the file's token; otherwise -ECANCELED.
+ */
+enum { WT_RETURN = 1u << 0, WT_DV = 1u << 1 };
 /* BULKSTAT flags. */
 enum { BS_LIST = 1u << 0 };
 /* Largest BULKSTAT page the server builds (its entries' bytes). */

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "../lib/debug.h"
@@ -31,6 +32,7 @@
 #include "server.h"
 #include "stats.h"
 #include "store.h"
+#include "token.h"
 
 #define HANDLER_READDIR_MAX 8192u /* 8192 x 361-byte entries fit one frame */
 
@@ -143,6 +145,38 @@ static int applied(struct op_req *q, const struct cairn_fid *f1,
 	return f2 ? store_getattr(q->ctx->st, f2, a2) : 0;
 }
 
+/*
+ * Write tokens (token.h). A handler that changes a regular file, or
+ * answers with the attributes of one it did not change, first asks
+ * whether another client holds its token: if so it stops (returns
+ * PARKED, having changed nothing) and the request waits for the token.
+ * Requests that change nothing are checked after their handler instead,
+ * on the attributes their reply carries (server.c, must_wait).
+ */
+#define PARKED 1
+
+static int tok_busy(struct op_req *q, const struct cairn_fid *fid)
+{
+	if (!tok_count(q->ctx->tok) ||
+	    tok_find_other(q->ctx->tok, q->c, fid, 1) < 0)
+		return 0;
+	q->out->park = 1;
+	q->out->park_fid = *fid;
+	return 1;
+}
+
+/* A change sent under a token (WR_TOKEN, SA_TOKEN) the requester no
+ * longer holds: revoked, or dropped with an earlier connection. */
+static int tok_lost(struct op_req *q, const struct cairn_fid *fid)
+{
+	if (tok_holds(q->ctx->tok, q->c, fid))
+		return 0;
+	log_info("peer %s: %s of vnode %llu under a write token it no longer "
+		 "holds: refused", conn_peer(q->c), msg_name(q->op),
+		 (unsigned long long)fid->vnode);
+	return -ECANCELED;
+}
+
 /* Check a path component and copy it, NUL-terminated, for the store. */
 static int name_get(const struct msg_str *s, char dst[CAIRN_NAME_MAX + 1])
 {
@@ -225,6 +259,7 @@ static int op_status(struct op_req *q)
 	size_t len = 0;
 	long conns = 0, clients = 0, drc_clients = 0, drc_entries = 0;
 	uint64_t orphans = 0;
+	struct tok_stats ts;
 	FILE *f;
 
 	f = open_memstream(&text, &len);
@@ -247,6 +282,13 @@ static int op_status(struct op_req *q)
 	fprintf(f, "drc_entries %ld\n", drc_entries);
 	if (store_orphan_count(ctx->st, &orphans) == 0)
 		fprintf(f, "orphans %llu\n", (unsigned long long)orphans);
+	tok_get_stats(ctx->tok, &ts);
+	fprintf(f, "tokens %llu\ntokens_granted %llu\ntokens_recalled %llu\n"
+		"tokens_returned %llu\ntokens_revoked %llu\n"
+		"tokens_parked %llu\n", (unsigned long long)ts.held,
+		(unsigned long long)ts.granted, (unsigned long long)ts.recalls,
+		(unsigned long long)ts.returned,
+		(unsigned long long)ts.revoked, (unsigned long long)ts.parked);
 	stats_print(ctx->stats, f);
 	if (fclose(f)) {
 		free(text);
@@ -305,10 +347,15 @@ static int op_setattr(struct op_req *q)
 	struct msg_attr rep;
 	int ret;
 
-	if (m->valid & ~0x3ffu)
+	if (m->valid & ~0x7ffu)
 		return -EINVAL;
 	if ((m->valid & SA_SIZE) && m->size > (uint64_t)INT64_MAX)
 		return -EFBIG;
+	if (tok_busy(q, &m->fid))
+		return PARKED;
+	if ((m->valid & SA_TOKEN) && (ret = tok_lost(q, &m->fid)))
+		return ret;
+	sa.valid &= ~(uint32_t)SA_TOKEN;
 	ret = store_setattr(q->ctx->st, &m->fid, &sa, &rep.attr);
 	if (ret)
 		return ret;
@@ -329,7 +376,7 @@ static int op_create(struct op_req *q)
 
 	if ((ret = name_get(&m->name, name)))
 		return ret;
-	if (m->flags & ~(uint32_t)CR_EXCL)
+	if (m->flags & ~(uint32_t)(CR_EXCL | CR_TOKEN))
 		return -EINVAL;
 	tag(q);
 	ret = store_create(q->ctx->st, &m->dir, name, m->mode, m->uid, m->gid,
@@ -349,7 +396,18 @@ static int op_create(struct op_req *q)
 	}
 	if (ret)
 		return ret;
+	/* O_CREAT of a file that exists changed nothing: it may wait. */
+	if (!created && tok_busy(q, &rep.child.fid))
+		return PARKED;
 	rep.created = created ? 1 : 0;
+	/* Nobody else can know the new file yet: its token needs no break.
+	 * A full table grants none; the client learns it from -ECANCELED
+	 * on its first WR_TOKEN write (PROTOCOL.md, Write tokens). */
+	if (created && (m->flags & CR_TOKEN) && S_ISREG(rep.child.mode)) {
+		int fresh;
+
+		tok_acquire(q->ctx->tok, q->c, &rep.child.fid, &fresh);
+	}
 	reply(q, &rep);
 	promise(q, &rep.child.fid);
 	promise(q, &rep.dir.fid);
@@ -418,6 +476,8 @@ static int op_link(struct op_req *q)
 
 	if ((ret = name_get(&m->name, name)))
 		return ret;
+	if (tok_busy(q, &m->fid))
+		return PARKED;
 	tag(q);
 	ret = store_link(q->ctx->st, &m->fid, &m->dir, name, &rep.a, &rep.b);
 	untag();
@@ -645,13 +705,18 @@ static int op_write(struct op_req *q)
 	struct msg_attr rep;
 	int ret;
 
-	if ((m->flags & ~(uint32_t)(WR_SYNC | WR_KEEPTIME)) ||
+	if ((m->flags & ~(uint32_t)(WR_SYNC | WR_KEEPTIME | WR_TOKEN)) ||
 	    m->data.len > CAIRN_MAX_IO)
 		return -EINVAL;
 	if (m->off > (uint64_t)INT64_MAX - m->data.len)
 		return -EFBIG;
+	if (tok_busy(q, &m->fid))
+		return PARKED;
+	if ((m->flags & WR_TOKEN) && (ret = tok_lost(q, &m->fid)))
+		return ret;
 	ret = store_write(q->ctx->st, &m->fid, m->off, m->data.p,
-			  (uint32_t)m->data.len, m->flags, &rep.attr);
+			  (uint32_t)m->data.len, m->flags & ~(uint32_t)WR_TOKEN,
+			  &rep.attr);
 	if (ret)
 		return ret;
 	reply(q, &rep);
@@ -680,6 +745,8 @@ static int op_fallocate(struct op_req *q)
 	if (m->off > (uint64_t)INT64_MAX ||
 	    m->len > (uint64_t)INT64_MAX - m->off)
 		return -EFBIG;
+	if (tok_busy(q, &m->fid))
+		return PARKED;
 	ret = store_fallocate(q->ctx->st, &m->fid, m->mode, m->off, m->len,
 			      &rep.attr);
 	if (ret)
@@ -687,6 +754,55 @@ static int op_fallocate(struct op_req *q)
 	reply(q, &rep);
 	promise(q, &rep.attr.fid);
 	change(q, &m->fid, NULL, CB_OTHERS);
+	return 0;
+}
+
+/*
+ * WTOKEN: grant (another holder: wait for it, recalled) or return
+ * (WT_RETURN) a regular file's write token. A grant breaks the other
+ * clients' promises on the file: their next look at it reaches the
+ * server, and waits for the token there.
+ */
+static int op_wtoken(struct op_req *q)
+{
+	const struct msg_wtoken_req *m = &q->m.wtoken_req;
+	struct msg_attr rep;
+	int ret, fresh = 0;
+
+	if ((m->flags & ~(uint32_t)(WT_RETURN | WT_DV)) ||
+	    (m->flags & WT_RETURN && m->flags & WT_DV))
+		return -EINVAL;
+	if (m->flags & WT_RETURN) {
+		tok_return(q->ctx->tok, q->c, &m->fid);
+		if ((ret = store_getattr(q->ctx->st, &m->fid, &rep.attr)))
+			return ret;
+		reply(q, &rep);
+		promise(q, &rep.attr.fid);
+		return 0;
+	}
+	ret = tok_acquire(q->ctx->tok, q->c, &m->fid, &fresh);
+	if (ret == 1) {
+		q->out->park = 1;
+		q->out->park_fid = m->fid;
+		return PARKED;
+	}
+	if (ret)
+		return ret;
+	/* Read once we hold it: nobody else can change it now. */
+	ret = store_getattr(q->ctx->st, &m->fid, &rep.attr);
+	if (!ret && !S_ISREG(rep.attr.mode))
+		ret = -EINVAL;
+	if (!ret && (m->flags & WT_DV) && rep.attr.dv != m->dv)
+		ret = -ECANCELED; /* changed since the version it expects */
+	if (ret) {
+		if (fresh)
+			tok_return(q->ctx->tok, q->c, &m->fid);
+		return ret;
+	}
+	reply(q, &rep);
+	promise(q, &rep.attr.fid);
+	if (fresh)
+		change(q, &m->fid, NULL, CB_OTHERS);
 	return 0;
 }
 
@@ -873,6 +989,7 @@ static const op_fn handlers[OP__COUNT] = {
 	[OP_BULKSTAT] = op_bulkstat,
 	[OP_ORPHAN_DROP] = op_orphan_drop,
 	[OP_ATIME] = op_atime,
+	[OP_WTOKEN] = op_wtoken,
 };
 
 static op_fn handler_of(unsigned op)
@@ -922,6 +1039,13 @@ int handler_run(const struct srv_ctx *ctx, struct conn *c,
 	q.w = &out->w;
 	hdr = wire_frame_begin(q.w, h->op, WF_REPLY, h->id, 0);
 	status = fn ? run(&q, fn, h, payload) : -ENOSYS;
+	if (status == PARKED) {
+		/* Nothing changed and nothing is sent (server.c parks it). */
+		CAIRN_ASSERT(out->park && !out->nch);
+		out->np = 0;
+		wbuf_reset(q.w);
+		return 0;
+	}
 	if (q.bad) {
 		conn_fail(c, "malformed %s request (%u bytes): %s", name, h->len,
 			  q.bad);

@@ -27,6 +27,7 @@ struct store;
 struct stats;
 struct conn;
 struct orphan_table;
+struct tok_table;
 
 /* Server-wide state the handlers and delivery use; set up once by
  * server.c, then read-only. Every pointer outlives every request. */
@@ -36,6 +37,7 @@ struct srv_ctx {
 	struct cb_table *cb;
 	struct stats *stats;
 	struct orphan_table *orph; /* holders of orphans (orphan.h) */
+	struct tok_table *tok;     /* write tokens (token.h) */
 	uint8_t server_id[16];
 	uint64_t epoch;           /* changes every time the server starts */
 	struct timespec started;  /* CLOCK_MONOTONIC */
@@ -67,6 +69,11 @@ struct handler_out {
 	/* Non-empty: fail the connection with this reason after the reply
 	 * (a HELLO of an unsupported version). */
 	char close_after[64];
+	/* Set: another client holds park_fid's write token; the request
+	 * changed nothing and must wait for it (server.c parks it; no
+	 * reply was built). */
+	int park;
+	struct cairn_fid park_fid;
 };
 
 /*

@@ -49,6 +49,7 @@
  * wbuf), so one send() per frame does what writev would.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
@@ -74,6 +75,7 @@
 #include "orphan.h"
 #include "server.h"
 #include "stats.h"
+#include "token.h"
 #include "store.h"
 
 /* Enough workers that concurrent metadata commits share an fsync (the
@@ -131,6 +133,11 @@ struct job {
 	struct conn *c;
 	struct wire_hdr h;
 	uint8_t *payload;
+	struct tok_wait tw;       /* parked behind a write token */
+	int admitted;             /* delivery admitted it already: d holds
+				   * its duplicate cache entry */
+	int stack;                /* on the reader's stack: never parked */
+	struct delivery d;
 };
 
 struct server {
@@ -620,28 +627,113 @@ static int read_frame(struct conn *c, struct wire_hdr *h, uint8_t **payload)
 }
 
 /*
+ * The fid whose write token, held by another client, the request must
+ * wait for, or NULL: the handler said so (a change of the file), or the
+ * reply of a request that changed nothing carries its attributes.
+ */
+static const struct cairn_fid *must_wait(struct server *s, struct conn *c,
+					 const struct wire_hdr *h,
+					 const struct handler_out *out)
+{
+	int i;
+
+	if (out->park)
+		return &out->park_fid;
+	if (msg_has(h->op, MSG_CHANGES) || h->op == OP_WTOKEN)
+		return NULL;
+	i = tok_find_other(s->ctx.tok, c, out->pfid, out->np);
+	return i < 0 ? NULL : &out->pfid[i];
+}
+
+/*
  * One request, one way: delivery admits it (the duplicate request cache
  * may answer it instead), its handler runs, delivery sends the outcome.
- * Returns 0, or -EPROTO once c has been failed (stop reading from it).
+ * A request that must wait for another client's write token is parked
+ * instead (token.h): its handler's outcome is dropped (it changed
+ * nothing) and it runs again, from the start, once the token is back.
+ * Returns 0, 1 when j was parked (j, its payload, its in-flight count and
+ * conn reference now belong to the table), or -EPROTO once c has been
+ * failed (stop reading from it).
  */
-static int serve_request(struct server *s, struct conn *c,
-			 const struct wire_hdr *h, const uint8_t *payload)
+static int serve_request(struct server *s, struct job *j)
 {
+	struct conn *c = j->c;
+	const struct wire_hdr *h = &j->h;
+	const struct cairn_fid *wait;
 	struct handler_out out;
-	struct delivery d;
 
 	/* deliver.h: the request runs holding no lock (its store call may
 	 * wait for a group commit, its delivery sends). */
 	LOCK_ASSERT_NOT_HELD(&c->wlock);
 	LOCK_ASSERT_NOT_HELD(&s->lock);
 	LOCK_ASSERT_NOT_HELD(&s->qlock);
-	if (deliver_begin(&s->ctx, c, h, &d))
-		return 0;
-	if (handler_run(&s->ctx, c, h, payload, &out)) {
-		deliver_abort(&s->ctx, &d);
+again:
+	if (!j->admitted) {
+		if (deliver_begin(&s->ctx, c, h, &j->d))
+			return 0;
+		j->admitted = 1;
+	} else {
+		/* Parked and resumed: what it reads is read now. */
+		j->d.seq0 = cb_seq(s->ctx.cb);
+	}
+	if (handler_run(&s->ctx, c, h, j->payload, &out)) {
+		deliver_abort(&s->ctx, &j->d);
 		return -EPROTO;
 	}
-	return deliver_reply(&s->ctx, c, h, &d, &out);
+	/* A job on the stack began when no token was held: one granted
+	 * since broke what it read (the grant's break reaches it through
+	 * the recheck after its reply; deliver.h). */
+	if (!j->stack && (wait = must_wait(s, c, h, &out))) {
+		struct cairn_fid fid = *wait;
+
+		handler_out_free(&out);
+		if (!tok_park(s->ctx.tok, c, &fid, &j->tw))
+			goto again; /* returned meanwhile */
+		return 1;
+	}
+	return deliver_reply(&s->ctx, c, h, &j->d, &out);
+}
+
+/*
+ * A request run on the reader thread (MSG_INLINE, never a change): it is
+ * parked only when a token is held, so only then does it need a job on
+ * the heap. Returns as serve_request; 1: payload and the in-flight count
+ * belong to the parked job.
+ */
+static int serve_inline(struct server *s, struct conn *c,
+			const struct wire_hdr *h, uint8_t *payload)
+{
+	struct job *j;
+	int rc;
+
+	if (!tok_count(s->ctx.tok)) {
+		struct job sj = { .c = c, .h = *h, .payload = payload,
+				  .stack = 1 };
+
+		return serve_request(s, &sj);
+	}
+	if (!(j = calloc(1, sizeof(*j)))) {
+		conn_fail(c, "out of memory");
+		return -EPROTO;
+	}
+	*j = (struct job){ .c = c, .h = *h, .payload = payload };
+	conn_get(c);
+	rc = serve_request(s, j);
+	if (rc != 1) {
+		conn_put(c);
+		free(j);
+	}
+	return rc;
+}
+
+/* tok_park's resume: run the parked request again on a worker. */
+static void resume_job(void *arg, struct tok_wait *w)
+{
+	struct server *s = arg;
+	struct job *j = (struct job *)((char *)w - offsetof(struct job, tw));
+
+	j->next = NULL; /* still the successor it had when first queued */
+	queue_job(s, j);
 }
 
 static void *conn_reader(void *arg)
@@ -657,8 +749,11 @@ static void *conn_reader(void *arg)
 			break;
 		if (!c->hello_done) {
 			/* Handshake inline: nothing else runs before it
-			 * (read_frame let through only a HELLO). */
-			int rc = serve_request(s, c, &h, payload);
+			 * (read_frame let through only a HELLO, which never
+			 * waits for a token). */
+			struct job hj = { .c = c, .h = h, .payload = payload,
+					  .stack = 1 };
+			int rc = serve_request(s, &hj);
 			free(payload);
 			if (rc)
 				break;
@@ -690,9 +785,10 @@ static void *conn_reader(void *arg)
 				free(payload);
 				break;
 			}
-			serve_request(s, c, &h, payload);
-			free(payload);
-			inflight_leave(c);
+			if (serve_inline(s, c, &h, payload) != 1) {
+				free(payload);
+				inflight_leave(c);
+			}
 			continue;
 		}
 		struct job *j = malloc(sizeof(*j));
@@ -711,6 +807,8 @@ static void *conn_reader(void *arg)
 	/* No more acknowledgements can come: stop waiting for them. */
 	conn_mark_closing(c, 0);
 	cb_client_gone(s->ctx.cb, &c->cb);
+	/* Nor token returns: what is parked behind its tokens runs now. */
+	tok_conn_gone(s->ctx.tok, c);
 	/* Drain: no request of c still runs or waits, so none can register
 	 * a promise after the drop below. */
 	pthread_mutex_lock(&c->wlock);
@@ -718,6 +816,8 @@ static void *conn_reader(void *arg)
 		pthread_cond_wait(&c->icond, &c->wlock);
 	pthread_mutex_unlock(&c->wlock);
 	pthread_join(c->writer, NULL);
+	/* A request of c that ran after the call above may have taken one. */
+	tok_conn_gone(s->ctx.tok, c);
 	cb_drop_client(s->ctx.cb, &c->cb);
 	/* Its orphans' grace period starts when no request of it runs. */
 	if (c->hello_done)
@@ -758,7 +858,8 @@ static void *worker_main(void *arg)
 		pthread_mutex_unlock(&s->qlock);
 		if (!j)
 			break;
-		serve_request(s, j->c, &j->h, j->payload);
+		if (serve_request(s, j) == 1)
+			continue; /* parked: the token table has it */
 		free(j->payload);
 		inflight_leave(j->c);
 		conn_put(j->c);
@@ -807,6 +908,7 @@ static void *expiry_main(void *arg)
 			break;
 		pthread_mutex_unlock(&s->elock);
 		cb_expire(s->ctx.cb, lost_client, s);
+		tok_expire(s->ctx.tok);
 		drc_expire(s->drc); /* does work once a second at most */
 		orphan_sweep(s->ctx.orph, mono_s()); /* likewise */
 		if (mono_s() != synced_at) {
@@ -998,6 +1100,7 @@ static void server_free(struct server *s)
 	if (s->ctx.st)
 		store_close(s->ctx.st);
 	cb_table_destroy(s->ctx.cb);
+	tok_table_destroy(s->ctx.tok);
 	drc_destroy(s->drc);
 	stats_destroy(s->ctx.stats);
 	free(s->workers);
@@ -1044,9 +1147,13 @@ int server_start(const struct server_opts *o, struct server **out, char *err,
 	s->ctx.srv = s;
 	s->ctx.stats = stats_create();
 	s->ctx.cb = cb_table_create(CB_MAX_PROMISES, hold_conn);
+	s->ctx.tok = tok_table_create(o->recall_timeout_ms ?
+				      o->recall_timeout_ms :
+				      TOK_RECALL_TIMEOUT_MS, resume_job, s);
 	s->drc = drc_create(park_conn);
 	s->workers = calloc((size_t)n, sizeof(*s->workers));
-	if (!s->ctx.stats || !s->ctx.cb || !s->drc || !s->workers) {
+	if (!s->ctx.stats || !s->ctx.cb || !s->ctx.tok || !s->drc ||
+	    !s->workers) {
 		snprintf(err, errsz, "out of memory");
 		ret = -ENOMEM;
 		goto fail;

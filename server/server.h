@@ -45,6 +45,9 @@ struct server_opts {
 	/* Seconds an orphan's holder may stay disconnected before its
 	 * orphans are freed; 0 = default (orphan.h, ORPHAN_GRACE_S). */
 	unsigned orphan_grace_s;
+	/* Milliseconds a write token's holder has to return it once
+	 * recalled; 0 = default (token.h, TOK_RECALL_TIMEOUT_MS). */
+	unsigned recall_timeout_ms;
 };
 
 /*

@@ -683,6 +683,23 @@ def mount_status(m, timeout=15):
     return out
 
 
+def wb_idle(m, timeout=20):
+    """Wait until mount m's write-back journal has sent everything and
+    given back every write token (client/wback.c; a token goes back after
+    a second without writes), so that what a test counts next is its own
+    doing, not the journal's background calls."""
+    end = time.time() + timeout
+    while True:
+        st = mount_status(m)
+        if st.get("wb.pending_changes", 0) == 0 and st.get("wb.tokens", 0) == 0:
+            return
+        if time.time() > end:
+            raise TestFailure("write-back of %s not idle within %d s: %r"
+                              % (m.path, timeout,
+                                 {k: v for k, v in st.items() if k.startswith("wb.")}))
+        time.sleep(0.1)
+
+
 def drop_kernel_caches():
     """Drop the kernel's unused dentries and inodes (drop_caches = 2): FUSE
     then sends FORGET for every inode of a mount that nothing holds. System

@@ -42,7 +42,7 @@ import sys
 import time
 
 MAGIC = 0x4E524143
-VERSION = 4
+VERSION = 5
 MAX_PAYLOAD = (4 << 20) + 4096
 MAX_IO = 1 << 20
 
@@ -52,12 +52,16 @@ WF_PUSH = 2
 SA_MODE, SA_UID, SA_GID, SA_SIZE = 1, 2, 4, 8
 SA_ATIME, SA_MTIME, SA_ATIME_NOW, SA_MTIME_NOW, SA_CTIME = 16, 32, 64, 128, 256
 CR_EXCL = 1
+CR_TOKEN = 2
 RM_DIR, RM_KEEP, RM_SELF = 1, 2, 4
 CB_ORPHANED = 1   # CB_BREAK record flags (lib/proto.h)
 CB_ATTRS_ONLY = 2
 RN_NOREPLACE, RN_EXCHANGE, RN_KEEP = 1, 2, 0x100
 WR_SYNC = 1
 WR_KEEPTIME = 2
+WR_TOKEN = 4
+WT_RETURN, WT_DV = 1, 2
+SA_TOKEN = 1024
 SA_MTIME, SA_CTIME, SA_KEEPTIME = 32, 256, 512
 FS_DATASYNC = 1
 XA_CREATE, XA_REPLACE = 1, 2
@@ -220,7 +224,8 @@ class Layout:
         self.text = text
         self.fields = []
         self.counts = {}     # key of a count field -> key of its group
-        if text == EMPTY or text.startswith("acknowledged:"):
+        if text == EMPTY or text.startswith(("acknowledged:",
+                                             "not acknowledged:")):
             return
         for item in _split_items(text):
             self._item(item[5:] if item.startswith("then ") else item,
@@ -473,6 +478,7 @@ class Conn:
         self.next_id = 1
         self.replies = {}    # id -> (op, status, payload)
         self.breaks = []     # list of [(fid, name), ...] per CB_BREAK
+        self.recalls = []    # FIDs of CB_RECALL pushes, in order
         self.orphaned = []   # FIDs of CB_BREAK records flagged CB_ORPHANED
         self.rec_flags = []  # (fid, flags) of every object record
         self.buf = b""
@@ -503,7 +509,10 @@ class Conn:
 
     def _dispatch(self, fr):
         op, flags, id, status, payload = fr
-        if flags & WF_PUSH:
+        if flags & WF_PUSH and op == OP_CB_RECALL:
+            self.recalls += [tuple(it["fid"]) for it in
+                             decode("CB_RECALL", payload)["items"]]
+        elif flags & WF_PUSH:
             if op != OP_CB_BREAK:
                 raise ProtocolError("unknown push op %d" % op)
             self.breaks.append(decode_breaks(payload))
@@ -687,6 +696,47 @@ class Conn:
         return self.request("WRITE", fid=f, offset=off, flags=flags,
                             data=data)["attr"]
 
+    def wtoken(self, f, dv=0, flags=0):
+        """Take (or with WT_RETURN give back) f's write token; the
+        file's attr."""
+        return self.request("WTOKEN", fid=f, dv=dv, flags=flags)["attr"]
+
+    def send_op(self, op, **fields):
+        """Send op without waiting; its id (finish with reply_of)."""
+        m = _message(op)
+        return self.send(m.op, m.req.encode(fields))
+
+    def reply_of(self, op, id, timeout=None):
+        """Decoded reply of request id sent with send_op, or a
+        CairnError; None if it does not come within timeout seconds."""
+        m = _message(op)
+        end = None if timeout is None else time.time() + timeout
+        while id not in self.replies:
+            if end is not None:
+                left = end - time.time()
+                if left <= 0:
+                    return None
+                if not self.buf:
+                    r, _, _ = select.select([self.sock], [], [], left)
+                    if not r:
+                        return None
+            self._dispatch(self.recv_frame())
+        _, status, payload = self.replies.pop(id)
+        if status:
+            raise CairnError(m.op, status)
+        return decode(m.name, Reader(payload).b, reply=True)
+
+    def expect_recall(self, f, timeout=2.0):
+        """True once a CB_RECALL of f arrives."""
+        end = time.time() + timeout
+        while tuple(f) not in self.recalls:
+            left = end - time.time()
+            if left <= 0:
+                return False
+            self.poll_breaks(min(left, 0.05))
+        self.recalls.remove(tuple(f))
+        return True
+
     def fsync(self, f, flags=0):
         self.request("FSYNC", fid=f, flags=flags)
 
@@ -825,9 +875,9 @@ def _selftest(host, port):
           kd["ctime"] != a.getattr(f["fid"])["ctime"] and
           kd["ctime"] >= st["ctime"], kd)
     expect_err("WRITE unknown flag EINVAL", _errno.EINVAL, a.write,
-               f["fid"], 0, b"x", 4)
+               f["fid"], 0, b"x", 8)
     expect_err("SETATTR unknown valid bit EINVAL", _errno.EINVAL,
-               a.setattr, f["fid"], 1024)
+               a.setattr, f["fid"], 2048)
     # Breaks say whether only attributes changed.
     for what, change, attrs_only in (
             ("chmod", lambda: a.setattr(f["fid"], SA_MODE, mode=0o640), True),

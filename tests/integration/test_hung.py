@@ -13,6 +13,10 @@ like to a client.
 - `cairn mount --timeout 6`: a stat of an uncached name on the stopped
   server fails with EIO within 6 s (+ slack); after SIGCONT the mount
   reconnects by itself and later calls succeed.
+- A write and close on the stopped server: write(2) returns at once;
+  close(2) too when the client holds the write token (the journal), and
+  the fsync after it fails with EIO after --timeout; otherwise close(2)
+  does. Resumed, A and B agree on the content.
 
 Every test resumes the server in `finally`, before its children are
 waited for and before cleanup, so nothing is left stuck whatever fails.
@@ -241,25 +245,34 @@ WB_CODE = ("import os, sys, time\n"
            "t = time.time()\n"
            "try:\n"
            "    os.close(fd)\n"
-           "    print('close ok %.1f' % (time.time() - t))\n"
+           "    print('close ok %.1f' % (time.time() - t), flush=True)\n"
            "except OSError as e:\n"
-           "    print('close %s %.1f' % (os.strerror(e.errno), time.time() - t))\n")
+           "    print('close %s %.1f' % (os.strerror(e.errno), time.time() - t))\n"
+           "    sys.exit(0)\n"
+           "fd = os.open(sys.argv[1], os.O_WRONLY)\n"
+           "t = time.time()\n"
+           "try:\n"
+           "    os.fsync(fd)\n"
+           "    print('fsync ok %.1f' % (time.time() - t))\n"
+           "except OSError as e:\n"
+           "    print('fsync %s %.1f' % (os.strerror(e.errno), time.time() - t))\n")
 
 
 @test(timeout=90)
-def writeback_close_waits_for_the_server_and_fails_after_timeout(ctx):
-    """With the writeback cache a write(2) needs no server; close() sends
-    the data and waits for it (the kernel lets no signal end that wait),
-    and with the server stopped it fails with EIO once --timeout gave up.
-    The WRITE may still reach the server (it was sent; PROTOCOL.md), so
-    either content may be there afterwards, but A must show what the
-    server has, the same as B."""
+def writeback_close_or_fsync_fails_after_timeout(ctx):
+    """With the writeback cache a write(2) needs no server. close() needs
+    none either while the client holds the file's write token (the data
+    goes to its journal); without the token, it waits for the server.
+    With the server stopped, whichever waits (close, or the fsync after
+    it) fails with EIO once --timeout gave up, and nothing blocks longer.
+    The data stays in the journal (or the WRITE may have reached the
+    server; PROTOCOL.md): once the server runs again, A and B agree."""
     srv = ctx.server()
     a = ctx.mount(srv, extra=["--timeout", "6"])
     b = ctx.mount(srv)
     with open(a.p("wb"), "wb") as f:
         f.write(b"hello\n" * 1000)
-    limit = 6 + 5 + slack()
+    limit = 2 * (6 + 5) + slack()
     p = None
     try:
         with Stopped(srv):
@@ -267,24 +280,33 @@ def writeback_close_waits_for_the_server_and_fails_after_timeout(ctx):
             p = spawn([sys.executable, "-c", WB_CODE, a.p("wb")])
             elapsed, rc = wait_child(p, limit)
         if rc is None:
-            fail("close on a stopped server: no answer within %.0f s with "
+            fail("close+fsync on a stopped server: no answer within %.0f s with "
                  "--timeout 6" % limit)
         out = p.stdout.read().split("\n")
+        print("# with the server stopped: %s" % "; ".join(x for x in out if x))
         expect(out[0].startswith("write ") and float(out[0].split()[1]) < 1.0,
                "write(2) waited for the stopped server: %r" % out[0])
-        expect(out[1].startswith("close Input/output error"),
-               "close after --timeout on a stopped server: %r" % out[1])
-        expect(float(out[1].split()[-1]) >= 3,
-               "close failed after %s s, well before --timeout 6" % out[1].split()[-1])
-        # Resumed: A shows what the server has, as B does.
+        failed = [x for x in out[1:3] if x and not x.split()[1] == "ok"]
+        expect(len(failed) == 1 and "Input/output error" in failed[0],
+               "neither close nor fsync failed with EIO on a stopped server: %r" % out)
+        expect(float(failed[0].split()[-1]) >= 3,
+               "%s: failed well before --timeout 6" % failed[0])
+        # Resumed: the journal (or the WRITE that went out) gets there; A
+        # shows what the server has, as B does.
         expect_errno_within(0, lambda: os.stat(a.p("wb")), 30, "stat after SIGCONT")
-        with open(b.p("wb"), "rb") as f:
-            on_b = f.read()
+        want = b"x" * 4096 + (b"hello\n" * 1000)[4096:]
+        end = time.time() + 30
+        while time.time() < end:
+            with open(b.p("wb"), "rb") as f:
+                on_b = f.read()
+            if on_b == want:
+                break
+            time.sleep(0.2)
         with open(a.p("wb"), "rb") as f:
             on_a = f.read()
-        expect(on_b in (b"hello\n" * 1000, b"x" * 4096 + (b"hello\n" * 1000)[4096:]),
-               "content on B after the failed close: %r" % H.short(on_b))
-        expect_eq(H.short(on_a), H.short(on_b), "content on A after the failed close")
+        expect(on_b in (b"hello\n" * 1000, want),
+               "content on B after the failed call: %r" % H.short(on_b))
+        expect_eq(H.short(on_a), H.short(on_b), "content on A after the failed call")
     finally:
         os.kill(srv.proc.pid, signal.SIGCONT)
         if p is not None:

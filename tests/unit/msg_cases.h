@@ -727,6 +727,23 @@ static int eq_fsync_req(const void *a, const void *b)
 	return fid_eq(&x->fid, &y->fid) && x->flags == y->flags;
 }
 
+static void fill_wtoken_req(struct fill *f, void *m)
+{
+	struct msg_wtoken_req *q = m;
+
+	fill_fid(f, &q->fid);
+	q->dv = v64(f, "dv");
+	q->flags = v32(f, "flags");
+}
+
+static int eq_wtoken_req(const void *a, const void *b)
+{
+	const struct msg_wtoken_req *x = a, *y = b;
+
+	return fid_eq(&x->fid, &y->fid) && x->dv == y->dv &&
+	       x->flags == y->flags;
+}
+
 static void fill_statfs_rep(struct fill *f, void *m)
 {
 	fill_statfs(f, &((struct msg_statfs_rep *)m)->sf);
@@ -950,7 +967,7 @@ SHAPE(write_req); SHAPE(fsync_req); SHAPE(statfs_rep); SHAPE(setxattr_req);
 SHAPE(getxattr_req); SHAPE(listxattr_req); SHAPE(sized_rep);
 SHAPE(removexattr_req); SHAPE(fallocate_req); SHAPE(status_rep);
 SHAPE(cb_break); SHAPE(bulkstat_req); SHAPE(bulkstat_rep);
-SHAPE(orphan_drop_req);
+SHAPE(orphan_drop_req); SHAPE(wtoken_req);
 
 /* The struct of each opcode's request (push) and reply (ack). Every
  * descriptor must have a row here (test_case_table). */
@@ -983,7 +1000,9 @@ static const struct tcase {
 	{ OP_BULKSTAT,    { &S_bulkstat_req,    &S_bulkstat_rep } },
 	{ OP_ORPHAN_DROP, { &S_orphan_drop_req, &S_empty } },
 	{ OP_ATIME,       { &S_orphan_drop_req, &S_empty } },
+	{ OP_WTOKEN,      { &S_wtoken_req,      &S_attrm } },
 	{ OP_CB_BREAK,    { &S_cb_break,        &S_empty } },
+	{ OP_CB_RECALL,   { &S_orphan_drop_req, &S_empty } },
 };
 #define NCASES (sizeof(cases) / sizeof(cases[0]))
 

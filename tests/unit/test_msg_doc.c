@@ -529,10 +529,12 @@ static int walk(const char *layout, int tags, const void *p, size_t len,
 	return rc;
 }
 
-/* The "acknowledged: ..." reply cell of a push means an empty payload. */
+/* The "acknowledged: ..." and "not acknowledged: ..." reply cells of a
+ * push mean an empty payload (none is sent for the latter). */
 static const char *payload_layout(const char *cell)
 {
-	return strncmp(cell, "acknowledged:", 13) ? cell : EMPTY;
+	return strncmp(cell, "acknowledged:", 13) &&
+	       strncmp(cell, "not acknowledged:", 17) ? cell : EMPTY;
 }
 
 static const struct row *doc_row(unsigned op)
@@ -602,7 +604,7 @@ static void test_doc_table(void)
 				failed_here++;
 			}
 		}
-		if (strncmp(r->c[3], "acknowledged:", 13) == 0 && !push) {
+		if (payload_layout(r->c[3]) != r->c[3] && !push) {
 			fprintf(stderr, "  PROTOCOL.md:%d: only a push's reply "
 				"is an acknowledgement\n", r->line);
 			failed_here++;

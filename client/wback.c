@@ -1,0 +1,1659 @@
+/*
+ * wback.c - write-back journal and shippers. See wback.h.
+ *
+ * Journal: CACHE/journal/<16 hex digits>, segments appended in order. A
+ * record is a 112-byte header (struct jrec, host byte order: the journal
+ * never leaves this machine) and, for a write, its data, padded to 8
+ * bytes. The header carries a CRC of itself and one of the data, and its
+ * own segment and offset (so a journal's bytes found inside file data, a
+ * copy of a cache directory written to Cairn, never pass for records).
+ * Kinds:
+ *   JR_WRITE  len bytes at off
+ *   JR_ATTR   SETATTR of valid (SA_SIZE, SA_MTIME, SA_CTIME) with size
+ *             off and the times
+ *   JR_DONE   a change that reached the server (its header rewritten)
+ * Each change also carries the data version the file had when its token
+ * was granted (tbase) and its place among the changes made under that
+ * token (tidx): the server applies each change as one version step, so
+ * the first change still to send expects the file at tbase + tidx. That is
+ * the version a token lost with changes left is taken again at (WT_DV),
+ * also by the next mount after a crash.
+ * Space is reserved under the lock and written outside it; a file's
+ * records go in the order of its changes because the caller holds the
+ * file's fs.wlock stripe. A reserved record that was never written (the
+ * daemon died in between) reads as zeros or garbage: loading skips it by
+ * looking for the next valid header, 8 bytes at a time. A segment none
+ * of whose changes is still pending is deleted.
+ *
+ * Memory: a wfile per file with changes or a token, in a hash by vnode,
+ * with its changes (wop) in order. Ready files wait in a FIFO for a
+ * shipper; a shipper owns a file (busy) while it sends for it, so a
+ * file's changes go one at a time and in order, and each reply tells the
+ * data version the next starts from (for the chunk cache and WT_DV).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+#include <isa-l/crc.h>
+
+#include "ccache.h"
+#include "fs_int.h"
+#include "notify.h"
+#include "wback.h"
+#include "../lib/clock.h"
+#include "../lib/debug.h"
+#include "../lib/log.h"
+
+#define JR_MAGIC 0x4a425743u /* "CWBJ" read little-endian */
+enum { JR_WRITE = 1, JR_ATTR = 2, JR_DONE = 3 };
+
+struct jrec {
+	uint32_t magic;
+	uint32_t hcrc;    /* of bytes 8..112 */
+	uint8_t type;
+	uint8_t pad1;
+	uint16_t pad2;
+	uint32_t len;     /* data bytes (JR_WRITE) */
+	uint64_t seq;
+	uint64_t segid;   /* where the record was written */
+	uint64_t at;
+	uint32_t vol;
+	uint32_t uniq;
+	uint64_t vnode;
+	uint64_t off;     /* write offset; JR_ATTR: the size */
+	uint64_t tbase;
+	uint64_t tidx;
+	uint32_t valid;   /* JR_ATTR: SA_* */
+	uint32_t dcrc;    /* of the data */
+	int64_t msec;
+	int64_t csec;
+	uint32_t mnsec;
+	uint32_t cnsec;
+};
+_Static_assert(sizeof(struct jrec) == 112, "journal header is 112 bytes");
+
+#define PAD8(n) (((n) + 7) & ~(uint64_t)7)
+
+struct jseg {
+	struct jseg *next;
+	uint64_t id;
+	int fd;
+	uint64_t size;            /* bytes reserved */
+	uint64_t live;            /* changes in it not yet sent */
+};
+
+struct wop {
+	struct wop *next;
+	uint8_t type;             /* JR_WRITE or JR_ATTR */
+	uint32_t len;
+	uint64_t tbase, tidx;
+	uint64_t off;             /* write offset, or new size */
+	uint32_t valid;
+	struct cairn_time mtime, ctime;
+	struct jseg *seg;
+	uint64_t at;              /* the record's offset in seg */
+	uint64_t seq;
+	int ready;                /* written to the journal */
+};
+
+enum wtok {
+	TK_NONE,                  /* not held */
+	TK_HELD,
+	TK_RECALLED,              /* held; send what is left, then return */
+	TK_LOST,                  /* was held with changes left: take it
+				   * again at known_dv (WT_DV) */
+};
+
+struct wfile {
+	struct wfile *hnext;
+	struct wfile *qnext;      /* ready queue */
+	struct cairn_fid fid;
+	enum wtok tok;
+	unsigned queued : 1, busy : 1, must_return : 1;
+	unsigned known : 1;       /* known_dv/size hold */
+	uint64_t known_dv, known_size;
+	uint64_t tbase, tidx;     /* for the next change journaled */
+	/* What the file looks like with its changes applied (wb_patch). */
+	unsigned psz : 1, pmt : 1, pct : 1;
+	uint64_t psize;
+	struct cairn_time pmtime, pctime;
+	struct wop *head, *tail;
+	size_t nops;
+	uint64_t bytes;
+	int err;                  /* why the last send failed; 0 after one
+				   * succeeded */
+	uint64_t recalls;         /* CB_RECALLs seen */
+	int64_t last_ms;          /* last change journaled or sent */
+	int64_t retry_ms;         /* not before this, after an error */
+	int waiters;              /* wb_drain calls waiting */
+};
+
+struct wb_stats {
+	uint64_t journaled, journaled_bytes, sent, sent_bytes, grants,
+		 returns, recalls, conflicts, dropped, errors, replayed;
+};
+
+struct wb {
+	struct fs *fs;
+	char dir[PATH_MAX];
+	char conflicts[PATH_MAX];
+	int lockfd;
+	pthread_mutex_t lock;
+	pthread_cond_t work;      /* shippers: something to do */
+	pthread_cond_t done;      /* drain waiters, writers over the limit */
+	struct wfile **buckets;   /* guarded by lock */
+	size_t nbuckets, nfiles;
+	struct wfile *qhead, *qtail;
+	struct jseg *segs;        /* oldest first; the last one appends */
+	uint64_t next_seg, seq;
+	uint64_t pending_bytes;
+	size_t pending_ops;
+	size_t held;              /* tokens held (HELD or RECALLED) */
+	int stopping;
+	unsigned started;
+	/* FIDs recalled while we did not hold their token (a grant still on
+	 * its way to us: a CREATE's), newest last: wb_created must not take
+	 * a token that went back already. */
+	struct cairn_fid unheld[64];
+	unsigned nunheld;
+	struct rpc_intr intr[WB_THREADS];
+	pthread_t th[WB_THREADS];
+	unsigned nthreads;
+	struct wb_stats st;
+};
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static uint32_t hdr_crc(const struct jrec *h)
+{
+	return crc32_gzip_refl(0, (const uint8_t *)h + 8, sizeof(*h) - 8);
+}
+
+/* --- files ------------------------------------------------------------ */
+
+static struct wfile **fslot(struct wb *w, const struct cairn_fid *fid)
+{
+	struct wfile **p = &w->buckets[(fid->vnode * 0x9e3779b97f4a7c15ull >>
+					17) & (w->nbuckets - 1)];
+
+	while (*p && ((*p)->fid.vnode != fid->vnode ||
+		      (*p)->fid.uniq != fid->uniq || (*p)->fid.vol != fid->vol))
+		p = &(*p)->hnext;
+	return p;
+}
+
+static void grow(struct wb *w)
+{
+	size_t nb = w->nbuckets * 2;
+	struct wfile **b = calloc(nb, sizeof(*b)), *f, *next;
+
+	if (!b)
+		return;
+	for (size_t i = 0; i < w->nbuckets; i++)
+		for (f = w->buckets[i]; f; f = next) {
+			struct wfile **d = &b[(f->fid.vnode *
+					       0x9e3779b97f4a7c15ull >> 17) &
+					      (nb - 1)];
+
+			next = f->hnext;
+			f->hnext = *d;
+			*d = f;
+		}
+	free(w->buckets);
+	w->buckets = b;
+	w->nbuckets = nb;
+}
+
+/* fid's wfile, created if need be (NULL: out of memory). Under lock. */
+static struct wfile *file_get(struct wb *w, const struct cairn_fid *fid)
+{
+	struct wfile **p = fslot(w, fid), *f = *p;
+
+	if (f)
+		return f;
+	if (!(f = calloc(1, sizeof(*f))))
+		return NULL;
+	f->fid = *fid;
+	*p = f;
+	if (++w->nfiles > w->nbuckets * 2)
+		grow(w);
+	return f;
+}
+
+/* Free f if nothing refers to it any more. Under lock. */
+static void file_maybe_free(struct wb *w, struct wfile *f)
+{
+	struct wfile **p;
+
+	if (f->nops || f->busy || f->queued || f->waiters || f->must_return ||
+	    f->tok == TK_HELD || f->tok == TK_RECALLED || f->err)
+		return;
+	p = fslot(w, &f->fid);
+	CAIRN_ASSERT(*p == f);
+	*p = f->hnext;
+	w->nfiles--;
+	free(f);
+}
+
+static void enqueue(struct wb *w, struct wfile *f, int front)
+{
+	if (f->queued || f->busy)
+		return;
+	f->queued = 1;
+	if (front) {
+		f->qnext = w->qhead;
+		w->qhead = f;
+		if (!w->qtail)
+			w->qtail = f;
+	} else {
+		f->qnext = NULL;
+		if (w->qtail)
+			w->qtail->qnext = f;
+		else
+			w->qhead = f;
+		w->qtail = f;
+	}
+	pthread_cond_signal(&w->work);
+}
+
+static void set_tok(struct wb *w, struct wfile *f, enum wtok t)
+{
+	int was = f->tok == TK_HELD || f->tok == TK_RECALLED;
+	int is = t == TK_HELD || t == TK_RECALLED;
+
+	f->tok = t;
+	if (was && !is)
+		w->held--;
+	else if (is && !was)
+		w->held++;
+}
+
+/* --- journal ------------------------------------------------------------- */
+
+static int seg_open(struct wb *w, uint64_t id, int create, struct jseg **out)
+{
+	char path[PATH_MAX + 32];
+	struct jseg *s = calloc(1, sizeof(*s));
+	struct stat st;
+
+	if (!s)
+		return -ENOMEM;
+	snprintf(path, sizeof(path), "%s/%016" PRIx64, w->dir, id);
+	s->fd = open(path, O_RDWR | O_CLOEXEC | (create ? O_CREAT | O_EXCL : 0),
+		     0600);
+	if (s->fd < 0 || fstat(s->fd, &st) < 0) {
+		int rc = -errno;
+
+		if (s->fd >= 0)
+			close(s->fd);
+		free(s);
+		return rc;
+	}
+	s->id = id;
+	s->size = (uint64_t)st.st_size;
+	*out = s;
+	return 0;
+}
+
+static void seg_unlink(struct wb *w, struct jseg *s)
+{
+	char path[PATH_MAX + 32];
+
+	snprintf(path, sizeof(path), "%s/%016" PRIx64, w->dir, s->id);
+	if (unlink(path) < 0 && errno != ENOENT)
+		log_warn("cannot remove journal segment %s: %s", path,
+			 strerror(errno));
+}
+
+/* Delete s if nothing in it is pending and it is not the one appended
+ * to. Under lock (unlink and close are quick local calls). */
+static void seg_maybe_drop(struct wb *w, struct jseg *s)
+{
+	struct jseg **p;
+
+	if (s->live || !s->next)
+		return;
+	for (p = &w->segs; *p != s; p = &(*p)->next)
+		;
+	*p = s->next;
+	seg_unlink(w, s);
+	close(s->fd);
+	free(s);
+}
+
+/* Reserve room for a record of len data bytes: its segment and offset.
+ * Under lock. */
+static int reserve(struct wb *w, uint32_t len, struct jseg **seg,
+		   uint64_t *at)
+{
+	struct jseg *s = w->segs, *n;
+	uint64_t need = sizeof(struct jrec) + PAD8(len);
+	int rc;
+
+	while (s && s->next)
+		s = s->next;
+	if (!s || (s->size && s->size + need > WB_SEGMENT_MAX)) {
+		if ((rc = seg_open(w, w->next_seg, 1, &n)) < 0)
+			return rc;
+		w->next_seg++;
+		if (s)
+			s->next = n;
+		else
+			w->segs = n;
+		/* The one appended to before may be all sent already. */
+		if (s)
+			seg_maybe_drop(w, s);
+		s = n;
+	}
+	*seg = s;
+	*at = s->size;
+	s->size += need;
+	return 0;
+}
+
+/* Write record h (and data) at at in seg. No lock held. */
+static int rec_write(struct jseg *s, uint64_t at, struct jrec *h,
+		     const void *data)
+{
+	static const uint8_t zeros[8];
+	struct iovec iov[3] = {
+		{ h, sizeof(*h) },
+		{ (void *)data, h->len },
+		{ (void *)zeros, PAD8(h->len) - h->len },
+	};
+	size_t want = sizeof(*h) + PAD8(h->len);
+	ssize_t n;
+
+	h->magic = JR_MAGIC;
+	h->segid = s->id;
+	h->at = at;
+	h->dcrc = h->len ? crc32_gzip_refl(0, data, h->len) : 0;
+	h->hcrc = hdr_crc(h);
+	n = pwritev(s->fd, iov, 3, (off_t)at);
+	if (n < 0)
+		return -errno;
+	return (size_t)n == want ? 0 : -EIO;
+}
+
+static void rec_fill(struct jrec *h, uint8_t type, uint64_t seq,
+		     const struct cairn_fid *fid)
+{
+	memset(h, 0, sizeof(*h));
+	h->type = type;
+	h->seq = seq;
+	h->vol = fid->vol;
+	h->uniq = fid->uniq;
+	h->vnode = fid->vnode;
+}
+
+/* Mark change o done: it reached the server (its header rewritten as
+ * JR_DONE). A failure costs only a needless conflict after a crash. */
+static void mark_done(struct wb *w, const struct wop *o)
+{
+	struct jrec h;
+
+	if (pread(o->seg->fd, &h, sizeof(h), (off_t)o->at) == sizeof(h) &&
+	    h.magic == JR_MAGIC && h.seq == o->seq) {
+		h.type = JR_DONE;
+		h.hcrc = hdr_crc(&h);
+		if (pwrite(o->seg->fd, &h, sizeof(h), (off_t)o->at) ==
+		    sizeof(h))
+			return;
+	}
+	log_warn("write-back journal %s: cannot mark a change sent", w->dir);
+}
+
+/* A change recorded by header h at `at` in s, appended to f's list (not
+ * yet ready), or NULL: out of memory. Under lock (or while loading). */
+static struct wop *op_new(struct wfile *f, const struct jrec *h,
+			  struct jseg *s, uint64_t at)
+{
+	struct wop *o = calloc(1, sizeof(*o));
+
+	if (!o)
+		return NULL;
+	o->type = h->type;
+	o->len = h->type == JR_WRITE ? h->len : 0;
+	o->off = h->off;
+	o->valid = h->valid;
+	o->tbase = h->tbase;
+	o->tidx = h->tidx;
+	o->mtime = (struct cairn_time){ h->msec, h->mnsec };
+	o->ctime = (struct cairn_time){ h->csec, h->cnsec };
+	o->seg = s;
+	o->at = at;
+	o->seq = h->seq;
+	s->live++;
+	if (f->tail)
+		f->tail->next = o;
+	else
+		f->head = o;
+	f->tail = o;
+	f->nops++;
+	f->bytes += o->len;
+	return o;
+}
+
+/* --- loading what a previous mount left ---------------------------------- */
+
+static void load_record(struct wb *w, struct jseg *s, uint64_t at,
+			const struct jrec *h)
+{
+	struct cairn_fid fid = { .vol = h->vol, .vnode = h->vnode,
+				 .uniq = h->uniq };
+	struct wfile *f;
+	struct wop *o;
+
+	if (h->seq > w->seq)
+		w->seq = h->seq;
+	if (h->type == JR_DONE)
+		return;
+	if (!(f = file_get(w, &fid)) || !(o = op_new(f, h, s, at)))
+		return;
+	o->ready = 1;
+	f->tbase = o->tbase;
+	f->tidx = o->tidx + 1;
+}
+
+/* Read segment s's records. Returns the count of valid ones. */
+static size_t load_segment(struct wb *w, struct jseg *s)
+{
+	uint8_t *data = NULL;
+	size_t n = 0, skipped = 0;
+	uint64_t at = 0;
+
+	if (!(data = malloc(CAIRN_MAX_IO)))
+		return 0;
+	while (at + sizeof(struct jrec) <= s->size) {
+		struct jrec h;
+
+		if (pread(s->fd, &h, sizeof(h), (off_t)at) != sizeof(h))
+			break;
+		if (h.magic != JR_MAGIC || h.hcrc != hdr_crc(&h) ||
+		    h.segid != s->id || h.at != at || h.len > CAIRN_MAX_IO ||
+		    h.type < JR_WRITE || h.type > JR_DONE ||
+		    at + sizeof(h) + h.len > s->size) {
+			/* Never written, or torn: the next record starts
+			 * at a multiple of 8 somewhere after. */
+			at += 8;
+			skipped++;
+			continue;
+		}
+		/* A torn write's data (a crash of the machine, not just of
+		 * the daemon) was never promised to anybody: skipped. */
+		if (h.type == JR_WRITE &&
+		    (pread(s->fd, data, h.len, (off_t)(at + sizeof(h))) !=
+		     (ssize_t)h.len ||
+		     crc32_gzip_refl(0, data, h.len) != h.dcrc))
+			log_warn("write-back journal segment %016" PRIx64
+				 ": a change of vnode %" PRIu64 " is torn; "
+				 "skipped", s->id, h.vnode);
+		else
+			load_record(w, s, at, &h);
+		n++;
+		at += sizeof(h) + PAD8(h.len);
+	}
+	if (skipped)
+		log_info("write-back journal segment %016" PRIx64 ": skipped "
+			 "%zu bytes that were never completely written (the "
+			 "daemon stopped while writing them; those writes "
+			 "had not been acknowledged)", s->id, skipped * 8);
+	free(data);
+	return n;
+}
+
+static int seg_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static int load(struct wb *w)
+{
+	DIR *d = opendir(w->dir);
+	struct dirent *e;
+	uint64_t *ids = NULL;
+	size_t n = 0, cap = 0, recs = 0;
+	struct jseg *tail = NULL;
+
+	if (!d)
+		return -errno;
+	while ((e = readdir(d))) {
+		char *end;
+		uint64_t id;
+
+		if (strlen(e->d_name) != 16)
+			continue;
+		id = strtoull(e->d_name, &end, 16);
+		if (*end)
+			continue;
+		if (n == cap) {
+			uint64_t *m = realloc(ids, (cap = cap ? cap * 2 : 16) *
+						   sizeof(*ids));
+			if (!m) {
+				free(ids);
+				closedir(d);
+				return -ENOMEM;
+			}
+			ids = m;
+		}
+		ids[n++] = id;
+	}
+	closedir(d);
+	if (n)
+		qsort(ids, n, sizeof(*ids), seg_cmp);
+	for (size_t i = 0; i < n; i++) {
+		struct jseg *s;
+		int rc = seg_open(w, ids[i], 0, &s);
+
+		if (rc < 0) {
+			log_warn("write-back journal segment %016" PRIx64
+				 ": %s", ids[i], strerror(-rc));
+			continue;
+		}
+		if (tail)
+			tail->next = s;
+		else
+			w->segs = s;
+		tail = s;
+		recs += load_segment(w, s);
+		w->next_seg = ids[i] + 1;
+	}
+	free(ids);
+	/* What is left is sent first, each file's token taken again at the
+	 * version its first change expects. */
+	for (size_t i = 0; i < w->nbuckets; i++)
+		for (struct wfile *f = w->buckets[i]; f; f = f->hnext) {
+			if (!f->nops)
+				continue;
+			f->tok = TK_LOST;
+			w->pending_ops += f->nops;
+			w->pending_bytes += f->bytes;
+			w->st.replayed += f->nops;
+		}
+	if (w->pending_ops)
+		log_info("write-back: %zu changes (%" PRIu64 " bytes) left by "
+			 "the previous mount in %s: sending them", w->pending_ops,
+			 w->pending_bytes, w->dir);
+	(void)recs;
+	/* Segments with nothing pending go (the last one stays: appended
+	 * to next). */
+	for (struct jseg *s = w->segs, *next; s; s = next) {
+		next = s->next;
+		seg_maybe_drop(w, s);
+	}
+	return 0;
+}
+
+int wb_open(const char *cache_dir, struct fs *fs, struct wb **out,
+	    char *err, size_t errsz)
+{
+	struct wb *w = calloc(1, sizeof(*w));
+	char path[PATH_MAX + 16];
+	int rc;
+
+	if (!w) {
+		snprintf(err, errsz, "out of memory");
+		return -ENOMEM;
+	}
+	w->fs = fs;
+	w->lockfd = -1;
+	pthread_mutex_init(&w->lock, NULL);
+	pthread_cond_init(&w->work, NULL);
+	pthread_cond_init(&w->done, NULL);
+	w->nbuckets = 1024;
+	w->buckets = calloc(w->nbuckets, sizeof(*w->buckets));
+	if (!w->buckets) {
+		rc = -ENOMEM;
+		snprintf(err, errsz, "out of memory");
+		goto fail;
+	}
+	if (snprintf(w->dir, sizeof(w->dir), "%s/journal", cache_dir) >=
+	    (int)sizeof(w->dir) ||
+	    snprintf(w->conflicts, sizeof(w->conflicts), "%s/conflicts",
+		     cache_dir) >= (int)sizeof(w->conflicts)) {
+		rc = -ENAMETOOLONG;
+		snprintf(err, errsz, "%s: path too long", cache_dir);
+		goto fail;
+	}
+	if (mkdir(w->dir, 0700) < 0 && errno != EEXIST) {
+		rc = -errno;
+		snprintf(err, errsz, "%s: %s", w->dir, strerror(errno));
+		goto fail;
+	}
+	snprintf(path, sizeof(path), "%s/lock", w->dir);
+	w->lockfd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (w->lockfd < 0 || flock(w->lockfd, LOCK_EX | LOCK_NB) < 0) {
+		rc = -errno;
+		snprintf(err, errsz, "%s: %s", path,
+			 errno == EWOULDBLOCK ? "in use by another cairn mount"
+					      : strerror(errno));
+		goto fail;
+	}
+	if ((rc = load(w)) < 0) {
+		snprintf(err, errsz, "%s: %s", w->dir, strerror(-rc));
+		goto fail;
+	}
+	*out = w;
+	return 0;
+fail:
+	wb_close(w);
+	return rc;
+}
+
+/* --- sending --------------------------------------------------------------- */
+
+/* Take fid's token: 0 (held; known_dv/size set), -ECANCELED (WT_DV and
+ * the file changed), or another error. dv: 0 for any version. No lock. */
+static int grant(struct wb *w, const struct cairn_fid *fid, int with_dv,
+		 uint64_t dv, struct cairn_attr *a)
+{
+	struct msg_wtoken_req q = { .fid = *fid, .dv = dv,
+				    .flags = with_dv ? WT_DV : 0 };
+	struct msg_attr p;
+	uint64_t seq = notify_seq(w->fs->ntf);
+	int rc = fs_rpc(NULL, w->fs, OP_WTOKEN, &q, &p, NULL);
+
+	if (rc)
+		return rc;
+	*a = p.attr;
+	fs_note_attrs(w->fs, seq, &p.attr, NULL);
+	return 0;
+}
+
+static int give_back(struct wb *w, const struct cairn_fid *fid)
+{
+	struct msg_wtoken_req q = { .fid = *fid, .flags = WT_RETURN };
+	struct msg_attr p;
+	int rc = fs_rpc(NULL, w->fs, OP_WTOKEN, &q, &p, NULL);
+
+	return rc == -ESTALE || rc == -ENOENT ? 0 : rc;
+}
+
+/* Apply f's changes, in order, to a new sparse file under conflicts/.
+ * Under no lock; f is busy (ours). */
+static void save_conflict(struct wb *w, struct wfile *f, struct wop *ops)
+{
+	char path[PATH_MAX + 64];
+	uint8_t *buf = malloc(CAIRN_MAX_IO);
+	int fd = -1, rc = 0;
+
+	if (mkdir(w->conflicts, 0700) < 0 && errno != EEXIST)
+		rc = -errno;
+	snprintf(path, sizeof(path), "%s/%" PRIu64 ".%u.%lld", w->conflicts,
+		 f->fid.vnode, f->fid.uniq, (long long)time(NULL));
+	if (!rc && (fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+			      0600)) < 0)
+		rc = -errno;
+	for (struct wop *o = ops; !rc && o; o = o->next) {
+		if (o->type == JR_ATTR && (o->valid & SA_SIZE)) {
+			if (ftruncate(fd, (off_t)o->off) < 0)
+				rc = -errno;
+		} else if (o->type == JR_WRITE) {
+			if (!buf) {
+				rc = -ENOMEM;
+			} else if (pread(o->seg->fd, buf, o->len,
+					 (off_t)(o->at + sizeof(struct jrec))) !=
+				   (ssize_t)o->len ||
+				   pwrite(fd, buf, o->len, (off_t)o->off) !=
+				   (ssize_t)o->len) {
+				rc = errno ? -errno : -EIO;
+			}
+		}
+	}
+	if (fd >= 0 && close(fd) < 0 && !rc)
+		rc = -errno;
+	free(buf);
+	if (rc)
+		log_error("write-back conflict on vnode %" PRIu64 ": another "
+			  "client changed the file while our changes to it "
+			  "could not be sent; they could not be saved to %s "
+			  "either (%s) and are lost", f->fid.vnode, path,
+			  strerror(-rc));
+	else
+		log_warn("write-back conflict on vnode %" PRIu64 ": another "
+			 "client changed the file after this client lost its "
+			 "token (it was unreachable or stopped); the server "
+			 "keeps that version, ours is saved in %s",
+			 f->fid.vnode, path);
+}
+
+/* Remove f's first change (sent, or given up). Under lock. */
+static void pop_op(struct wb *w, struct wfile *f)
+{
+	struct wop *o = f->head;
+
+	f->head = o->next;
+	if (!f->head)
+		f->tail = NULL;
+	f->nops--;
+	f->bytes -= o->len;
+	w->pending_ops--;
+	w->pending_bytes -= o->len;
+	o->seg->live--;
+	seg_maybe_drop(w, o->seg);
+	free(o);
+	if (!f->nops)
+		f->pmt = f->pct = 0;
+}
+
+/* Give up every change of f (file gone, or a conflict saved). Under
+ * lock. */
+static void drop_all(struct wb *w, struct wfile *f)
+{
+	while (f->head)
+		pop_op(w, f);
+}
+
+/* Send change o of f. 0, or the server's error. No lock; f busy. */
+static int send_op(struct wb *w, struct wfile *f, const struct wop *o,
+		   uint8_t *buf, struct cairn_attr *a)
+{
+	uint64_t seq = notify_seq(w->fs->ntf);
+	int rc;
+
+	if (o->type == JR_WRITE) {
+		struct msg_write_req q = { .fid = f->fid, .off = o->off,
+					   .flags = WR_TOKEN | WR_KEEPTIME,
+					   .data = { (char *)buf, o->len } };
+		struct msg_attr p;
+
+		if (pread(o->seg->fd, buf, o->len,
+			  (off_t)(o->at + sizeof(struct jrec))) !=
+		    (ssize_t)o->len) {
+			rc = errno ? -errno : -EIO;
+			log_error("write-back journal: cannot read a change "
+				  "of vnode %" PRIu64 ": %s", f->fid.vnode,
+				  strerror(-rc));
+			return rc;
+		}
+		if ((rc = fs_rpc(NULL, w->fs, OP_WRITE, &q, &p, NULL)))
+			return rc;
+		*a = p.attr;
+	} else {
+		struct msg_setattr_req q = {
+			.fid = f->fid,
+			.valid = o->valid | SA_TOKEN | SA_KEEPTIME,
+			.size = o->off, .mtime = o->mtime, .ctime = o->ctime,
+		};
+		struct msg_attr p;
+
+		if ((rc = fs_rpc(NULL, w->fs, OP_SETATTR, &q, &p, NULL)))
+			return rc;
+		*a = p.attr;
+	}
+	fs_note_attrs(w->fs, seq, a, NULL);
+	/* The chunk cache keeps what we wrote when this change is the only
+	 * one since the version we knew (as fs_op_write does). */
+	if (f->known && a->dv == f->known_dv + 1) {
+		if (o->type == JR_WRITE)
+			ccache_write(w->fs->cc, &f->fid, f->known_dv, a->dv,
+				     f->known_size, a->size, o->off,
+				     (const char *)buf, o->len);
+		else if (a->size == f->known_size)
+			ccache_write(w->fs->cc, &f->fid, f->known_dv, a->dv,
+				     f->known_size, a->size, a->size, NULL, 0);
+		else
+			ccache_forget_fid(w->fs->cc, &f->fid);
+	} else {
+		ccache_forget_fid(w->fs->cc, &f->fid);
+	}
+	return 0;
+}
+
+/*
+ * Was change o (the first of f still to send), which expects the file at
+ * version tbase + tidx, applied already? The file must be exactly one
+ * version further and hold what o would make of it: its bytes (a write),
+ * its size and times (an attribute change). No lock; f busy.
+ */
+static int applied_already(struct wb *w, struct wfile *f,
+			   const struct wop *o, uint8_t *buf)
+{
+	struct msg_read_req q = { .fid = f->fid, .off = o->off,
+				  .len = o->len };
+	struct msg_read_rep p;
+	struct rpc_reply rep;
+	struct cairn_attr a;
+	int ok;
+
+	if (fs_getattr(NULL, w->fs, &f->fid, &a) ||
+	    a.dv != o->tbase + o->tidx + 1)
+		return 0;
+	if (o->type == JR_ATTR)
+		return (!(o->valid & SA_SIZE) || a.size == o->off) &&
+		       (!(o->valid & SA_MTIME) ||
+			(a.mtime.sec == o->mtime.sec &&
+			 a.mtime.nsec == o->mtime.nsec));
+	if (pread(o->seg->fd, buf, o->len,
+		  (off_t)(o->at + sizeof(struct jrec))) != (ssize_t)o->len ||
+	    fs_rpc(NULL, w->fs, OP_READ, &q, &p, &rep))
+		return 0;
+	ok = p.attr.dv == a.dv && p.data.len == o->len &&
+	     !memcmp(p.data.p, buf, o->len);
+	rpc_reply_free(&rep);
+	if (ok)
+		log_info("write-back: a change of vnode %" PRIu64 " sent just "
+			 "before the previous mount stopped had reached the "
+			 "server", f->fid.vnode);
+	return ok;
+}
+
+/*
+ * Send what f holds, take its token again first if it was lost, give it
+ * back when recalled (or idle, with nothing left). Called by a shipper
+ * owning f (busy), with the lock held; returns with it held.
+ */
+static void ship_file(struct wb *w, struct wfile *f, uint8_t *buf)
+{
+	for (;;) {
+		struct wop *o = f->head;
+		struct cairn_attr a;
+		int rc;
+
+		if (w->stopping > 1)
+			return;
+		if (!o || !o->ready)
+			break;
+		if (f->tok != TK_HELD && f->tok != TK_RECALLED) {
+			uint64_t dv = o->tbase + o->tidx, recalls = f->recalls;
+			int skip = 0;
+
+			pthread_mutex_unlock(&w->lock);
+			rc = grant(w, &f->fid, 1, dv, &a);
+			/* One version further, with the first change's bytes
+			 * there: that change was in flight when we lost the
+			 * token (the daemon died, the connection broke) and
+			 * reached the server. It is done. */
+			if (rc == -ECANCELED && applied_already(w, f, o, buf) &&
+			    (rc = grant(w, &f->fid, 1, dv + 1, &a)) == 0) {
+				mark_done(w, o);
+				skip = 1;
+			}
+			pthread_mutex_lock(&w->lock);
+			if (skip) {
+				w->st.sent++;
+				w->st.sent_bytes += o->len;
+				pop_op(w, f);
+				pthread_cond_broadcast(&w->done);
+			}
+			if (rc == -ECANCELED) {
+				struct wop *ops = f->head;
+
+				w->st.conflicts++;
+				pthread_mutex_unlock(&w->lock);
+				save_conflict(w, f, ops);
+				pthread_mutex_lock(&w->lock);
+				drop_all(w, f);
+				set_tok(w, f, TK_NONE);
+				f->known = 0;
+				f->err = 0;
+				break;
+			}
+			if (rc == -ESTALE || rc == -ENOENT) {
+				log_info("write-back: vnode %" PRIu64 " is gone "
+					 "from the server; %zu changes to it "
+					 "dropped", f->fid.vnode, f->nops);
+				w->st.dropped += f->nops;
+				drop_all(w, f);
+				f->err = 0;
+				break;
+			}
+			if (rc) {
+				goto failed;
+			}
+			w->st.grants++;
+			if (f->recalls != recalls) {
+				/* Recalled while the grant was in flight:
+				 * given back already (must_return). */
+				continue;
+			}
+			set_tok(w, f, TK_HELD);
+			f->known = 1;
+			f->known_dv = a.dv;
+			f->known_size = a.size;
+			continue;
+		}
+		pthread_mutex_unlock(&w->lock);
+		rc = send_op(w, f, o, buf, &a);
+		pthread_mutex_lock(&w->lock);
+		if (rc == 0) {
+			pthread_mutex_unlock(&w->lock);
+			mark_done(w, o);
+			pthread_mutex_lock(&w->lock);
+			w->st.sent++;
+			w->st.sent_bytes += o->len;
+			f->known = 1;
+			f->known_dv = a.dv;
+			f->known_size = a.size;
+			f->err = 0;
+			f->last_ms = now_ms();
+			pop_op(w, f);
+			pthread_cond_broadcast(&w->done);
+			continue;
+		}
+		if (rc == -ECANCELED) {
+			/* Not ours any more (revoked, or the connection
+			 * was lost): take it again at known_dv. */
+			if (f->tok == TK_RECALLED)
+				f->must_return = 0;
+			set_tok(w, f, TK_LOST);
+			continue;
+		}
+		if (rc == -ESTALE || rc == -ENOENT) {
+			log_info("write-back: vnode %" PRIu64 " is gone from the "
+				 "server; %zu changes to it dropped",
+				 f->fid.vnode, f->nops);
+			w->st.dropped += f->nops;
+			drop_all(w, f);
+			f->err = 0;
+			break;
+		}
+		if (rc == -EINTR && w->stopping)
+			return;
+failed:
+		if (f->err != rc)
+			log_warn("write-back: cannot send %zu changes of vnode "
+				 "%" PRIu64 " to the server: %s; kept, retrying",
+				 f->nops, f->fid.vnode, strerror(-rc));
+		f->err = rc;
+		w->st.errors++;
+		f->retry_ms = now_ms() + 1000;
+		pthread_cond_broadcast(&w->done);
+		return;
+	}
+	/* Nothing left: give the token back when asked, or when idle. */
+	if (f->head)
+		goto out; /* a change still being written */
+	if (f->must_return || f->tok == TK_RECALLED ||
+	    (f->tok == TK_HELD && !f->waiters &&
+	     now_ms() - f->last_ms >= WB_IDLE_RETURN_MS) ||
+	    (f->tok == TK_HELD && w->stopping)) {
+		int rc;
+
+		f->must_return = 0;
+		if (f->tok == TK_HELD || f->tok == TK_RECALLED)
+			set_tok(w, f, TK_NONE);
+		pthread_mutex_unlock(&w->lock);
+		rc = give_back(w, &f->fid);
+		pthread_mutex_lock(&w->lock);
+		if (rc)
+			log_debug("write-back: returning the token of vnode %"
+				  PRIu64 ": %s", f->fid.vnode, strerror(-rc));
+		else
+			w->st.returns++;
+	}
+out:
+	pthread_cond_broadcast(&w->done);
+}
+
+/* The next file a shipper should serve, or NULL. Under lock. */
+static struct wfile *next_ready(struct wb *w)
+{
+	int64_t now = now_ms();
+
+	for (struct wfile **p = &w->qhead, *prev = NULL; *p;
+	     prev = *p, p = &(*p)->qnext) {
+		struct wfile *f = *p;
+
+		if (f->retry_ms > now && !f->must_return && !w->stopping)
+			continue;
+		*p = f->qnext;
+		if (w->qtail == f)
+			w->qtail = prev;
+		f->queued = 0;
+		f->qnext = NULL;
+		return f;
+	}
+	return NULL;
+}
+
+/* Queue held tokens idle long enough to go back, and files whose retry
+ * time came. Under lock. */
+static void sweep(struct wb *w)
+{
+	int64_t now = now_ms();
+
+	if (!w->held && !w->pending_ops)
+		return;
+	for (size_t i = 0; i < w->nbuckets; i++)
+		for (struct wfile *f = w->buckets[i]; f; f = f->hnext) {
+			if (f->busy || f->queued)
+				continue;
+			if (f->head && !f->head->ready)
+				continue;
+			if ((f->nops && f->retry_ms <= now) ||
+			    f->must_return || f->tok == TK_RECALLED ||
+			    (f->tok == TK_HELD && !f->nops &&
+			     now - f->last_ms >= WB_IDLE_RETURN_MS))
+				enqueue(w, f, 0);
+		}
+}
+
+static void *shipper(void *arg)
+{
+	struct wb *w = arg;
+	uint8_t *buf = malloc(CAIRN_MAX_IO);
+	unsigned me;
+	int64_t swept = 0;
+
+	pthread_mutex_lock(&w->lock);
+	me = w->nthreads++;
+	fs_set_call_intr(&w->intr[me]);
+	while (buf) {
+		struct wfile *f;
+
+		if (now_ms() - swept >= 200) {
+			sweep(w);
+			swept = now_ms();
+		}
+		f = next_ready(w);
+		if (!f) {
+			struct timespec until;
+
+			if (w->stopping && (!w->pending_ops || w->stopping > 1) &&
+			    !w->held)
+				break;
+			clock_deadline(CLOCK_REALTIME, 200, &until);
+			pthread_cond_timedwait(&w->work, &w->lock, &until);
+			continue;
+		}
+		f->busy = 1;
+		ship_file(w, f, buf);
+		f->busy = 0;
+		/* A change still being written queues f when it is done; a
+		 * recall that came while we were at it needs another turn. */
+		if (f->head && !f->head->ready)
+			; /* journal() queues f when that one is written */
+		else if ((f->head && !f->err) || f->must_return ||
+			 f->tok == TK_RECALLED)
+			enqueue(w, f, 0);
+		file_maybe_free(w, f);
+		if (w->stopping > 1)
+			break;
+	}
+	fs_set_call_intr(NULL);
+	pthread_mutex_unlock(&w->lock);
+	if (!buf)
+		log_error("write-back shipper: out of memory");
+	free(buf);
+	return NULL;
+}
+
+int wb_start(struct wb *w)
+{
+	int rc;
+
+	pthread_mutex_lock(&w->lock);
+	for (size_t i = 0; i < w->nbuckets; i++)
+		for (struct wfile *f = w->buckets[i]; f; f = f->hnext)
+			if (f->nops)
+				enqueue(w, f, 0);
+	pthread_mutex_unlock(&w->lock);
+	for (unsigned i = 0; i < WB_THREADS; i++) {
+		rpc_intr_init(&w->intr[i], w->fs->rpc);
+		if ((rc = pthread_create(&w->th[i], NULL, shipper, w))) {
+			log_error("cannot start write-back shipper: %s",
+				  strerror(rc));
+			return -rc;
+		}
+		w->started++;
+	}
+	return 0;
+}
+
+void wb_stop(struct wb *w)
+{
+	int64_t t0 = now_ms(), said = t0, failing_since = 0;
+	uint64_t sent = 0;
+
+	if (!w || !w->started)
+		return;
+	pthread_mutex_lock(&w->lock);
+	w->stopping = 1;
+	for (size_t i = 0; i < w->nbuckets; i++)
+		for (struct wfile *f = w->buckets[i]; f; f = f->hnext)
+			if (f->nops || f->tok == TK_HELD)
+				enqueue(w, f, 0);
+	pthread_cond_broadcast(&w->work);
+	while (w->pending_ops || w->held) {
+		struct timespec until;
+		int64_t now = now_ms();
+		int failing = 0, refused = 1;
+
+		/* Files the server will not take. ENOSPC and the like are
+		 * its answer, not a passing trouble: two seconds of them
+		 * without progress are enough. */
+		for (size_t i = 0; i < w->nbuckets; i++)
+			for (struct wfile *f = w->buckets[i]; f; f = f->hnext)
+				if (f->err) {
+					failing = 1;
+					refused &= f->err == -ENOSPC ||
+						   f->err == -EDQUOT ||
+						   f->err == -EROFS ||
+						   f->err == -EFBIG;
+				}
+		if (!failing || w->st.sent != sent)
+			failing_since = 0;
+		else if (!failing_since)
+			failing_since = now;
+		sent = w->st.sent;
+		if (failing_since && now - failing_since >=
+		    (refused ? 2000 : WB_STOP_PATIENCE_S * 1000)) {
+			log_warn("write-back: the server does not take %zu "
+				 "changes (%" PRIu64 " bytes): left in %s for "
+				 "the next mount of this cache directory",
+				 w->pending_ops, w->pending_bytes, w->dir);
+			break;
+		}
+		if (now - said >= 5000) {
+			log_info("write-back: unmounting; %zu changes (%" PRIu64
+				 " bytes) still to send", w->pending_ops,
+				 w->pending_bytes);
+			said = now;
+		}
+		clock_deadline(CLOCK_REALTIME, 100, &until);
+		pthread_cond_timedwait(&w->done, &w->lock, &until);
+	}
+	if (!w->pending_ops && now_ms() - t0 > 1000)
+		log_info("write-back: everything sent (%.1f s)",
+			 (now_ms() - t0) / 1000.0);
+	w->stopping = 2;
+	pthread_cond_broadcast(&w->work);
+	for (unsigned i = 0; i < w->nthreads; i++)
+		rpc_interrupt(&w->intr[i]);
+	pthread_mutex_unlock(&w->lock);
+	for (unsigned i = 0; i < w->started; i++)
+		pthread_join(w->th[i], NULL);
+	w->started = 0;
+}
+
+void wb_close(struct wb *w)
+{
+	if (!w)
+		return;
+	wb_stop(w);
+	if (w->buckets)
+		for (size_t i = 0; i < w->nbuckets; i++)
+			for (struct wfile *f = w->buckets[i], *n; f; f = n) {
+				n = f->hnext;
+				for (struct wop *o = f->head, *on; o; o = on) {
+					on = o->next;
+					free(o);
+				}
+				free(f);
+			}
+	for (struct jseg *s = w->segs, *n; s; s = n) {
+		n = s->next;
+		close(s->fd);
+		/* Nothing pending in it: gone (the last one too). */
+		if (!s->live && s->size)
+			seg_unlink(w, s);
+		else if (!s->size)
+			seg_unlink(w, s);
+		free(s);
+	}
+	if (w->lockfd >= 0)
+		close(w->lockfd);
+	free(w->buckets);
+	pthread_mutex_destroy(&w->lock);
+	pthread_cond_destroy(&w->work);
+	pthread_cond_destroy(&w->done);
+	free(w);
+}
+
+/* --- the FUSE side ------------------------------------------------------- */
+
+/*
+ * Make sure we hold fid's token with nothing of an earlier token left
+ * (those go first), taking it if need be. Under lock; may drop it.
+ * Returns f (token held), or NULL with *rc: -ENOSYS write through.
+ */
+static struct wfile *hold(struct wb *w, const struct cairn_fid *fid,
+			  int *rc)
+{
+	struct wfile *f;
+	int tries = 0;
+
+	for (;;) {
+		struct cairn_attr a;
+		uint64_t recalls;
+		int r;
+
+		if (!(f = file_get(w, fid))) {
+			*rc = -ENOSYS;
+			return NULL;
+		}
+		if (f->tok == TK_HELD)
+			break;
+		/* Recalled, or lost with changes left: the shippers sort
+		 * that out first; wait for them. */
+		if (f->tok == TK_RECALLED || f->nops || f->must_return) {
+			f->waiters++;
+			enqueue(w, f, 1);
+			while ((f->tok == TK_RECALLED || f->nops ||
+				f->must_return) && !f->err && !w->stopping)
+				pthread_cond_wait(&w->done, &w->lock);
+			f->waiters--;
+			if (f->err || w->stopping) {
+				*rc = -ENOSYS;
+				file_maybe_free(w, f);
+				return NULL;
+			}
+			continue;
+		}
+		if (++tries > 3) {
+			*rc = -ENOSYS;
+			file_maybe_free(w, f);
+			return NULL;
+		}
+		recalls = f->recalls;
+		f->waiters++;
+		pthread_mutex_unlock(&w->lock);
+		r = grant(w, fid, 0, 0, &a);
+		pthread_mutex_lock(&w->lock);
+		f->waiters--;
+		if (r) {
+			if (r != -EAGAIN && r != -EINVAL)
+				log_debug("write-back: no token for vnode %"
+					  PRIu64 ": %s", fid->vnode,
+					  strerror(-r));
+			*rc = -ENOSYS;
+			file_maybe_free(w, f);
+			return NULL;
+		}
+		w->st.grants++;
+		if (f->recalls != recalls)
+			continue; /* recalled in flight: given back */
+		set_tok(w, f, TK_HELD);
+		f->known = 1;
+		f->known_dv = a.dv;
+		f->known_size = a.size;
+		f->tbase = a.dv;
+		f->tidx = 0;
+		f->psz = 1;
+		f->psize = a.size;
+		break;
+	}
+	return f;
+}
+
+/* Journal change h (with data) for f. Under lock, f held; drops the lock
+ * while writing. */
+static int journal(struct wb *w, struct wfile *f, struct jrec *h,
+		   const void *data)
+{
+	struct wop *o;
+	struct jseg *s;
+	uint64_t at;
+	int rc;
+
+	if ((rc = reserve(w, h->len, &s, &at)))
+		return rc;
+	/* In the file's list at once, in the order of the reservations
+	 * (the order of tidx), but sent only once written (ready). The
+	 * kernel writes different pages of a file at the same time; their
+	 * order does not matter, only that the list, the journal and tidx
+	 * agree. (Room reserved and never written reads as a gap.) */
+	h->seq = ++w->seq;
+	h->tbase = f->tbase;
+	h->tidx = f->tidx++;
+	if (!(o = op_new(f, h, s, at))) {
+		f->tidx--;
+		return -ENOMEM;
+	}
+	w->pending_ops++;
+	w->pending_bytes += o->len;
+	pthread_mutex_unlock(&w->lock);
+	rc = rec_write(s, at, h, data);
+	pthread_mutex_lock(&w->lock);
+	if (rc) {
+		struct wop **p = &f->head, *prev = NULL;
+
+		/* Out of the list; the changes after it move up one. */
+		while (*p != o) {
+			prev = *p;
+			p = &(*p)->next;
+		}
+		*p = o->next;
+		if (f->tail == o)
+			f->tail = prev;
+		for (struct wop *x = o->next; x; x = x->next)
+			if (x->tbase == o->tbase)
+				x->tidx--;
+		f->tidx--;
+		f->nops--;
+		f->bytes -= o->len;
+		w->pending_ops--;
+		w->pending_bytes -= o->len;
+		s->live--;
+		seg_maybe_drop(w, s);
+		free(o);
+		pthread_cond_broadcast(&w->done);
+		log_warn("write-back journal %s: %s; writing through",
+			 w->dir, strerror(-rc));
+		return rc;
+	}
+	o->ready = 1;
+	f->last_ms = now_ms();
+	if (o->type == JR_WRITE && f->psz && o->off + o->len > f->psize)
+		f->psize = o->off + o->len;
+	if (o->type == JR_ATTR && (o->valid & SA_SIZE)) {
+		f->psz = 1;
+		f->psize = o->off;
+	}
+	if (o->type == JR_ATTR && (o->valid & SA_MTIME)) {
+		f->pmt = 1;
+		f->pmtime = o->mtime;
+	}
+	if (o->type == JR_ATTR && (o->valid & SA_CTIME)) {
+		f->pct = 1;
+		f->pctime = o->ctime;
+	}
+	w->st.journaled++;
+	w->st.journaled_bytes += o->len;
+	enqueue(w, f, 0);
+	return 0;
+}
+
+/* Wait while too much is not sent yet. Under lock. */
+static void throttle(struct wb *w)
+{
+	while (w->pending_bytes > WB_PENDING_MAX && !w->stopping)
+		pthread_cond_wait(&w->done, &w->lock);
+}
+
+int wb_write(struct wb *w, const struct cairn_fid *fid, const char *buf,
+	     size_t n, uint64_t off)
+{
+	struct wfile *f;
+	size_t done = 0;
+	int rc = 0;
+
+	pthread_mutex_lock(&w->lock);
+	throttle(w);
+	if (!(f = hold(w, fid, &rc)))
+		goto out;
+	while (done < n) {
+		uint32_t len = n - done > CAIRN_MAX_IO ? CAIRN_MAX_IO
+						       : (uint32_t)(n - done);
+		struct jrec h;
+
+		rec_fill(&h, JR_WRITE, 0, fid);
+		h.len = len;
+		h.off = off + done;
+		if ((rc = journal(w, f, &h, buf + done)))
+			break;
+		done += len;
+	}
+	if (rc && done) {
+		/* Part of it is journaled: the rest must follow it, so it
+		 * waits for the journal to be sent (wb_drain) first. */
+		rc = -ENOSYS;
+	} else if (rc) {
+		rc = -ENOSYS;
+	}
+	file_maybe_free(w, f);
+out:
+	pthread_mutex_unlock(&w->lock);
+	if (rc == -ENOSYS && done) {
+		/* The caller writes all of it through after the journal:
+		 * the journaled part goes twice, the same bytes. */
+		wb_drain(w, fid);
+	}
+	return rc;
+}
+
+int wb_setattr(struct wb *w, const struct cairn_fid *fid, uint32_t valid,
+	       uint64_t size, const struct cairn_time *mtime,
+	       const struct cairn_time *ctime)
+{
+	struct wfile *f;
+	struct jrec h;
+	int rc = 0;
+
+	valid &= ~(uint32_t)SA_KEEPTIME;
+	if (!valid || (valid & ~(uint32_t)(SA_SIZE | SA_MTIME | SA_CTIME)))
+		return -ENOSYS;
+	pthread_mutex_lock(&w->lock);
+	/* Times alone need no token: unless changes are kept, they go
+	 * through (the kernel sends them after its writes). */
+	f = *fslot(w, fid);
+	if (!(valid & SA_SIZE) && !(f && (f->tok == TK_HELD || f->nops))) {
+		pthread_mutex_unlock(&w->lock);
+		return -ENOSYS;
+	}
+	throttle(w);
+	if (!(f = hold(w, fid, &rc)))
+		goto out;
+	rec_fill(&h, JR_ATTR, 0, fid);
+	h.off = size;
+	h.valid = valid;
+	if (mtime) {
+		h.msec = mtime->sec;
+		h.mnsec = mtime->nsec;
+	}
+	if (ctime) {
+		h.csec = ctime->sec;
+		h.cnsec = ctime->nsec;
+	}
+	rc = journal(w, f, &h, NULL) ? -ENOSYS : 0;
+	file_maybe_free(w, f);
+out:
+	pthread_mutex_unlock(&w->lock);
+	return rc;
+}
+
+int wb_pending(struct wb *w, const struct cairn_fid *fid)
+{
+	struct wfile *f;
+	int n;
+
+	if (!w || !__atomic_load_n(&w->pending_ops, __ATOMIC_RELAXED))
+		return 0;
+	pthread_mutex_lock(&w->lock);
+	f = *fslot(w, fid);
+	n = f && f->nops;
+	pthread_mutex_unlock(&w->lock);
+	return n;
+}
+
+int wb_drain(struct wb *w, const struct cairn_fid *fid)
+{
+	struct wfile *f;
+	int rc = 0;
+
+	if (!w)
+		return 0;
+	pthread_mutex_lock(&w->lock);
+	f = *fslot(w, fid);
+	if (!f || !f->nops) {
+		pthread_mutex_unlock(&w->lock);
+		return 0;
+	}
+	f->waiters++;
+	f->retry_ms = 0;
+	enqueue(w, f, 1);
+	while (f->nops && !w->stopping) {
+		if (f->err && !f->busy) {
+			rc = f->err;
+			break;
+		}
+		pthread_cond_wait(&w->done, &w->lock);
+	}
+	if (f->nops && !rc)
+		rc = -EIO;
+	f->waiters--;
+	file_maybe_free(w, f);
+	pthread_mutex_unlock(&w->lock);
+	return rc;
+}
+
+void wb_created(struct wb *w, const struct cairn_fid *fid, uint64_t dv,
+		uint64_t size)
+{
+	struct wfile *f;
+
+	if (!w)
+		return;
+	pthread_mutex_lock(&w->lock);
+	/* A recall that came before this reply was answered already
+	 * (must_return; the wfile may be gone since): not ours. */
+	for (unsigned i = 0; i < w->nunheld && i < 64; i++)
+		if (w->unheld[i].vnode == fid->vnode &&
+		    w->unheld[i].uniq == fid->uniq &&
+		    w->unheld[i].vol == fid->vol) {
+			pthread_mutex_unlock(&w->lock);
+			return;
+		}
+	f = file_get(w, fid);
+	if (f && !f->recalls && f->tok == TK_NONE && !f->nops) {
+		set_tok(w, f, TK_HELD);
+		f->known = 1;
+		f->known_dv = dv;
+		f->known_size = size;
+		f->tbase = dv;
+		f->tidx = 0;
+		f->psz = 1;
+		f->psize = size;
+		f->last_ms = now_ms();
+		w->st.grants++;
+	}
+	pthread_mutex_unlock(&w->lock);
+}
+
+void wb_recall(void *arg, const struct cairn_fid *fid)
+{
+	struct wb *w = arg;
+	struct wfile *f;
+
+	if (!w)
+		return;
+	pthread_mutex_lock(&w->lock);
+	w->st.recalls++;
+	if ((f = file_get(w, fid))) {
+		f->recalls++;
+		if (f->tok == TK_HELD) {
+			set_tok(w, f, TK_RECALLED);
+		} else if (f->tok != TK_RECALLED) {
+			f->must_return = 1;
+			w->unheld[w->nunheld++ % 64] = *fid;
+		}
+		f->retry_ms = 0;
+		enqueue(w, f, 1);
+	} else {
+		log_error("write-back: out of memory for the recall of vnode %"
+			  PRIu64 "; the server revokes it", fid->vnode);
+	}
+	pthread_mutex_unlock(&w->lock);
+}
+
+int wb_busy(struct wb *w)
+{
+	return w && (__atomic_load_n(&w->pending_ops, __ATOMIC_RELAXED) ||
+		     __atomic_load_n(&w->held, __ATOMIC_RELAXED));
+}
+
+void wb_patch(struct wb *w, struct cairn_attr *a)
+{
+	struct wfile *f;
+
+	if (!w || !__atomic_load_n(&w->pending_ops, __ATOMIC_RELAXED))
+		return;
+	pthread_mutex_lock(&w->lock);
+	f = *fslot(w, &a->fid);
+	if (f && f->nops) {
+		if (f->psz)
+			a->size = f->psize;
+		if (f->pmt)
+			a->mtime = f->pmtime;
+		if (f->pct)
+			a->ctime = f->pctime;
+	}
+	pthread_mutex_unlock(&w->lock);
+}
+
+void wb_attr_seen(struct wb *w, const struct cairn_attr *a)
+{
+	struct wfile *f;
+
+	if (!w || !__atomic_load_n(&w->held, __ATOMIC_RELAXED))
+		return;
+	pthread_mutex_lock(&w->lock);
+	f = *fslot(w, &a->fid);
+	/* Nothing of ours in flight: the server's version is where the
+	 * next change starts (our own chmod or xattr moved it too). */
+	if (f && f->tok == TK_HELD && !f->nops && !f->busy &&
+	    a->dv > f->tbase + f->tidx) {
+		f->tbase = a->dv;
+		f->tidx = 0;
+	}
+	pthread_mutex_unlock(&w->lock);
+}
+
+void wb_reconnected(void *arg)
+{
+	struct wb *w = arg;
+
+	if (!w)
+		return;
+	pthread_mutex_lock(&w->lock);
+	for (size_t i = 0; i < w->nbuckets; i++)
+		for (struct wfile *f = w->buckets[i]; f; f = f->hnext) {
+			if (f->tok != TK_HELD && f->tok != TK_RECALLED)
+				continue;
+			set_tok(w, f, f->nops ? TK_LOST : TK_NONE);
+			f->must_return = 0;
+			if (f->nops)
+				enqueue(w, f, 1);
+		}
+	pthread_mutex_unlock(&w->lock);
+}
+
+void wb_print_stats(void *arg, FILE *f)
+{
+	struct wb *w = arg;
+	struct wb_stats s;
+	size_t ops, held, files;
+	uint64_t bytes;
+
+	if (!w) {
+		fprintf(f, "wb.enabled 0\n");
+		return;
+	}
+	pthread_mutex_lock(&w->lock);
+	s = w->st;
+	ops = w->pending_ops;
+	bytes = w->pending_bytes;
+	held = w->held;
+	files = w->nfiles;
+	pthread_mutex_unlock(&w->lock);
+	fprintf(f, "wb.enabled 1\nwb.journal %s\nwb.pending_changes %zu\n"
+		"wb.pending_bytes %" PRIu64 "\nwb.files %zu\nwb.tokens %zu\n"
+		"wb.journaled %" PRIu64 "\nwb.journaled_bytes %" PRIu64 "\n"
+		"wb.sent %" PRIu64 "\nwb.sent_bytes %" PRIu64 "\n"
+		"wb.grants %" PRIu64 "\nwb.returns %" PRIu64 "\n"
+		"wb.recalls %" PRIu64 "\nwb.conflicts %" PRIu64 "\n"
+		"wb.dropped %" PRIu64 "\nwb.errors %" PRIu64 "\n"
+		"wb.replayed %" PRIu64 "\n", w->dir, ops, bytes, files, held,
+		s.journaled, s.journaled_bytes, s.sent, s.sent_bytes, s.grants,
+		s.returns, s.recalls, s.conflicts, s.dropped, s.errors,
+		s.replayed);
+}

@@ -1,0 +1,122 @@
+/*
+ * wback.h - write-back: changes to regular files kept in a journal on
+ * local disk and sent to the server in the background (docs/PROTOCOL.md,
+ * "Write tokens"; docs/ARCHITECTURE.md, "Writes").
+ *
+ * With the kernel's writeback cache, a file's dirty pages reach the daemon
+ * as WRITEs on close(), fsync() or background writeback, and its size and
+ * times as SETATTRs. While the client holds the file's write token, those
+ * are answered as soon as they are appended to the journal (CACHE/journal,
+ * segment files of records with a CRC each): close() waits for no server.
+ * Shipper threads send the journal's changes in order, one file at a
+ * time each, under the token (WR_TOKEN, SA_TOKEN), and drop them once the
+ * server has them. Before another client may look at the file the server
+ * recalls the token: the shippers send what is left for it and give the
+ * token back, so the other client sees everything written before the
+ * close. A token idle for WB_IDLE_RETURN_MS is given back unasked.
+ *
+ * Nothing acknowledged is lost when the daemon dies: the journal is
+ * written before the kernel's WRITE is answered (to the page cache; an
+ * fsync of the file sends it to the server and syncs it there). The next
+ * mount of the same cache directory sends what is left, taking each
+ * file's token again only at the data version it last knew (WT_DV). A
+ * file another client changed meanwhile is a conflict: the changes are
+ * written to CACHE/conflicts/ (applied to an empty sparse file, in
+ * order), logged, and never laid over the other client's version.
+ *
+ * Reads, attribute requests, fsync and the changes the journal does not
+ * keep (chmod, fallocate, ...) of a file with changes still in the
+ * journal first wait for them to be sent (wb_drain), so this client's
+ * own requests see its own writes.
+ *
+ * Locking: one mutex, taken with no other lock of the client held,
+ * except fs.wlock (op_setattr calls in holding its file's stripe) and a
+ * notify reply section (attr_to_stat's wb_patch); never held across a
+ * server call, a journal write or a kernel call (docs/LOCKING.md).
+ */
+#ifndef CAIRN_CLIENT_WBACK_H
+#define CAIRN_CLIENT_WBACK_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include "../lib/proto.h"
+
+struct wb;
+struct fs;
+
+/* Shipper threads. */
+#define WB_THREADS          2u
+/* A held token with nothing left to send goes back after this long. */
+#define WB_IDLE_RETURN_MS   1000
+/* Journal segments are this large at most. */
+#define WB_SEGMENT_MAX      (64ull << 20)
+/* Above this many bytes not yet sent, writers wait for the shippers. */
+#define WB_PENDING_MAX      (512ull << 20)
+/* How long unmount keeps trying while the server does not take what is
+ * left (2 s when it answers ENOSPC, EDQUOT, EROFS or EFBIG). */
+#define WB_STOP_PATIENCE_S  10
+
+/*
+ * Open the journal in cache_dir/journal (created; locked against other
+ * mounts of the same cache directory) and read what a previous mount left
+ * there. Returns 0 and *out, or a negative errno (err filled: the mount
+ * then writes through).
+ */
+int wb_open(const char *cache_dir, struct fs *fs, struct wb **out,
+	    char *err, size_t errsz);
+/* Start the shippers; what was left is sent first. */
+int wb_start(struct wb *w);
+/* Send everything (logging progress; when the server has not taken any of
+ * it for WB_STOP_PATIENCE_S, leave the rest for the next mount and say
+ * so) and stop the shippers. Call after the kernel is gone, while the rpc
+ * runs. */
+void wb_stop(struct wb *w);
+void wb_close(struct wb *w);
+
+/*
+ * A WRITE of a regular file from the kernel's writeback cache: journal it
+ * (0: answered), or -ENOSYS: the caller writes through (no token to be
+ * had: the server's table is full, or the file is not a regular file),
+ * having waited for what the journal holds for it (wb_drain). WRITEs of
+ * one file may come in parallel (the kernel sends different pages).
+ */
+int wb_write(struct wb *w, const struct cairn_fid *fid, const char *buf,
+	     size_t n, uint64_t off);
+
+/*
+ * A SETATTR that changes only size, mtime and ctime (valid: SA_SIZE,
+ * SA_MTIME, SA_CTIME, SA_KEEPTIME) of a regular file: journal it, 0. Else
+ * -ENOSYS: the caller sends it itself after wb_drain. Caller holds the
+ * file's fs.wlock stripe.
+ */
+int wb_setattr(struct wb *w, const struct cairn_fid *fid, uint32_t valid,
+	       uint64_t size, const struct cairn_time *mtime,
+	       const struct cairn_time *ctime);
+
+/* Anything kept or held at all? (an atomic read; w may be NULL) */
+int wb_busy(struct wb *w);
+/* Attributes a (of a regular file) as they are with the changes the
+ * journal holds for it applied: size, and the times the kernel sent.
+ * For every reply that gives the kernel a file's attributes. */
+void wb_patch(struct wb *w, struct cairn_attr *a);
+/* A reply carried a's attributes: while we hold the token with nothing
+ * in flight, its data version is where our next change starts. */
+void wb_attr_seen(struct wb *w, const struct cairn_attr *a);
+/* Does the journal hold changes of fid not yet sent? Cheap. */
+int wb_pending(struct wb *w, const struct cairn_fid *fid);
+/* Send fid's changes now and wait for them: 0, or the error that keeps
+ * them from the server (they stay in the journal). */
+int wb_drain(struct wb *w, const struct cairn_fid *fid);
+
+/* The CREATE that made fid (with CR_TOKEN) returned: we hold its token,
+ * at data version dv. */
+void wb_created(struct wb *w, const struct cairn_fid *fid, uint64_t dv,
+		uint64_t size);
+/* CB_RECALL of fid (the rpc reader's notify hook): never blocks. */
+void wb_recall(void *arg, const struct cairn_fid *fid);
+/* After a reconnect every token is gone (the notify hook). */
+void wb_reconnected(void *arg);
+
+void wb_print_stats(void *arg, FILE *f);
+
+#endif

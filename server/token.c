@@ -1,0 +1,428 @@
+/*
+ * token.c - write tokens. See token.h.
+ *
+ * A hash of tokens by FID, chained, grown by doubling. A token holds a
+ * reference on its holder's connection (the recall is sent to it) and
+ * the FIFO of requests parked behind it. Work that must not run under
+ * the lock (sending a recall, resuming requests, dropping references) is
+ * collected into a `later` and done after unlocking.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../lib/debug.h"
+#include "../lib/log.h"
+#include "../lib/msg.h"
+#include "../lib/wire.h"
+#include "server.h"
+#include "token.h"
+
+struct token {
+	struct token *next;           /* hash chain */
+	struct cairn_fid fid;
+	struct conn *holder;          /* referenced */
+	int64_t recalled_ms;          /* 0: no recall sent */
+	struct tok_wait *whead, *wtail;
+};
+
+struct tok_table {
+	pthread_mutex_t lock;
+	struct token **buckets;
+	size_t nbuckets, n;
+	unsigned timeout_ms;
+	uint32_t push_id;
+	void (*resume)(void *, struct tok_wait *);
+	void *arg;
+	struct tok_stats st;
+};
+
+/* What to do once the lock is dropped. */
+struct later {
+	struct tok_wait *resume;      /* requests to run again, in order */
+	struct tok_wait **rtail;
+	struct conn *recall;          /* send a recall of fid to it */
+	struct cairn_fid recall_fid;
+	struct conn *put[16];         /* references to drop */
+	int nput;
+	struct later *more;           /* overflow of put (rare) */
+};
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static size_t fid_hash(const struct cairn_fid *f)
+{
+	uint64_t h = f->vnode * 0x9e3779b97f4a7c15ull ^ f->uniq ^
+		     ((uint64_t)f->vol << 32);
+
+	return (size_t)(h ^ (h >> 29));
+}
+
+static int fid_eq(const struct cairn_fid *a, const struct cairn_fid *b)
+{
+	return a->vnode == b->vnode && a->uniq == b->uniq && a->vol == b->vol;
+}
+
+struct tok_table *tok_table_create(unsigned recall_timeout_ms,
+				   void (*resume)(void *, struct tok_wait *),
+				   void *arg)
+{
+	struct tok_table *t = calloc(1, sizeof(*t));
+
+	if (!t)
+		return NULL;
+	t->nbuckets = 256;
+	t->buckets = calloc(t->nbuckets, sizeof(*t->buckets));
+	if (!t->buckets) {
+		free(t);
+		return NULL;
+	}
+	pthread_mutex_init(&t->lock, NULL);
+	t->timeout_ms = recall_timeout_ms;
+	t->resume = resume;
+	t->arg = arg;
+	return t;
+}
+
+void tok_table_destroy(struct tok_table *t)
+{
+	if (!t)
+		return;
+	/* The server stops its connections first: nothing is left. */
+	CAIRN_ASSERT(t->n == 0);
+	free(t->buckets);
+	pthread_mutex_destroy(&t->lock);
+	free(t);
+}
+
+size_t tok_count(struct tok_table *t)
+{
+	return __atomic_load_n(&t->n, __ATOMIC_RELAXED);
+}
+
+static struct token **slot(struct tok_table *t, const struct cairn_fid *fid)
+{
+	struct token **p = &t->buckets[fid_hash(fid) & (t->nbuckets - 1)];
+
+	while (*p && !fid_eq(&(*p)->fid, fid))
+		p = &(*p)->next;
+	return p;
+}
+
+static void grow(struct tok_table *t)
+{
+	size_t nb = t->nbuckets * 2;
+	struct token **b = calloc(nb, sizeof(*b));
+
+	if (!b)
+		return; /* longer chains, still correct */
+	for (size_t i = 0; i < t->nbuckets; i++) {
+		struct token *k = t->buckets[i], *next;
+
+		for (; k; k = next) {
+			struct token **d = &b[fid_hash(&k->fid) & (nb - 1)];
+
+			next = k->next;
+			k->next = *d;
+			*d = k;
+		}
+	}
+	free(t->buckets);
+	t->buckets = b;
+	t->nbuckets = nb;
+}
+
+static void later_init(struct later *l)
+{
+	memset(l, 0, sizeof(*l));
+	l->rtail = &l->resume;
+}
+
+static void later_put(struct later *l, struct conn *c)
+{
+	while (l->nput == (int)(sizeof(l->put) / sizeof(l->put[0]))) {
+		if (!l->more) {
+			l->more = malloc(sizeof(*l->more));
+			if (!l->more) {
+				/* Cannot defer: drop it here. conn_put
+				 * takes no lock of ours' order (a leaf
+				 * refcount); see LOCKING.md. */
+				conn_put(c);
+				return;
+			}
+			later_init(l->more);
+		}
+		l = l->more;
+	}
+	l->put[l->nput++] = c;
+}
+
+/* Unlink *p (a token) and free it: its waiters go to l->resume, its
+ * holder's reference to l->put. */
+static void remove_token(struct tok_table *t, struct token **p,
+			 struct later *l)
+{
+	struct token *k = *p;
+
+	*p = k->next;
+	if (k->whead) {
+		*l->rtail = k->whead;
+		l->rtail = &k->wtail->next;
+	}
+	later_put(l, k->holder);
+	free(k);
+	__atomic_store_n(&t->n, t->n - 1, __ATOMIC_RELAXED);
+	t->st.held = t->n;
+}
+
+static void send_recall(struct tok_table *t, struct conn *c,
+			const struct cairn_fid *fid, uint32_t id)
+{
+	struct msg_orphan_drop_req q = { .count = 1, .fids = fid };
+	struct wbuf w;
+	size_t h;
+
+	wbuf_init(&w);
+	h = wire_frame_begin(&w, OP_CB_RECALL, WF_PUSH, id, 0);
+	msg_encode(OP_CB_RECALL, 0, &w, &q);
+	wire_frame_end(&w, h);
+	if (w.err || conn_send(c, &w))
+		log_debug("peer %s: recall of vnode %llu not sent",
+			  conn_peer(c), (unsigned long long)fid->vnode);
+	wbuf_free(&w);
+	(void)t;
+}
+
+static void later_run(struct tok_table *t, struct later *l)
+{
+	struct tok_wait *w = l->resume, *next;
+
+	if (l->recall) {
+		uint32_t id;
+
+		pthread_mutex_lock(&t->lock);
+		if (++t->push_id == 0)
+			t->push_id = 1;
+		id = t->push_id;
+		pthread_mutex_unlock(&t->lock);
+		send_recall(t, l->recall, &l->recall_fid, id);
+		conn_put(l->recall);
+	}
+	for (; w; w = next) {
+		next = w->next;
+		w->next = NULL;
+		t->resume(t->arg, w);
+	}
+	for (struct later *m = l; m; m = m->more)
+		for (int i = 0; i < m->nput; i++)
+			conn_put(m->put[i]);
+	for (struct later *m = l->more, *n; m; m = n) {
+		n = m->more;
+		free(m);
+	}
+}
+
+/* Tokens c holds (under the lock). */
+static size_t held_by(struct tok_table *t, struct conn *c)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < t->nbuckets; i++)
+		for (struct token *k = t->buckets[i]; k; k = k->next)
+			n += k->holder == c;
+	return n;
+}
+
+int tok_acquire(struct tok_table *t, struct conn *c,
+		const struct cairn_fid *fid, int *fresh)
+{
+	struct token **p, *k;
+	int ret = 0;
+
+	*fresh = 0;
+	pthread_mutex_lock(&t->lock);
+	p = slot(t, fid);
+	if (*p) {
+		ret = (*p)->holder == c ? 0 : 1;
+		goto out;
+	}
+	/* The per-connection count is a walk, paid only near the limit. */
+	if (t->n >= TOK_MAX ||
+	    (t->n >= TOK_MAX_PER_CONN && held_by(t, c) >= TOK_MAX_PER_CONN)) {
+		ret = -EAGAIN;
+		goto out;
+	}
+	if (!(k = calloc(1, sizeof(*k)))) {
+		ret = -EAGAIN;
+		goto out;
+	}
+	k->fid = *fid;
+	k->holder = c;
+	conn_get(c);
+	*p = k;
+	__atomic_store_n(&t->n, t->n + 1, __ATOMIC_RELAXED);
+	t->st.held = t->n;
+	t->st.granted++;
+	*fresh = 1;
+	if (t->n > t->nbuckets * 2)
+		grow(t);
+out:
+	pthread_mutex_unlock(&t->lock);
+	return ret;
+}
+
+int tok_holds(struct tok_table *t, struct conn *c,
+	      const struct cairn_fid *fid)
+{
+	int ret;
+
+	pthread_mutex_lock(&t->lock);
+	ret = *slot(t, fid) && (*slot(t, fid))->holder == c;
+	pthread_mutex_unlock(&t->lock);
+	return ret;
+}
+
+int tok_find_other(struct tok_table *t, struct conn *c,
+		   const struct cairn_fid *fids, int n)
+{
+	int ret = -1;
+
+	if (!tok_count(t))
+		return -1;
+	pthread_mutex_lock(&t->lock);
+	for (int i = 0; i < n && ret < 0; i++) {
+		struct token *k = *slot(t, &fids[i]);
+
+		if (k && k->holder != c)
+			ret = i;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return ret;
+}
+
+int tok_park(struct tok_table *t, struct conn *c,
+	     const struct cairn_fid *fid, struct tok_wait *w)
+{
+	struct later l;
+	struct token *k;
+
+	later_init(&l);
+	pthread_mutex_lock(&t->lock);
+	k = *slot(t, fid);
+	if (!k || k->holder == c) {
+		pthread_mutex_unlock(&t->lock);
+		return 0;
+	}
+	w->next = NULL;
+	if (k->wtail)
+		k->wtail->next = w;
+	else
+		k->whead = w;
+	k->wtail = w;
+	t->st.parked++;
+	if (!k->recalled_ms) {
+		k->recalled_ms = now_ms();
+		t->st.recalls++;
+		l.recall = k->holder;
+		l.recall_fid = *fid;
+		conn_get(k->holder);
+	}
+	pthread_mutex_unlock(&t->lock);
+	later_run(t, &l);
+	return 1;
+}
+
+void tok_return(struct tok_table *t, struct conn *c,
+		const struct cairn_fid *fid)
+{
+	struct later l;
+	struct token **p;
+
+	later_init(&l);
+	pthread_mutex_lock(&t->lock);
+	p = slot(t, fid);
+	if (*p && (*p)->holder == c) {
+		remove_token(t, p, &l);
+		t->st.returned++;
+	}
+	pthread_mutex_unlock(&t->lock);
+	later_run(t, &l);
+}
+
+void tok_conn_gone(struct tok_table *t, struct conn *c)
+{
+	struct later l;
+	size_t n = 0;
+
+	later_init(&l);
+	pthread_mutex_lock(&t->lock);
+	for (size_t i = 0; i < t->nbuckets; i++) {
+		struct token **p = &t->buckets[i];
+
+		while (*p) {
+			if ((*p)->holder == c) {
+				remove_token(t, p, &l);
+				n++;
+			} else {
+				p = &(*p)->next;
+			}
+		}
+	}
+	pthread_mutex_unlock(&t->lock);
+	if (n)
+		log_info("peer %s: connection ended holding %zu write "
+			 "token%s: dropped (the client sends what it kept "
+			 "once it is back, if the files did not change)",
+			 conn_peer(c), n, n == 1 ? "" : "s");
+	later_run(t, &l);
+}
+
+void tok_expire(struct tok_table *t)
+{
+	struct later l;
+	int64_t now = now_ms();
+
+	if (!tok_count(t))
+		return;
+	later_init(&l);
+	pthread_mutex_lock(&t->lock);
+	for (size_t i = 0; i < t->nbuckets; i++) {
+		struct token **p = &t->buckets[i];
+
+		while (*p) {
+			struct token *k = *p;
+
+			if (k->recalled_ms &&
+			    now - k->recalled_ms >= (int64_t)t->timeout_ms) {
+				log_warn("peer %s: did not return its write "
+					 "token on vnode %llu within %u ms of "
+					 "the recall: revoked; what it still "
+					 "sends for it is refused",
+					 conn_peer(k->holder),
+					 (unsigned long long)k->fid.vnode,
+					 t->timeout_ms);
+				t->st.revoked++;
+				remove_token(t, p, &l);
+			} else {
+				p = &k->next;
+			}
+		}
+	}
+	pthread_mutex_unlock(&t->lock);
+	later_run(t, &l);
+}
+
+void tok_get_stats(struct tok_table *t, struct tok_stats *out)
+{
+	pthread_mutex_lock(&t->lock);
+	*out = t->st;
+	pthread_mutex_unlock(&t->lock);
+}
