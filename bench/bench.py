@@ -750,6 +750,7 @@ def wl_stat(cfg, side, R):
     d27 = os.path.join(*[chr(ord("a") + i) for i in range(26)] + ["f"])
     worker(cfg, "mkfile", os.path.join(side.a, d1), 4096)
     worker(cfg, "mkfile", os.path.join(side.a, d27), 4096)
+    side.settle()   # the client's write-back done before anything is timed
     for path in (d1, d27):
         tool(cfg, "statloop", ["-C", side.a, "-n", "10", path])  # warm
 
@@ -791,6 +792,7 @@ def wl_search(cfg, side, R):
     # Header i lives only in dir i % 10: found ones miss 4.5 dirs on
     # average, absent ones miss all 10, so 90% of all stats miss.
     worker(cfg, "mkheaders", side.a, ndirs, len(names))
+    side.settle()   # the client's write-back done before anything is timed
     order = names + absent
     rnd.shuffle(order)
     listfile = os.path.join(cfg["work"], "search-names-%s" % side.kind)
@@ -937,7 +939,7 @@ def wl_tree(cfg, side, R):
         run(["cp", "-R", src, dst], cfg["timeout"])
         return time.time() - t0
     phase(R, "tree", side, "copy %s (%d entries)" % (src, n), "s", "time",
-          copy, detail=writes)
+          copy, settle=True, detail=writes)
 
     def stat_all(prep=None):
         def f():

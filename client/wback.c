@@ -120,6 +120,7 @@ struct wfile {
 	struct cairn_fid fid;
 	enum wtok tok;
 	unsigned queued : 1, busy : 1, must_return : 1;
+	unsigned returning : 1;   /* in a WRETURN on its way */
 	unsigned known : 1;       /* known_dv/size hold */
 	uint64_t known_dv, known_size;
 	uint64_t tbase, tidx;     /* for the next change journaled */
@@ -242,7 +243,8 @@ static void file_maybe_free(struct wb *w, struct wfile *f)
 	struct wfile **p;
 
 	if (f->nops || f->busy || f->queued || f->waiters || f->must_return ||
-	    f->tok == TK_HELD || f->tok == TK_RECALLED || f->err)
+	    f->returning || f->tok == TK_HELD || f->tok == TK_RECALLED ||
+	    f->err)
 		return;
 	p = fslot(w, &f->fid);
 	CAIRN_ASSERT(*p == f);
@@ -982,10 +984,7 @@ failed:
 	/* Nothing left: give the token back when asked, or when idle. */
 	if (f->head)
 		goto out; /* a change still being written */
-	if (f->must_return || f->tok == TK_RECALLED ||
-	    (f->tok == TK_HELD && !f->waiters &&
-	     now_ms() - f->last_ms >= WB_IDLE_RETURN_MS) ||
-	    (f->tok == TK_HELD && w->stopping)) {
+	if (f->must_return || f->tok == TK_RECALLED) {
 		int rc;
 
 		f->must_return = 0;
@@ -1040,11 +1039,64 @@ static void sweep(struct wb *w)
 			if (f->head && !f->head->ready)
 				continue;
 			if ((f->nops && f->retry_ms <= now) ||
-			    f->must_return || f->tok == TK_RECALLED ||
-			    (f->tok == TK_HELD && !f->nops &&
-			     now - f->last_ms >= WB_IDLE_RETURN_MS))
+			    f->must_return || f->tok == TK_RECALLED)
 				enqueue(w, f, 0);
 		}
+}
+
+/*
+ * Give back, in one WRETURN per CAIRN_ORPHAN_DROP_MAX, the tokens held
+ * idle for WB_IDLE_RETURN_MS with nothing to send (all of them when
+ * stopping). Until the reply, those files are `returning`: a writer waits
+ * for it before it asks for the token again, so its grant cannot reach
+ * the server before the return that would undo it. Called by a shipper
+ * with the lock held; drops it while it calls.
+ */
+static void return_idle(struct wb *w)
+{
+	struct cairn_fid fids[CAIRN_ORPHAN_DROP_MAX];
+	int64_t now = now_ms();
+	size_t n = 0;
+	int rc;
+
+	if (!w->held)
+		return;
+	for (size_t i = 0; i < w->nbuckets && n < CAIRN_ORPHAN_DROP_MAX; i++)
+		for (struct wfile *f = w->buckets[i];
+		     f && n < CAIRN_ORPHAN_DROP_MAX; f = f->hnext) {
+			if (f->tok != TK_HELD || f->nops || f->busy ||
+			    f->queued || f->waiters || f->returning ||
+			    (!w->stopping &&
+			     now - f->last_ms < WB_IDLE_RETURN_MS))
+				continue;
+			set_tok(w, f, TK_NONE);
+			f->returning = 1;
+			fids[n++] = f->fid;
+		}
+	if (!n)
+		return;
+	pthread_mutex_unlock(&w->lock);
+	{
+		struct msg_orphan_drop_req q = { .count = (uint32_t)n,
+						 .fids = fids };
+
+		rc = fs_rpc(NULL, w->fs, OP_WRETURN, &q, NULL, NULL);
+	}
+	pthread_mutex_lock(&w->lock);
+	if (rc)
+		log_debug("write-back: returning %zu idle tokens: %s", n,
+			  strerror(-rc));
+	else
+		w->st.returns += n;
+	for (size_t i = 0; i < n; i++) {
+		struct wfile *f = *fslot(w, &fids[i]);
+
+		if (f) {
+			f->returning = 0;
+			file_maybe_free(w, f);
+		}
+	}
+	pthread_cond_broadcast(&w->done);
 }
 
 static void *shipper(void *arg)
@@ -1060,8 +1112,9 @@ static void *shipper(void *arg)
 	while (buf) {
 		struct wfile *f;
 
-		if (now_ms() - swept >= 200) {
+		if (now_ms() - swept >= 200 || w->stopping) {
 			sweep(w);
+			return_idle(w);
 			swept = now_ms();
 		}
 		f = next_ready(w);
@@ -1243,13 +1296,16 @@ static struct wfile *hold(struct wb *w, const struct cairn_fid *fid,
 		}
 		if (f->tok == TK_HELD)
 			break;
-		/* Recalled, or lost with changes left: the shippers sort
-		 * that out first; wait for them. */
-		if (f->tok == TK_RECALLED || f->nops || f->must_return) {
+		/* Recalled, or lost with changes left, or being given
+		 * back: the shippers sort that out first; wait for them. */
+		if (f->tok == TK_RECALLED || f->nops || f->must_return ||
+		    f->returning) {
 			f->waiters++;
-			enqueue(w, f, 1);
+			if (!f->returning)
+				enqueue(w, f, 1);
 			while ((f->tok == TK_RECALLED || f->nops ||
-				f->must_return) && !f->err && !w->stopping)
+				f->must_return || f->returning) && !f->err &&
+			       !w->stopping)
 				pthread_cond_wait(&w->done, &w->lock);
 			f->waiters--;
 			if (f->err || w->stopping) {

@@ -1013,6 +1013,11 @@ static const struct msg_desc descs[] = {
 	 * breaks the other clients' promises on the file. */
 	{ OP_WTOKEN, "WTOKEN", 0, "fid, u64 dv, u32 flags", "attr",
 	  CODEC(wtoken_req, attr) },
+	/* Gives back many write tokens at once (those a client held idle):
+	 * WT_RETURN for each, without their attributes. ORPHAN_DROP's
+	 * list. */
+	{ OP_WRETURN, "WRETURN", 0, "u32 count, count × (fid)", "–",
+	  CODEC(orphan_drop_req, empty) },
 	{ OP_CB_BREAK, "CB_BREAK", MSG_PUSH, "u32 count, count × (fid, str name, u8 flags)",
 	  "acknowledged: an empty `WF_REPLY` frame with the push's id "
 	  "(see Callbacks)", CODEC(cb_break, empty) },

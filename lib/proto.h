@@ -69,6 +69,7 @@ enum cairn_op {
 	OP_ORPHAN_DROP,
 	OP_ATIME,
 	OP_WTOKEN,
+	OP_WRETURN,
 	OP__COUNT,          /* number of request opcodes + 1 */
 	OP_CB_BREAK = 64,
 	OP_CB_RECALL,

@@ -834,6 +834,19 @@ static int fid_list(const struct msg_orphan_drop_req *m,
 	return n;
 }
 
+/* Give back the listed write tokens the requester holds. */
+static int op_wreturn(struct op_req *q)
+{
+	struct cairn_fid fids[CAIRN_ORPHAN_DROP_MAX];
+	int ret = fid_list(&q->m.orphan_drop_req, fids);
+
+	if (ret < 0)
+		return ret;
+	for (int i = 0; i < ret; i++)
+		tok_return(q->ctx->tok, q->c, &fids[i]);
+	return 0; /* empty reply */
+}
+
 /*
  * Free the listed orphans the requester holds; the rest is ignored. No
  * promise and no break: nobody can name an orphan, and the promises on
@@ -990,6 +1003,7 @@ static const op_fn handlers[OP__COUNT] = {
 	[OP_ORPHAN_DROP] = op_orphan_drop,
 	[OP_ATIME] = op_atime,
 	[OP_WTOKEN] = op_wtoken,
+	[OP_WRETURN] = op_wreturn,
 };
 
 static op_fn handler_of(unsigned op)

@@ -701,6 +701,10 @@ class Conn:
         file's attr."""
         return self.request("WTOKEN", fid=f, dv=dv, flags=flags)["attr"]
 
+    def wreturn(self, fids):
+        """Give back the write tokens of fids (a list)."""
+        self.request("WRETURN", items=[(f,) for f in fids])
+
     def send_op(self, op, **fields):
         """Send op without waiting; its id (finish with reply_of)."""
         m = _message(op)

@@ -213,6 +213,28 @@ def create_hands_the_token_to_the_creator(ctx):
 
 
 @test
+def wreturn_gives_back_many(ctx):
+    a, b = conn(ctx), conn(ctx)
+    try:
+        d, f = fresh(ctx, a)
+        g = a.create(d, "g", 0o100644)["child"]
+        a.wtoken(f["fid"])
+        a.wtoken(g["fid"])
+        a.wreturn([f["fid"], g["fid"], d])      # d: not held, ignored
+        for x in (f, g):
+            id = b.send_op("GETATTR", fid=x["fid"])
+            expect(b.reply_of("GETATTR", id, timeout=2) is not None,
+                   "B's GETATTR waited after WRETURN")
+        expect(not a.recalls, "A recalled after WRETURN")
+        expect_eq(err_of(a.wreturn, []), errno.EINVAL, "WRETURN of nothing")
+        expect_eq(err_of(a.write, f["fid"], 0, b"x", P.WR_TOKEN), errno.ECANCELED,
+                  "WR_TOKEN after WRETURN")
+    finally:
+        a.close()
+        b.close()
+
+
+@test
 def silent_holder_is_revoked(ctx):
     a, b = conn(ctx), conn(ctx)
     try:

@@ -35,8 +35,10 @@
   of 30 closes on A at once (recalls); changes kept while A's daemon is
   killed and B rewrites the file become a conflict copy under
   CACHE/conflicts/, never laid over B's version; changes kept across a
-  server restart are sent after it; a change damaged in the journal is
-  skipped (logged), the intact ones sent.
+  server restart are sent after it; a daemon killed again in the middle
+  of its replay sends the rest at the next mount, nothing twice and no
+  conflict; a change damaged in the journal is skipped (logged), the
+  intact ones sent.
 """
 
 import calendar
@@ -1035,6 +1037,47 @@ def journal_sent_after_server_restart(ctx):
              "B sees the size A wrote before the server restarted")
     same_bytes(read_file(b.p("f")), data, "on B after the server restart")
     expect_eq(wb_status(a)["wb.conflicts"], 0, "wb.conflicts on A")
+
+
+@test(timeout=120)
+def kill9_during_replay_sends_once(ctx):
+    """A's journal holds changes to three files (the server was stopped);
+    A's daemon is killed, mounted again, killed again while its replay
+    is sending (24 MiB), and mounted once more: every file ends up with
+    exactly what A wrote, and no change counts as a conflict."""
+    srv = ctx.server()
+    a = ctx.mount(srv, "a")
+    want = {}
+    for i in range(3):
+        write_file(a.p("r%d" % i), b"old", fsync=True)
+    fds = [os.open(a.p("r%d" % i), os.O_WRONLY) for i in range(3)]
+    for fd in fds:
+        os.pwrite(fd, b"t", 0)         # the tokens are A's again
+        os.fsync(fd)
+    sig(srv.proc, 19)
+    try:
+        for i, fd in enumerate(fds):
+            want["r%d" % i] = os.urandom(8 * MiB + 1000 * i)
+            os.pwrite(fd, want["r%d" % i], 0)
+            os.close(fd)
+        H.kill9_daemon(a)
+    finally:
+        sig(srv.proc, 18)
+    a.umount()
+    a.mount()                          # the replay starts sending...
+    time.sleep(0.03)
+    H.kill9_daemon(a)                  # ...and is cut short
+    left = sum(r[2]["len"] for r in journal_writes(os.path.join(a.cache, "journal")))
+    print("# killed during the replay with %d bytes of writes still pending" % left)
+    remount(a)
+    wait_for(lambda: wb_status(a)["wb.pending_changes"] == 0, 20, "A's journal sent")
+    b = ctx.mount(srv, "b")
+    for name, data in sorted(want.items()):
+        same_bytes(read_file(b.p(name)), data, "%s on B after two replays" % name)
+    expect_eq(wb_status(a)["wb.conflicts"], 0, "wb.conflicts on A after two replays")
+    expect(not os.path.isdir(os.path.join(a.cache, "conflicts")) or
+           not os.listdir(os.path.join(a.cache, "conflicts")),
+           "conflict copies after two replays")
 
 
 JREC = struct.Struct("<IIBBHIQQQIIQQQQIIqqII")   # client/wback.c struct jrec

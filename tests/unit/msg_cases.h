@@ -1001,6 +1001,7 @@ static const struct tcase {
 	{ OP_ORPHAN_DROP, { &S_orphan_drop_req, &S_empty } },
 	{ OP_ATIME,       { &S_orphan_drop_req, &S_empty } },
 	{ OP_WTOKEN,      { &S_wtoken_req,      &S_attrm } },
+	{ OP_WRETURN,     { &S_orphan_drop_req, &S_empty } },
 	{ OP_CB_BREAK,    { &S_cb_break,        &S_empty } },
 	{ OP_CB_RECALL,   { &S_orphan_drop_req, &S_empty } },
 };
