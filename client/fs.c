@@ -537,7 +537,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	struct cairn_attr a, before;
 	pthread_mutex_t *wl;
 	uint32_t valid = 0;
-	int rc, known;
+	int rc, known, current;
 
 	for (size_t i = 0; i < sizeof(setattr_bits) / sizeof(setattr_bits[0]);
 	     i++)
@@ -579,8 +579,11 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	/* Size and times of a regular file go to the write-back journal
 	 * (the kernel's O_TRUNC, ftruncate, and its times after writes):
 	 * answered with what the table holds, the change applied
-	 * (attr_to_stat). */
-	if (fs_wb_on(fs) && itab_getattr(fs->itab, ino, &a) == 0 &&
+	 * (attr_to_stat); for a short while only if that is not known
+	 * current (our own WRITE's reply may have crossed a break). */
+	current = itab_getattr(fs->itab, ino, &a) == 0;
+	if (fs_wb_on(fs) &&
+	    (current || itab_attr_last(fs->itab, ino, &a) == 0) &&
 	    S_ISREG(a.mode) && a.fid.uniq == fid.uniq) {
 		struct cairn_time mt = cairn_time_of(&attr->st_mtim);
 		struct cairn_time ct = cairn_time_of(&attr->st_ctim);
@@ -592,7 +595,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 
 			pthread_mutex_unlock(wl);
 			attr_to_stat(&a, &st);
-			fuse_reply_attr(req, &st, FS_CACHE_TIMEOUT);
+			fuse_reply_attr(req, &st, current ? FS_CACHE_TIMEOUT : 0);
 			return;
 		}
 	}

@@ -882,6 +882,23 @@ int itab_getattr(struct itab *t, uint64_t ino, struct cairn_attr *a)
 	return rc;
 }
 
+int itab_attr_last(struct itab *t, uint64_t ino, struct cairn_attr *a)
+{
+	struct inode *n;
+	int rc = -ESTALE;
+
+	table_lock(t);
+	n = find(t, ino);
+	if (n) {
+		inode_check(n);
+		rc = n->attr.fid.vnode ? 0 : -EAGAIN;
+		if (!rc)
+			*a = n->attr;
+	}
+	table_unlock(t);
+	return rc;
+}
+
 void itab_attr_stale(struct itab *t, uint64_t ino)
 {
 	struct inode *n;
