@@ -13,7 +13,8 @@
  * server has them. Before another client may look at the file the server
  * recalls the token: the shippers send what is left for it and give the
  * token back, so the other client sees everything written before the
- * close. A token idle for WB_IDLE_RETURN_MS is given back unasked.
+ * close. Tokens idle for WB_IDLE_RETURN_MS are given back unasked, in
+ * batches (WRETURN).
  *
  * Nothing acknowledged is lost when the daemon dies: the journal is
  * written before the kernel's WRITE is answered (to the page cache; an
