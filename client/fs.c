@@ -417,8 +417,6 @@ void fs_set_wback(struct fs *fs, struct wb *w)
 
 int fs_wb_settle(struct fs *fs, const struct cairn_fid *fid)
 {
-	if (!fs->wbk || !wb_pending(fs->wbk, fid))
-		return 0;
 	return wb_drain(fs->wbk, fid);
 }
 
@@ -581,9 +579,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	 * answered with what the table holds, the change applied
 	 * (attr_to_stat); for a short while only if that is not known
 	 * current (our own WRITE's reply may have crossed a break). */
-	current = itab_getattr(fs->itab, ino, &a) == 0;
-	if (fs_wb_on(fs) &&
-	    (current || itab_attr_last(fs->itab, ino, &a) == 0) &&
+	if (fs_wb_on(fs) && itab_attr_last(fs->itab, ino, &a, &current) == 0 &&
 	    S_ISREG(a.mode) && a.fid.uniq == fid.uniq) {
 		struct cairn_time mt = cairn_time_of(&attr->st_mtim);
 		struct cairn_time ct = cairn_time_of(&attr->st_ctim);

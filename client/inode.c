@@ -865,24 +865,8 @@ void itab_open_end(struct itab *t, uint64_t ino, const struct cairn_attr *a,
 	table_unlock(t);
 }
 
-int itab_getattr(struct itab *t, uint64_t ino, struct cairn_attr *a)
-{
-	struct inode *n;
-	int rc = -ESTALE;
-
-	table_lock(t);
-	n = find(t, ino);
-	if (n) {
-		inode_check(n);
-		rc = n->attr_valid ? 0 : -EAGAIN;
-		if (!rc)
-			*a = n->attr;
-	}
-	table_unlock(t);
-	return rc;
-}
-
-int itab_attr_last(struct itab *t, uint64_t ino, struct cairn_attr *a)
+int itab_attr_last(struct itab *t, uint64_t ino, struct cairn_attr *a,
+		   int *current)
 {
 	struct inode *n;
 	int rc = -ESTALE;
@@ -894,9 +878,23 @@ int itab_attr_last(struct itab *t, uint64_t ino, struct cairn_attr *a)
 		rc = n->attr.fid.vnode ? 0 : -EAGAIN;
 		if (!rc)
 			*a = n->attr;
+		*current = !rc && n->attr_valid;
 	}
 	table_unlock(t);
 	return rc;
+}
+
+int itab_getattr(struct itab *t, uint64_t ino, struct cairn_attr *a)
+{
+	struct cairn_attr last;
+	int current = 0, rc = itab_attr_last(t, ino, &last, &current);
+
+	if (rc == -ESTALE)
+		return rc;
+	if (!current)
+		return -EAGAIN;
+	*a = last;
+	return 0;
 }
 
 void itab_attr_stale(struct itab *t, uint64_t ino)

@@ -142,9 +142,11 @@ void itab_update(struct itab *t, const struct cairn_attr *a, int promise);
  * -ESTALE: the kernel should not know ino.
  */
 int itab_getattr(struct itab *t, uint64_t ino, struct cairn_attr *a);
-/* The attributes last recorded for ino, current or not: 0 and *a,
- * -EAGAIN (none recorded) or -ESTALE. */
-int itab_attr_last(struct itab *t, uint64_t ino, struct cairn_attr *a);
+/* The attributes last recorded for ino, current or not: 0 and *a, with
+ * *current as itab_getattr would have answered 0; -EAGAIN (none
+ * recorded) or -ESTALE. */
+int itab_attr_last(struct itab *t, uint64_t ino, struct cairn_attr *a,
+		   int *current);
 /* A change of ours to ino came back without its new attributes (SETXATTR,
  * REMOVEXATTR; the object an unlink or rename touched), or may have
  * happened (interrupted): the promise stands, but the attributes recorded

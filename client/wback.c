@@ -473,15 +473,15 @@ static void load_record(struct wb *w, struct jseg *s, uint64_t at,
 	f->tidx = o->tidx + 1;
 }
 
-/* Read segment s's records. Returns the count of valid ones. */
-static size_t load_segment(struct wb *w, struct jseg *s)
+/* Read segment s's records. */
+static void load_segment(struct wb *w, struct jseg *s)
 {
 	uint8_t *data = NULL;
-	size_t n = 0, skipped = 0;
+	size_t skipped = 0;
 	uint64_t at = 0;
 
 	if (!(data = malloc(CAIRN_MAX_IO)))
-		return 0;
+		return;
 	while (at + sizeof(struct jrec) <= s->size) {
 		struct jrec h;
 
@@ -508,7 +508,6 @@ static size_t load_segment(struct wb *w, struct jseg *s)
 				 "skipped", s->id, h.vnode);
 		else
 			load_record(w, s, at, &h);
-		n++;
 		at += sizeof(h) + PAD8(h.len);
 	}
 	if (skipped)
@@ -517,7 +516,6 @@ static size_t load_segment(struct wb *w, struct jseg *s)
 			 "daemon stopped while writing them; those writes "
 			 "had not been acknowledged)", s->id, skipped * 8);
 	free(data);
-	return n;
 }
 
 static int seg_cmp(const void *a, const void *b)
@@ -532,7 +530,7 @@ static int load(struct wb *w)
 	DIR *d = opendir(w->dir);
 	struct dirent *e;
 	uint64_t *ids = NULL;
-	size_t n = 0, cap = 0, recs = 0;
+	size_t n = 0, cap = 0;
 	struct jseg *tail = NULL;
 
 	if (!d)
@@ -575,7 +573,7 @@ static int load(struct wb *w)
 		else
 			w->segs = s;
 		tail = s;
-		recs += load_segment(w, s);
+		load_segment(w, s);
 		w->next_seg = ids[i] + 1;
 	}
 	free(ids);
@@ -594,7 +592,6 @@ static int load(struct wb *w)
 		log_info("write-back: %zu changes (%" PRIu64 " bytes) left by "
 			 "the previous mount in %s: sending them", w->pending_ops,
 			 w->pending_bytes, w->dir);
-	(void)recs;
 	/* Segments with nothing pending go (the last one stays: appended
 	 * to next). */
 	for (struct jseg *s = w->segs, *next; s; s = next) {
@@ -1517,26 +1514,12 @@ out:
 	return rc;
 }
 
-int wb_pending(struct wb *w, const struct cairn_fid *fid)
-{
-	struct wfile *f;
-	int n;
-
-	if (!w || !__atomic_load_n(&w->pending_ops, __ATOMIC_RELAXED))
-		return 0;
-	pthread_mutex_lock(&w->lock);
-	f = *fslot(w, fid);
-	n = f && f->nops;
-	pthread_mutex_unlock(&w->lock);
-	return n;
-}
-
 int wb_drain(struct wb *w, const struct cairn_fid *fid)
 {
 	struct wfile *f;
 	int rc = 0;
 
-	if (!w)
+	if (!w || !__atomic_load_n(&w->pending_ops, __ATOMIC_RELAXED))
 		return 0;
 	pthread_mutex_lock(&w->lock);
 	f = *fslot(w, fid);

@@ -103,10 +103,9 @@ void wb_patch(struct wb *w, struct cairn_attr *a);
 /* A reply carried a's attributes: while we hold the token with nothing
  * in flight, its data version is where our next change starts. */
 void wb_attr_seen(struct wb *w, const struct cairn_attr *a);
-/* Does the journal hold changes of fid not yet sent? Cheap. */
-int wb_pending(struct wb *w, const struct cairn_fid *fid);
-/* Send fid's changes now and wait for them: 0, or the error that keeps
- * them from the server (they stay in the journal). */
+/* Send fid's changes now and wait for them: 0 (at once, without the
+ * lock, when the journal holds nothing), or the error that keeps them
+ * from the server (they stay in the journal). */
 int wb_drain(struct wb *w, const struct cairn_fid *fid);
 
 /* The CREATE that made fid (with CR_TOKEN) returned: we hold its token,

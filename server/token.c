@@ -183,8 +183,8 @@ static void remove_token(struct tok_table *t, struct token **p,
 	t->st.held = t->n;
 }
 
-static void send_recall(struct tok_table *t, struct conn *c,
-			const struct cairn_fid *fid, uint32_t id)
+static void send_recall(struct conn *c, const struct cairn_fid *fid,
+			uint32_t id)
 {
 	struct msg_orphan_drop_req q = { .count = 1, .fids = fid };
 	struct wbuf w;
@@ -198,7 +198,6 @@ static void send_recall(struct tok_table *t, struct conn *c,
 		log_debug("peer %s: recall of vnode %llu not sent",
 			  conn_peer(c), (unsigned long long)fid->vnode);
 	wbuf_free(&w);
-	(void)t;
 }
 
 static void later_run(struct tok_table *t, struct later *l)
@@ -213,7 +212,7 @@ static void later_run(struct tok_table *t, struct later *l)
 			t->push_id = 1;
 		id = t->push_id;
 		pthread_mutex_unlock(&t->lock);
-		send_recall(t, l->recall, &l->recall_fid, id);
+		send_recall(l->recall, &l->recall_fid, id);
 		conn_put(l->recall);
 	}
 	for (; w; w = next) {
