@@ -54,14 +54,14 @@ FULL = dict(
     stat_n=100000, search_names=2000, search_absent=900, search_passes=10,
     large_mib=100, large_pause=15, nc_records=200, frag_mib=128,
     frag_many=1000, frag_reps=3, tree_src="/usr/include", dbench_s=20,
-    coh_rounds=5,
+    coh_rounds=5, lock_pairs=2000, sqlite_tx=500,
     timeout=300,
 )
 TINY = dict(
     stat_n=2000, search_names=200, search_absent=90, search_passes=1,
     large_mib=8, large_pause=1, nc_records=6, frag_mib=4,
     frag_many=1000, frag_reps=1, tree_src="/usr/include/x86_64-linux-gnu/bits",
-    dbench_s=2, coh_rounds=2, timeout=60,
+    dbench_s=2, coh_rounds=2, lock_pairs=50, sqlite_tx=20, timeout=60,
 )
 
 
@@ -1004,10 +1004,56 @@ def wl_coherence(cfg, side, R):
           "s", "time", f)
 
 
+def wl_locks(cfg, side, R):
+    f = os.path.join(side.a, "lockfile")
+
+    def pairs():
+        d = worker(cfg, "lockpairs", f, cfg["lock_pairs"])
+        return int(d["ns"]) / 1e3 / int(d["n"]), "%d pairs" % int(d["n"])
+    phase(R, "locks", side, "fcntl lock+unlock pair, uncontended (per pair)",
+          "us", "time", pairs, runs=cfg["lock_pairs"])
+
+    def sqlite(paths):
+        def run_():
+            n = cfg["sqlite_tx"]
+            db = os.path.join(side.a, "counter.db")
+            worker(cfg, "sqlite_init", db)
+            side.settle()
+            start = time.time() + 1.0
+            out, errs = [None] * len(paths), []
+
+            def go(i, p):
+                try:
+                    out[i] = worker(cfg, "sqlite", os.path.join(p, "counter.db"),
+                                    n, start)
+                except (PhaseError, OSError) as e:
+                    errs.append(str(e))
+            ts = [threading.Thread(target=go, args=(i, p))
+                  for i, p in enumerate(paths)]
+            for t in ts:
+                t.start()
+            for t in ts:
+                t.join()
+            if errs:
+                raise PhaseError(errs[0])
+            chk = worker(cfg, "sqlite_check", db)
+            want = n * len(paths)
+            if chk["n"] != want or chk["integrity"] != "ok":
+                raise PhaseError("counter %s, want %d; integrity %s" % (
+                    chk["n"], want, chk["integrity"]))
+            secs = max(int(d["ns"]) for d in out) / 1e9
+            return want / secs, "%d transactions, count exact" % want
+        return run_
+    phase(R, "locks", side, "SQLite, 2 processes on one client", "tx/s",
+          "rate", sqlite([side.a, side.a]))
+    phase(R, "locks", side, "SQLite, 1 process on each of 2 clients", "tx/s",
+          "rate", sqlite([side.a, side.b()]))
+
+
 WORKLOADS = [
     ("stat", wl_stat), ("search", wl_search), ("large", wl_large),
     ("netcdf", wl_netcdf), ("frag", wl_frag), ("tree", wl_tree),
-    ("dbench", wl_dbench), ("coherence", wl_coherence),
+    ("dbench", wl_dbench), ("coherence", wl_coherence), ("locks", wl_locks),
 ]
 
 

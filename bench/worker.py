@@ -117,6 +117,59 @@ def w_coherence(a, b, rounds, limit):
     return {"latencies": lat}
 
 
+def w_lockpairs(path, n):
+    """n uncontended fcntl write lock + unlock pairs on one open file."""
+    import fcntl
+    n = int(n)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        t0 = time.perf_counter_ns()
+        for _ in range(n):
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 0, 0)
+            fcntl.lockf(fd, fcntl.LOCK_UN, 0, 0)
+        ns = time.perf_counter_ns() - t0
+    finally:
+        os.close(fd)
+    return {"ns": ns, "n": n}
+
+
+def w_sqlite(db, n, start_at):
+    """n write transactions (BEGIN IMMEDIATE; add 1; COMMIT) on db,
+    starting at time start_at (so that two workers contend)."""
+    import sqlite3
+    n = int(n)
+    c = sqlite3.connect(db, timeout=60, isolation_level=None)
+    while time.time() < float(start_at):
+        time.sleep(0.001)
+    t0 = time.perf_counter_ns()
+    for _ in range(n):
+        c.execute("BEGIN IMMEDIATE")
+        c.execute("UPDATE t SET n = n + 1")
+        c.execute("COMMIT")
+    ns = time.perf_counter_ns() - t0
+    c.close()
+    return {"ns": ns, "n": n}
+
+
+def w_sqlite_init(db):
+    import sqlite3
+    c = sqlite3.connect(db, isolation_level=None)
+    c.execute("CREATE TABLE IF NOT EXISTS t (n INTEGER)")
+    c.execute("DELETE FROM t")
+    c.execute("INSERT INTO t VALUES (0)")
+    c.close()
+    return {}
+
+
+def w_sqlite_check(db):
+    import sqlite3
+    c = sqlite3.connect(db, isolation_level=None)
+    n = c.execute("SELECT n FROM t").fetchone()[0]
+    ok = c.execute("PRAGMA integrity_check").fetchone()[0]
+    c.close()
+    return {"n": n, "integrity": ok}
+
+
 def w_mkdir(path):
     os.makedirs(path, exist_ok=True)
     return {}
@@ -131,6 +184,8 @@ WORKER_OPS = {
     "mkdir": w_mkdir, "unlink": w_unlink, "mkfile": w_mkfile,
     "mkheaders": w_mkheaders, "write": w_write, "read": w_read,
     "mkextents": w_mkextents, "append": w_append, "coherence": w_coherence,
+    "lockpairs": w_lockpairs, "sqlite": w_sqlite,
+    "sqlite_init": w_sqlite_init, "sqlite_check": w_sqlite_check,
 }
 
 

@@ -57,6 +57,7 @@ struct mount_args {
 	int verbose;
 	int timeout_s;
 	int write_through;
+	int local_locks;
 	char host[256];
 	int port;
 };
@@ -64,7 +65,7 @@ struct mount_args {
 static void usage(FILE *f)
 {
 	fprintf(f,
-"usage: cairn mount [--cache-dir DIR] [--cache-size SIZE] [--timeout SECS] [--write-through] [-f] [-v] [-o OPTS] HOST[:PORT] MOUNTPOINT\n"
+"usage: cairn mount [--cache-dir DIR] [--cache-size SIZE] [--timeout SECS] [--write-through] [--local-locks] [-f] [-v] [-o OPTS] HOST[:PORT] MOUNTPOINT\n"
 "\n"
 "Mount the volume of the Cairn server at HOST (port %d by default) on\n"
 "MOUNTPOINT. The command returns once the mount exists; the client keeps\n"
@@ -91,6 +92,12 @@ static void usage(FILE *f)
 "                   shrinks or rewrites it and must see the new size at\n"
 "                   once (with the cache, that takes a reopen after the\n"
 "                   last close here)\n"
+"  --local-locks    keep flock and fcntl locks within this client, as a\n"
+"                   local file system would, and let open() and close()\n"
+"                   skip the client daemon. By default locks are granted\n"
+"                   by the server and hold across every client of the\n"
+"                   volume (SQLite, mail spools and make need that when\n"
+"                   more than one machine uses the files)\n"
 "  -f, --foreground stay in the foreground and log to stderr\n"
 "  -v, --verbose    log debugging detail\n"
 "  -o OPTS          extra FUSE mount options, comma-separated\n"
@@ -110,6 +117,7 @@ static int parse_args(int argc, char **argv, struct mount_args *a)
 		{ "cache-size", required_argument, NULL, 's' },
 		{ "timeout", required_argument, NULL, 't' },
 		{ "write-through", no_argument, NULL, 'W' },
+		{ "local-locks", no_argument, NULL, 'L' },
 		{ "foreground", no_argument, NULL, 'f' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
@@ -152,6 +160,9 @@ static int parse_args(int argc, char **argv, struct mount_args *a)
 			break;
 		case 'W':
 			a->write_through = 1;
+			break;
+		case 'L':
+			a->local_locks = 1;
 			break;
 		case 'f':
 			a->foreground = 1;
@@ -291,6 +302,9 @@ static void teardown(struct mount_state *m)
 	/* Everything the journal holds goes to the server before the
 	 * connection does (or stays for the next mount, logged). */
 	wb_stop(m->wbk);
+	/* No lock call waits any more (the session is over). */
+	if (m->fs)
+		fs_locks_stop(m->fs);
 	/* The notifier sends acknowledgements through the rpc, so it stops
 	 * first; pushes still arriving until rpc_destroy are only queued. */
 	notify_stop(m->ntf);
@@ -489,13 +503,15 @@ static int serve_mount(struct mount_state *m, const struct mount_args *a,
 	    (rc = rpc_start(m->rpc)) < 0 ||
 	    (rc = fs_orphans_start(m->fs)) < 0 ||
 	    (rc = fs_ahead_start(m->fs)) < 0 ||
-	    (m->wbk && (rc = wb_start(m->wbk)) < 0)) {
+	    (m->wbk && (rc = wb_start(m->wbk)) < 0) ||
+	    (!a->local_locks && (rc = fs_locks_start(m->fs)) < 0)) {
 		log_error("cannot start threads: %s", strerror(-rc));
 		return 1;
 	}
 	if ((rc = ctl_add_section(m->ctl, dir_section, m->fs)) < 0 ||
 	    (rc = ctl_add_section(m->ctl, cache_section, m->cc)) < 0 ||
-	    (rc = ctl_add_section(m->ctl, wb_print_stats, m->wbk)) < 0)
+	    (rc = ctl_add_section(m->ctl, wb_print_stats, m->wbk)) < 0 ||
+	    (rc = ctl_add_section(m->ctl, fs_lock_print_stats, m->fs)) < 0)
 		log_warn("cache counters not in cairn status: %s",
 			 strerror(-rc));
 	if ((rc = ctl_start(m->ctl, m->ctlpath)) < 0)
@@ -601,6 +617,7 @@ int cmd_mount(int argc, char **argv)
 	if ((rc = fs_create(m.rpc, m.itab, m.ntf, &m.fs)) < 0)
 		goto fail_errno;
 	fs_set_writeback(m.fs, !a.write_through);
+	fs_set_global_locks(m.fs, !a.local_locks);
 	snprintf(tmp, sizeof(tmp), strchr(a.host, ':') ? "[%s]:%d" : "%s:%d",
 		 a.host, a.port);
 	ci = (struct ctl_info){ .mnt = mnt, .server = tmp, .rpc = m.rpc,

@@ -12,6 +12,7 @@
 #include "../lib/log.h"
 #include "../lib/net.h"
 #include "../lib/proto.h"
+#include "../server/lock.h"
 #include "../server/orphan.h"
 #include "../server/server.h"
 #include "../server/token.h"
@@ -21,7 +22,8 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: cairn serve --data DIR [--listen HOST:PORT] "
-		"[--orphan-grace SECS] [--recall-timeout MS] [-v]\n"
+		"[--orphan-grace SECS] [--recall-timeout MS] "
+		"[--lock-lease MS] [--lock-grace MS] [-v]\n"
 		"\n"
 		"Serve the volume stored in DIR (created on first use) until\n"
 		"SIGTERM or SIGINT. Logs one line per event to stderr.\n"
@@ -41,9 +43,16 @@ static void usage(FILE *f)
 		"                      give the token back once another client\n"
 		"                      needs the file; then the token is\n"
 		"                      revoked (default %u)\n"
+		"  --lock-lease MS     milliseconds a client whose connection\n"
+		"                      ended keeps its locks (flock, fcntl)\n"
+		"                      before they are dropped (default %u)\n"
+		"  --lock-grace MS     milliseconds after the start in which\n"
+		"                      clients reclaim the locks they held and\n"
+		"                      no new lock is granted (default %u)\n"
 		"  -v, --verbose       also log every request\n"
 		"  -h, --help          show this help\n",
-		CAIRN_DEFAULT_PORT, ORPHAN_GRACE_S, TOK_RECALL_TIMEOUT_MS);
+		CAIRN_DEFAULT_PORT, ORPHAN_GRACE_S, TOK_RECALL_TIMEOUT_MS,
+		LK_LEASE_MS, LK_GRACE_MS);
 }
 
 /* optarg as a whole number in [min, max] into *out; else a message and
@@ -74,6 +83,8 @@ int cmd_serve(int argc, char **argv)
 		{ "listen", required_argument, NULL, 'l' },
 		{ "orphan-grace", required_argument, NULL, 'g' },
 		{ "recall-timeout", required_argument, NULL, 'r' },
+		{ "lock-lease", required_argument, NULL, 'L' },
+		{ "lock-grace", required_argument, NULL, 'G' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -100,6 +111,18 @@ int cmd_serve(int argc, char **argv)
 			if (number_opt("--recall-timeout", "milliseconds", 10,
 				       3600000ul, &o.recall_timeout_ms))
 				return 2;
+			break;
+		case 'L':
+			if (number_opt("--lock-lease", "milliseconds", 0,
+				       86400000ul, &o.lock_lease_ms))
+				return 2;
+			o.lock_set |= SRV_LOCK_LEASE;
+			break;
+		case 'G':
+			if (number_opt("--lock-grace", "milliseconds", 0,
+				       86400000ul, &o.lock_grace_ms))
+				return 2;
+			o.lock_set |= SRV_LOCK_GRACE;
 			break;
 		case 'v': log_verbose = 1; break;
 		case 'h': usage(stdout); return 0;

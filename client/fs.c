@@ -376,16 +376,32 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 		 * it load a file's inode afresh (client/inode.h). */
 		itab_set_evict_files(fs->itab, 1);
 	}
-	/* Open and close without entering the daemon: the first OPEN is
-	 * answered ENOSYS and the kernel sends no OPEN, RELEASE (or FLUSH:
-	 * there is no flush handler) again. See fs_file.c. */
-	fs->no_open = (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) != 0;
+	/*
+	 * Locks across clients need the kernel's OPEN, FLUSH and RELEASE:
+	 * a close releases the process's POSIX locks only through FLUSH,
+	 * an open file's flock and OFD locks only through RELEASE, and the
+	 * kernel sends RELEASE only for files it sent OPEN for. With
+	 * --local-locks the kernel keeps locks itself, and opening and
+	 * closing need not enter the daemon: the first OPEN and FLUSH are
+	 * answered ENOSYS and the kernel sends none again. See fs_file.c.
+	 */
+	if (fs->global_locks) {
+		fs->no_open = 0;
+	} else {
+		conn->want &= ~(unsigned)(FUSE_CAP_POSIX_LOCKS |
+					  FUSE_CAP_FLOCK_LOCKS);
+		fs->no_open = (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) != 0;
+	}
 	log_info("kernel FUSE protocol %u.%u, max_write %u, max_readahead %u, "
-		 "max_background %u, opens %s, writes %s", conn->proto_major,
+		 "max_background %u, opens %s, writes %s, locks %s",
+		 conn->proto_major,
 		 conn->proto_minor, conn->max_write, conn->max_readahead,
 		 conn->max_background,
 		 fs->no_open ? "not sent (no_open)" : "sent",
-		 fs->wb ? "cached (writeback cache)" : "sent through");
+		 fs->wb ? "cached (writeback cache)" : "sent through",
+		 !fs->global_locks ? "local to this client (--local-locks)" :
+		 (conn->want & FUSE_CAP_POSIX_LOCKS) ? "across clients" :
+		 "NOT across clients (the kernel does not offer it)");
 	pthread_mutex_lock(&fs->init_lock);
 	fs->inited = 1;
 	pthread_cond_broadcast(&fs->init_cond);
@@ -740,6 +756,10 @@ static const struct fuse_lowlevel_ops cairn_ops = {
 	.removexattr = fs_op_removexattr,
 	.create = fs_op_create,
 	.fallocate = fs_op_fallocate,
+	.flush = fs_op_flush,
+	.getlk = fs_op_getlk,
+	.setlk = fs_op_setlk,
+	.flock = fs_op_flock,
 };
 
 const struct fuse_lowlevel_ops *fs_ops(void)

@@ -39,6 +39,16 @@ void fs_destroy(struct fs *fs);
  * session loop starts.
  */
 void fs_set_writeback(struct fs *fs, int on);
+/* Locks granted by the server across clients (on, the default), or kept
+ * by the kernel within this client (--local-locks). Before the session. */
+void fs_set_global_locks(struct fs *fs, int on);
+/* With global locks: the lock state and its reclaim thread
+ * (fs_lock.c); after daemonizing, before the session serves. Stop after
+ * the session ended, before the rpc goes. */
+int fs_locks_start(struct fs *fs);
+void fs_locks_stop(struct fs *fs);
+/* `cairn status MOUNTPOINT`: the lk.* keys. */
+void fs_lock_print_stats(void *arg, FILE *f);
 
 /* Serve reads through the persistent chunk cache c (client/ccache.h), or
  * not (NULL). Only before the session loop starts; c must outlive it. */

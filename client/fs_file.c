@@ -43,7 +43,7 @@ void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 	struct cairn_attr a;
 	int fresh, rc;
 
-	fi->fh = 0;
+	fi->fh = isdir ? 0 : fs_lock_next_fh(fs);
 	rc = itab_open_begin(fs->itab, ino, !trunc, &fid);
 	if (rc < 0)
 		goto out;
@@ -403,6 +403,11 @@ void fs_set_writeback(struct fs *fs, int on)
 	fs->want_wb = on;
 }
 
+void fs_set_global_locks(struct fs *fs, int on)
+{
+	fs->global_locks = on;
+}
+
 void fs_set_ccache(struct fs *fs, struct ccache *c)
 {
 	fs->cc = c;
@@ -526,11 +531,14 @@ out:
 
 void fs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	/* Only for files opened by CREATE, or by a kernel without no_open:
-	 * the server keeps no open state. */
-	(void)ino;
-	(void)fi;
+	/* Only for files opened by CREATE, or without no_open (global
+	 * locks, or a kernel without it): the server keeps no open state,
+	 * but the open file's flock and OFD locks go with it. The kernel
+	 * does not wait for this reply. */
+	struct fs *fs = req_fs(req);
+
 	fuse_reply_err(req, 0);
+	fs_lock_release(NULL, fs, ino, fi);
 }
 
 void fs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,

@@ -55,6 +55,7 @@
 struct ccache;
 struct dcache;
 struct wb;
+struct fs_locks;
 
 /* Background calls (fs_dir.c): read-ahead of tree walks, and the atime
  * of files read from the chunk cache. */
@@ -112,6 +113,9 @@ struct fs {
 	pthread_cond_t init_cond;
 	int inited;                  /* guarded by init_lock: INIT answered */
 	int no_open;                 /* the kernel sends no OPEN/RELEASE */
+	int global_locks;            /* locks go to the server; set before
+				      * the session (fs_set_global_locks) */
+	struct fs_locks *locks;      /* fs_lock.c; NULL with --local-locks */
 	int want_wb;                 /* ask for the writeback cache; set
 				      * before the session (fs_set_writeback) */
 	int wb;                      /* the kernel caches writes (from INIT) */
@@ -265,6 +269,19 @@ void fs_op_release(fuse_req_t req, fuse_ino_t ino,
 		   struct fuse_file_info *fi);
 void fs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 		 struct fuse_file_info *fi);
+/* fs_lock.c */
+void fs_op_getlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
+		 struct flock *lock);
+void fs_op_setlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
+		 struct flock *lock, int sleep);
+void fs_op_flock(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
+		 int op);
+void fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+/* RELEASE of an open file: its flock and OFD locks go. */
+void fs_lock_release(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
+		     struct fuse_file_info *fi);
+/* A handle for a new open file (its OFD locks are known by it). */
+uint64_t fs_lock_next_fh(struct fs *fs);
 void fs_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
 		     off_t length, struct fuse_file_info *fi);
 

@@ -289,7 +289,7 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name,
 		if (!created && (fi->flags & O_TRUNC) && child.size != 0 &&
 		    (rc = fs_truncate(req, fs, &child.fid, &child)))
 			goto out;
-		fi->fh = 0;
+		fi->fh = fs_lock_next_fh(fs);
 	}
 	reply_entry(req, fs, seq, parent, name, len, &child, &dir, fi, created);
 	return;

@@ -161,6 +161,10 @@ struct notify {
 	void (*recall_fn)(void *arg, const struct cairn_fid *fid);
 	void (*reconnected_fn)(void *arg);
 	void *wb_arg;
+	/* set once by notify_set_lock_hooks */
+	void (*lkwake_fn)(void *arg, const struct cairn_fid *fid);
+	void (*lkreconnected_fn)(void *arg);
+	void *lk_arg;
 	struct fuse_session *se;    /* set once by notify_start */
 	struct rpc *rpc;            /* set once by notify_start */
 
@@ -907,6 +911,10 @@ void notify_on_reconnect(void *arg, int epoch_changed)
 	/* The server dropped our write tokens with the old connection. */
 	if (n->reconnected_fn)
 		n->reconnected_fn(n->wb_arg);
+	/* Our lock waits ended with the old connection, and a restarted
+	 * server lost our locks: reclaim them, wake the waiters. */
+	if (n->lkreconnected_fn)
+		n->lkreconnected_fn(n->lk_arg);
 	seq_take(n, SEQ_WRITE);
 	break_everything(n, &l);
 	log_info("reconnected to server%s: invalidating %zu cached inodes and "
@@ -1036,6 +1044,22 @@ void notify_on_push(void *arg, uint16_t op, uint32_t id,
 	size_t norph = 0;
 	int rc;
 
+	if (op == OP_CB_LOCKWAKE) {
+		struct msg_orphan_drop_req q;
+		struct cairn_fid fid;
+		struct rbuf it;
+
+		if (msg_decode(OP_CB_LOCKWAKE, 0, payload, len, &q, NULL)) {
+			log_warn("malformed CB_LOCKWAKE: ignored (lock waiters "
+				 "ask again within seconds)");
+			return;
+		}
+		rbuf_init(&it, q.list.p, q.list.len);
+		while (msg_fid_next(&it, &fid))
+			if (n->lkwake_fn)
+				n->lkwake_fn(n->lk_arg, &fid);
+		return;
+	}
 	if (op == OP_CB_RECALL) {
 		struct msg_orphan_drop_req q;
 		struct cairn_fid fid;
@@ -1099,6 +1123,16 @@ void notify_on_push(void *arg, uint16_t op, uint32_t id,
 	free(orph);
 }
 
+int notify_writeback_inode(struct notify *n, uint64_t ino)
+{
+	int rc;
+
+	if (!n->se)
+		return 0;
+	rc = fuse_lowlevel_notify_inval_inode(n->se, ino, 0, 0);
+	return rc == -ENOENT ? 0 : rc;
+}
+
 void notify_inval_inode(struct notify *n, uint64_t ino)
 {
 	struct nlist l = { 0 };
@@ -1143,6 +1177,17 @@ void notify_set_wback_hooks(struct notify *n,
 	n->recall_fn = recall;
 	n->reconnected_fn = reconnected;
 	n->wb_arg = arg;
+	seq_release(n);
+}
+
+void notify_set_lock_hooks(struct notify *n,
+			   void (*wake)(void *arg, const struct cairn_fid *fid),
+			   void (*reconnected)(void *arg), void *arg)
+{
+	seq_take(n, SEQ_WRITE);
+	n->lkwake_fn = wake;
+	n->lkreconnected_fn = reconnected;
+	n->lk_arg = arg;
 	seq_release(n);
 }
 

@@ -100,6 +100,19 @@ void notify_set_wback_hooks(struct notify *n,
 			    void (*reconnected)(void *arg), void *arg);
 
 /* Current break sequence number (see above). */
+/* Make the kernel write inode ino's dirty pages to the daemon (under the
+ * writeback cache) and drop its pages and attributes, before returning:
+ * called by a request handler (not the notifier), never while the caller
+ * holds anything a WRITE of ino needs. 0 or a negative errno. */
+int notify_writeback_inode(struct notify *n, uint64_t ino);
+
+/* Locks (fs_lock.c): wake(arg, fid) for each CB_LOCKWAKE; reconnected(arg)
+ * after each reconnect. Called on the rpc's reader thread: they must not
+ * call the server. */
+void notify_set_lock_hooks(struct notify *n,
+			   void (*wake)(void *arg, const struct cairn_fid *fid),
+			   void (*reconnected)(void *arg), void *arg);
+
 uint64_t notify_seq(struct notify *n);
 /* Enter the reply section; returns 1 if no break since `seq`, else 0.
  * Must be paired with notify_reply_end() on the same thread; sections do

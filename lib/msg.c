@@ -664,6 +664,54 @@ static int dec_wtoken_req(struct rbuf *r, void *m)
 	return dec_end(r);
 }
 
+static void enc_lock_req(struct wbuf *w, const void *m)
+{
+	const struct msg_lock_req *q = m;
+
+	wire_put_fid(w, &q->fid);
+	wire_put_u64(w, q->owner);
+	wire_put_u64(w, q->start);
+	wire_put_u64(w, q->end);
+	wire_put_u32(w, q->pid);
+	wire_put_u32(w, q->type);
+	wire_put_u32(w, q->flags);
+}
+
+static int dec_lock_req(struct rbuf *r, void *m)
+{
+	struct msg_lock_req *q = m;
+
+	wire_get_fid(r, &q->fid);
+	q->owner = wire_get_u64(r);
+	q->start = wire_get_u64(r);
+	q->end = wire_get_u64(r);
+	q->pid = wire_get_u32(r);
+	q->type = wire_get_u32(r);
+	q->flags = wire_get_u32(r);
+	return dec_end(r);
+}
+
+static void enc_getlk_rep(struct wbuf *w, const void *m)
+{
+	const struct msg_getlk_rep *q = m;
+
+	wire_put_u32(w, q->type);
+	wire_put_u64(w, q->start);
+	wire_put_u64(w, q->end);
+	wire_put_u32(w, q->pid);
+}
+
+static int dec_getlk_rep(struct rbuf *r, void *m)
+{
+	struct msg_getlk_rep *q = m;
+
+	q->type = wire_get_u32(r);
+	q->start = wire_get_u64(r);
+	q->end = wire_get_u64(r);
+	q->pid = wire_get_u32(r);
+	return dec_end(r);
+}
+
 static void enc_statfs_rep(struct wbuf *w, const void *m)
 {
 	wire_put_statfs(w, &((const struct msg_statfs_rep *)m)->sf);
@@ -1018,6 +1066,17 @@ static const struct msg_desc descs[] = {
 	 * list. */
 	{ OP_WRETURN, "WRETURN", 0, "u32 count, count × (fid)", "–",
 	  CODEC(orphan_drop_req, empty) },
+	/* Lock state lives in the server's memory (server/lock.h): no store
+	 * change, nothing to sync; a resend is harmless (a lock granted
+	 * again to its owner, a release of nothing). A grant's reply
+	 * carries the file's attributes, promised, so the client revalidates
+	 * its cache with the lock. */
+	{ OP_LOCK, "LOCK", 0,
+	  "fid, u64 owner, u64 start, u64 end, u32 pid, u32 type, u32 flags",
+	  "attr", CODEC(lock_req, attr) },
+	{ OP_GETLK, "GETLK", 0,
+	  "fid, u64 owner, u64 start, u64 end, u32 pid, u32 type, u32 flags",
+	  "u32 type, u64 start, u64 end, u32 pid", CODEC(lock_req, getlk_rep) },
 	{ OP_CB_BREAK, "CB_BREAK", MSG_PUSH, "u32 count, count × (fid, str name, u8 flags)",
 	  "acknowledged: an empty `WF_REPLY` frame with the push's id "
 	  "(see Callbacks)", CODEC(cb_break, empty) },
@@ -1026,6 +1085,11 @@ static const struct msg_desc descs[] = {
 	{ OP_CB_RECALL, "CB_RECALL", MSG_PUSH, "u32 count, count × (fid)",
 	  "not acknowledged: the holder answers with WTOKEN `WT_RETURN` "
 	  "(see Write tokens)", CODEC(orphan_drop_req, empty) },
+	/* Not acknowledged: the client asks again for the locks it waits
+	 * for on these files. Its list is ORPHAN_DROP's. */
+	{ OP_CB_LOCKWAKE, "CB_LOCKWAKE", MSG_PUSH, "u32 count, count × (fid)",
+	  "not acknowledged: the waiting client sends its LOCK again (see "
+	  "Locks)", CODEC(orphan_drop_req, empty) },
 };
 
 #define NDESC (sizeof(descs) / sizeof(descs[0]))

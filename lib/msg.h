@@ -195,6 +195,23 @@ struct msg_wtoken_req {
 	uint32_t flags;          /* WT_* */
 };
 
+/* LOCK and GETLK request (docs/PROTOCOL.md "Locks"): the range is
+ * inclusive, end LK_EOF (lkset.h) to the end of the file. */
+struct msg_lock_req {
+	struct cairn_fid fid;
+	uint64_t owner;
+	uint64_t start, end;
+	uint32_t pid;
+	uint32_t type;           /* LK_RD, LK_WR, LK_UN */
+	uint32_t flags;          /* LK_* */
+};
+/* GETLK reply: a conflicting lock, or type LK_UN when there is none. */
+struct msg_getlk_rep {
+	uint32_t type;
+	uint64_t start, end;
+	uint32_t pid;            /* 0 for a holder on another client */
+};
+
 struct msg_statfs_rep {
 	struct cairn_statfs sf;
 };
@@ -287,6 +304,8 @@ union msg_any {
 	struct msg_write_req write_req;
 	struct msg_fsync_req fsync_req;
 	struct msg_wtoken_req wtoken_req;
+	struct msg_lock_req lock_req;
+	struct msg_getlk_rep getlk_rep;
 	struct msg_statfs_rep statfs_rep;
 	struct msg_setxattr_req setxattr_req;
 	struct msg_getxattr_req getxattr_req;

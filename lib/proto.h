@@ -14,7 +14,7 @@
 #include <stddef.h>
 
 #define CAIRN_MAGIC          0x4e524143u /* "CARN" read little-endian */
-#define CAIRN_PROTO_VERSION  5u
+#define CAIRN_PROTO_VERSION  6u
 #define CAIRN_DEFAULT_PORT   7070
 
 /* Frame header: u32 len | u16 op | u16 flags | u32 id | i32 status. */
@@ -70,9 +70,12 @@ enum cairn_op {
 	OP_ATIME,
 	OP_WTOKEN,
 	OP_WRETURN,
+	OP_LOCK,
+	OP_GETLK,
 	OP__COUNT,          /* number of request opcodes + 1 */
 	OP_CB_BREAK = 64,
 	OP_CB_RECALL,
+	OP_CB_LOCKWAKE,
 };
 
 /* HELLO flags. */
@@ -146,6 +149,19 @@ enum { WR_SYNC = 1u << 0, WR_KEEPTIME = 1u << 1, WR_TOKEN = 1u << 2 };
  * requester holds the file's token; otherwise -ECANCELED.
  */
 enum { WT_RETURN = 1u << 0, WT_DV = 1u << 1 };
+/*
+ * Locks (LOCK, GETLK; docs/PROTOCOL.md "Locks"). Types: LK_RD (shared),
+ * LK_WR (exclusive), LK_UN (release; in a GETLK reply: no conflict).
+ * Flags: LK_FLOCK: a whole-file flock lock (flock and POSIX locks do not
+ * conflict with each other); LK_WAIT: on a conflict, answer -EAGAIN and
+ * push CB_LOCKWAKE when the file's locks change, so the client asks
+ * again; LK_RECLAIM: a lock the client held before a reconnect or a
+ * server restart (granted only in the grace period, or if still held);
+ * LK_CANCEL: the owner no longer waits for fid (type ignored).
+ */
+enum { LK_UN = 0, LK_RD = 1, LK_WR = 2 };
+enum { LK_FLOCK = 1u << 0, LK_WAIT = 1u << 1, LK_RECLAIM = 1u << 2,
+       LK_CANCEL = 1u << 3 };
 /* BULKSTAT flags. */
 enum { BS_LIST = 1u << 0 };
 /* Largest BULKSTAT page the server builds (its entries' bytes). */

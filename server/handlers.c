@@ -32,6 +32,7 @@
 #include "server.h"
 #include "stats.h"
 #include "store.h"
+#include "lock.h"
 #include "token.h"
 
 #define HANDLER_READDIR_MAX 8192u /* 8192 x 361-byte entries fit one frame */
@@ -260,6 +261,7 @@ static int op_status(struct op_req *q)
 	long conns = 0, clients = 0, drc_clients = 0, drc_entries = 0;
 	uint64_t orphans = 0;
 	struct tok_stats ts;
+	struct lk_stats ls;
 	FILE *f;
 
 	f = open_memstream(&text, &len);
@@ -289,6 +291,16 @@ static int op_status(struct op_req *q)
 		(unsigned long long)ts.granted, (unsigned long long)ts.recalls,
 		(unsigned long long)ts.returned,
 		(unsigned long long)ts.revoked, (unsigned long long)ts.parked);
+	lk_get_stats(ctx->lk, &ls);
+	fprintf(f, "locks %llu\nlock_waiters %llu\nlock_clients %llu\n"
+		"locks_granted %llu\nlock_conflicts %llu\nlock_wakes %llu\n"
+		"lock_reclaims %llu\nlock_expired %llu\nlock_deadlocks %llu\n"
+		"lock_grace %d\n", (unsigned long long)ls.locks,
+		(unsigned long long)ls.waiters, (unsigned long long)ls.clients,
+		(unsigned long long)ls.granted,
+		(unsigned long long)ls.conflicts, (unsigned long long)ls.wakes,
+		(unsigned long long)ls.reclaims, (unsigned long long)ls.expired,
+		(unsigned long long)ls.deadlocks, ls.in_grace);
 	stats_print(ctx->stats, f);
 	if (fclose(f)) {
 		free(text);
@@ -806,6 +818,75 @@ static int op_wtoken(struct op_req *q)
 	return 0;
 }
 
+/*
+ * Locks (lock.h). The request's fields become a lock table entry; bad
+ * values are answered as fcntl would (EINVAL). A grant waits, like a
+ * read, for another client's write token on the file (its holder sends
+ * what it kept first), and its reply carries the file's attributes,
+ * promised: what the client caches is current once it holds the lock.
+ */
+static int lock_entry(const struct msg_lock_req *m, struct lkent *e)
+{
+	if (m->start > m->end || m->end > LK_EOF || m->type > LK_WR ||
+	    (m->flags & ~(uint32_t)(LK_FLOCK | LK_WAIT | LK_RECLAIM |
+				    LK_CANCEL)))
+		return -EINVAL;
+	*e = (struct lkent){ .owner = m->owner, .start = m->start,
+			     .end = m->end, .pid = m->pid,
+			     .type = (uint8_t)m->type,
+			     .flock = (m->flags & LK_FLOCK) != 0 };
+	return 0;
+}
+
+static int op_lock(struct op_req *q)
+{
+	const struct msg_lock_req *m = &q->m.lock_req;
+	struct lk_client *cl = conn_lk_client(q->c);
+	int take = m->type != LK_UN && !(m->flags & LK_CANCEL);
+	struct msg_attr rep;
+	struct lkent e;
+	int ret;
+
+	if ((ret = lock_entry(m, &e)))
+		return ret;
+	if (!cl)
+		return -ENOLCK;
+	if (take && tok_busy(q, &m->fid))
+		return PARKED;
+	if ((ret = store_getattr(q->ctx->st, &m->fid, &rep.attr)))
+		return ret;
+	if ((ret = lk_lock(q->ctx->lk, q->c, cl, &m->fid, &e, m->flags)))
+		return ret;
+	reply(q, &rep);
+	if (take)
+		promise(q, &rep.attr.fid);
+	return 0;
+}
+
+static int op_getlk(struct op_req *q)
+{
+	const struct msg_lock_req *m = &q->m.lock_req;
+	struct lk_client *cl = conn_lk_client(q->c);
+	struct msg_getlk_rep rep;
+	struct cairn_attr a;
+	struct lkent e, out;
+	int ret;
+
+	if ((ret = lock_entry(m, &e)))
+		return ret;
+	if (m->type == LK_UN || (m->flags & ~(uint32_t)LK_FLOCK))
+		return -EINVAL;
+	if (!cl)
+		return -ENOLCK;
+	if ((ret = store_getattr(q->ctx->st, &m->fid, &a)))
+		return ret;
+	lk_test(q->ctx->lk, cl, &m->fid, &e, &out);
+	rep = (struct msg_getlk_rep){ .type = out.type, .start = out.start,
+				      .end = out.end, .pid = out.pid };
+	reply(q, &rep);
+	return 0;
+}
+
 static int op_statfs(struct op_req *q)
 {
 	struct msg_statfs_rep rep;
@@ -1004,6 +1085,8 @@ static const op_fn handlers[OP__COUNT] = {
 	[OP_ATIME] = op_atime,
 	[OP_WTOKEN] = op_wtoken,
 	[OP_WRETURN] = op_wreturn,
+	[OP_LOCK] = op_lock,
+	[OP_GETLK] = op_getlk,
 };
 
 static op_fn handler_of(unsigned op)

@@ -28,6 +28,7 @@ struct stats;
 struct conn;
 struct orphan_table;
 struct tok_table;
+struct lk_table;
 
 /* Server-wide state the handlers and delivery use; set up once by
  * server.c, then read-only. Every pointer outlives every request. */
@@ -38,6 +39,7 @@ struct srv_ctx {
 	struct stats *stats;
 	struct orphan_table *orph; /* holders of orphans (orphan.h) */
 	struct tok_table *tok;     /* write tokens (token.h) */
+	struct lk_table *lk;       /* locks (lock.h) */
 	uint8_t server_id[16];
 	uint64_t epoch;           /* changes every time the server starts */
 	struct timespec started;  /* CLOCK_MONOTONIC */

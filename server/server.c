@@ -68,6 +68,7 @@
 #include "../lib/net.h"
 #include "../lib/proto.h"
 #include "../lib/wire.h"
+#include "lock.h"
 #include "callback.h"
 #include "deliver.h"
 #include "drc.h"
@@ -126,6 +127,7 @@ struct conn {
 	uint8_t client_id[16];    /* written once before hello_done */
 	struct drc_client *drc;   /* as client_id; NULL: no HELLO_REPLAY */
 	struct cb_client cb;      /* guarded by the callback table */
+	struct lk_client *lk;     /* set once with client_id */
 };
 
 struct job {
@@ -224,7 +226,13 @@ int conn_hello_done(const struct conn *c)
 
 void conn_set_client_id(struct conn *c, const uint8_t id[16])
 {
+	struct lk_client *lk = lk_attach(c->srv->ctx.lk, id);
+
+	if (!lk)
+		log_error("peer %s: out of memory for its lock record: its "
+			  "lock requests fail", c->peer);
 	pthread_mutex_lock(&c->srv->lock); /* server_counts reads it */
+	c->lk = lk;
 	memcpy(c->client_id, id, 16);
 	c->hello_done = 1;
 	pthread_mutex_unlock(&c->srv->lock);
@@ -233,6 +241,11 @@ void conn_set_client_id(struct conn *c, const uint8_t id[16])
 const uint8_t *conn_client_id(const struct conn *c)
 {
 	return c->client_id;
+}
+
+struct lk_client *conn_lk_client(const struct conn *c)
+{
+	return c->lk;
 }
 
 /* Seconds of the monotonic clock (orphan.h's time). */
@@ -341,6 +354,23 @@ static void conn_abort(struct conn *c, const char *fmt, ...)
 	va_start(ap, fmt);
 	conn_vclose(c, 1, fmt, ap);
 	va_end(ap);
+}
+
+int conn_push_fid(struct conn *c, uint16_t op, uint32_t id,
+		  const struct cairn_fid *fid)
+{
+	struct msg_orphan_drop_req q = { .count = 1, .fids = fid };
+	struct wbuf w;
+	size_t h;
+	int rc;
+
+	wbuf_init(&w);
+	h = wire_frame_begin(&w, op, WF_PUSH, id, 0);
+	msg_encode(op, 0, &w, &q);
+	wire_frame_end(&w, h);
+	rc = w.err ? -ENOMEM : conn_send(c, &w);
+	wbuf_free(&w);
+	return rc;
 }
 
 int conn_send(struct conn *c, struct wbuf *w)
@@ -819,6 +849,9 @@ static void *conn_reader(void *arg)
 	/* A request of c that ran after the call above may have taken one. */
 	tok_conn_gone(s->ctx.tok, c);
 	cb_drop_client(s->ctx.cb, &c->cb);
+	/* Its waits end; its locks stay for the lease if it has no other
+	 * connection. */
+	lk_detach(s->ctx.lk, c->lk, c);
 	/* Its orphans' grace period starts when no request of it runs. */
 	if (c->hello_done)
 		orphan_client_down(s->ctx.orph, c->client_id, mono_s());
@@ -909,6 +942,7 @@ static void *expiry_main(void *arg)
 		pthread_mutex_unlock(&s->elock);
 		cb_expire(s->ctx.cb, lost_client, s);
 		tok_expire(s->ctx.tok);
+		lk_expire(s->ctx.lk);
 		drc_expire(s->drc); /* does work once a second at most */
 		orphan_sweep(s->ctx.orph, mono_s()); /* likewise */
 		if (mono_s() != synced_at) {
@@ -1101,6 +1135,7 @@ static void server_free(struct server *s)
 		store_close(s->ctx.st);
 	cb_table_destroy(s->ctx.cb);
 	tok_table_destroy(s->ctx.tok);
+	lk_table_destroy(s->ctx.lk);
 	drc_destroy(s->drc);
 	stats_destroy(s->ctx.stats);
 	free(s->workers);
@@ -1150,9 +1185,14 @@ int server_start(const struct server_opts *o, struct server **out, char *err,
 	s->ctx.tok = tok_table_create(o->recall_timeout_ms ?
 				      o->recall_timeout_ms :
 				      TOK_RECALL_TIMEOUT_MS, resume_job, s);
+	s->ctx.lk = lk_table_create(o->lock_set & SRV_LOCK_LEASE ?
+				    o->lock_lease_ms : LK_LEASE_MS,
+				    o->lock_set & SRV_LOCK_GRACE ?
+				    o->lock_grace_ms : LK_GRACE_MS);
 	s->drc = drc_create(park_conn);
 	s->workers = calloc((size_t)n, sizeof(*s->workers));
-	if (!s->ctx.stats || !s->ctx.cb || !s->ctx.tok || !s->drc ||
+	if (!s->ctx.stats || !s->ctx.cb || !s->ctx.tok || !s->ctx.lk ||
+	    !s->drc ||
 	    !s->workers) {
 		snprintf(err, errsz, "out of memory");
 		ret = -ENOMEM;

@@ -48,7 +48,14 @@ struct server_opts {
 	/* Milliseconds a write token's holder has to return it once
 	 * recalled; 0 = default (token.h, TOK_RECALL_TIMEOUT_MS). */
 	unsigned recall_timeout_ms;
+	/* Milliseconds a client with no connection keeps its locks, and
+	 * after the start only reclaims are granted (lock.h); used when
+	 * lock_set has SRV_LOCK_LEASE / SRV_LOCK_GRACE, else the defaults
+	 * (0 is a valid value). */
+	unsigned lock_lease_ms, lock_grace_ms;
+	unsigned lock_set;
 };
+enum { SRV_LOCK_LEASE = 1, SRV_LOCK_GRACE = 2 };
 
 /*
  * Open the store, listen and start serving. Returns 0 with *out set, or a
@@ -79,6 +86,10 @@ void conn_put(struct conn *c);
  * different threads never interleave.
  */
 int conn_send(struct conn *c, struct wbuf *w);
+/* Push op (CB_RECALL, CB_LOCKWAKE: a list of FIDs) naming one fid, with
+ * push id `id`: as conn_send. */
+int conn_push_fid(struct conn *c, uint16_t op, uint32_t id,
+		  const struct cairn_fid *fid);
 
 /*
  * Close the connection because of `reason` (printf format): logs one line
@@ -118,5 +129,8 @@ void conn_set_client_id(struct conn *c, const uint8_t id[16]);
 /* The client id from HELLO (16 bytes, valid for the life of c); only
  * meaningful once conn_hello_done. */
 const uint8_t *conn_client_id(const struct conn *c);
+/* The connection's client in the lock table (lock.h); NULL before HELLO
+ * or when the table was out of memory. */
+struct lk_client *conn_lk_client(const struct conn *c);
 
 #endif

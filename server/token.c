@@ -183,23 +183,6 @@ static void remove_token(struct tok_table *t, struct token **p,
 	t->st.held = t->n;
 }
 
-static void send_recall(struct conn *c, const struct cairn_fid *fid,
-			uint32_t id)
-{
-	struct msg_orphan_drop_req q = { .count = 1, .fids = fid };
-	struct wbuf w;
-	size_t h;
-
-	wbuf_init(&w);
-	h = wire_frame_begin(&w, OP_CB_RECALL, WF_PUSH, id, 0);
-	msg_encode(OP_CB_RECALL, 0, &w, &q);
-	wire_frame_end(&w, h);
-	if (w.err || conn_send(c, &w))
-		log_debug("peer %s: recall of vnode %llu not sent",
-			  conn_peer(c), (unsigned long long)fid->vnode);
-	wbuf_free(&w);
-}
-
 static void later_run(struct tok_table *t, struct later *l)
 {
 	struct tok_wait *w = l->resume, *next;
@@ -212,7 +195,11 @@ static void later_run(struct tok_table *t, struct later *l)
 			t->push_id = 1;
 		id = t->push_id;
 		pthread_mutex_unlock(&t->lock);
-		send_recall(l->recall, &l->recall_fid, id);
+		if (conn_push_fid(l->recall, OP_CB_RECALL, id,
+				  &l->recall_fid))
+			log_debug("peer %s: recall of vnode %llu not sent",
+				  conn_peer(l->recall),
+				  (unsigned long long)l->recall_fid.vnode);
 		conn_put(l->recall);
 	}
 	for (; w; w = next) {

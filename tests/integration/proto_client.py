@@ -42,7 +42,7 @@ import sys
 import time
 
 MAGIC = 0x4E524143
-VERSION = 5
+VERSION = 6
 MAX_PAYLOAD = (4 << 20) + 4096
 MAX_IO = 1 << 20
 
@@ -61,6 +61,9 @@ WR_SYNC = 1
 WR_KEEPTIME = 2
 WR_TOKEN = 4
 WT_RETURN, WT_DV = 1, 2
+LK_UN, LK_RD, LK_WR = 0, 1, 2
+LK_FLOCK, LK_WAIT, LK_RECLAIM, LK_CANCEL = 1, 2, 4, 8
+LK_EOF = (1 << 63) - 1
 SA_TOKEN = 1024
 SA_MTIME, SA_CTIME, SA_KEEPTIME = 32, 256, 512
 FS_DATASYNC = 1
@@ -479,6 +482,7 @@ class Conn:
         self.replies = {}    # id -> (op, status, payload)
         self.breaks = []     # list of [(fid, name), ...] per CB_BREAK
         self.recalls = []    # FIDs of CB_RECALL pushes, in order
+        self.lockwakes = []  # FIDs of CB_LOCKWAKE pushes, in order
         self.orphaned = []   # FIDs of CB_BREAK records flagged CB_ORPHANED
         self.rec_flags = []  # (fid, flags) of every object record
         self.buf = b""
@@ -512,6 +516,9 @@ class Conn:
         if flags & WF_PUSH and op == OP_CB_RECALL:
             self.recalls += [tuple(it["fid"]) for it in
                              decode("CB_RECALL", payload)["items"]]
+        elif flags & WF_PUSH and op == OP_CB_LOCKWAKE:
+            self.lockwakes += [tuple(it["fid"]) for it in
+                               decode("CB_LOCKWAKE", payload)["items"]]
         elif flags & WF_PUSH:
             if op != OP_CB_BREAK:
                 raise ProtocolError("unknown push op %d" % op)
@@ -704,6 +711,19 @@ class Conn:
     def wreturn(self, fids):
         """Give back the write tokens of fids (a list)."""
         self.request("WRETURN", items=[(f,) for f in fids])
+
+    def lock(self, f, owner, start=0, end=LK_EOF, type=LK_WR, flags=0,
+             pid=0):
+        """LOCK (docs/PROTOCOL.md "Locks"); the file's attr."""
+        return self.request("LOCK", fid=f, owner=owner, start=start,
+                            end=end, pid=pid, type=type,
+                            flags=flags)["attr"]
+
+    def getlk(self, f, owner, start=0, end=LK_EOF, type=LK_WR, flags=0,
+              pid=0):
+        """GETLK: {type, start, end, pid} of a conflicting lock."""
+        return self.request("GETLK", fid=f, owner=owner, start=start,
+                            end=end, pid=pid, type=type, flags=flags)
 
     def send_op(self, op, **fields):
         """Send op without waiting; its id (finish with reply_of)."""

@@ -744,6 +744,46 @@ static int eq_wtoken_req(const void *a, const void *b)
 	       x->flags == y->flags;
 }
 
+static void fill_lock_req(struct fill *f, void *m)
+{
+	struct msg_lock_req *q = m;
+
+	fill_fid(f, &q->fid);
+	q->owner = v64(f, "owner");
+	q->start = v64(f, "start");
+	q->end = v64(f, "end");
+	q->pid = v32(f, "pid");
+	q->type = v32(f, "type");
+	q->flags = v32(f, "flags");
+}
+
+static int eq_lock_req(const void *a, const void *b)
+{
+	const struct msg_lock_req *x = a, *y = b;
+
+	return fid_eq(&x->fid, &y->fid) && x->owner == y->owner &&
+	       x->start == y->start && x->end == y->end && x->pid == y->pid &&
+	       x->type == y->type && x->flags == y->flags;
+}
+
+static void fill_getlk_rep(struct fill *f, void *m)
+{
+	struct msg_getlk_rep *q = m;
+
+	q->type = v32(f, "type");
+	q->start = v64(f, "start");
+	q->end = v64(f, "end");
+	q->pid = v32(f, "pid");
+}
+
+static int eq_getlk_rep(const void *a, const void *b)
+{
+	const struct msg_getlk_rep *x = a, *y = b;
+
+	return x->type == y->type && x->start == y->start &&
+	       x->end == y->end && x->pid == y->pid;
+}
+
 static void fill_statfs_rep(struct fill *f, void *m)
 {
 	fill_statfs(f, &((struct msg_statfs_rep *)m)->sf);
@@ -967,7 +1007,8 @@ SHAPE(write_req); SHAPE(fsync_req); SHAPE(statfs_rep); SHAPE(setxattr_req);
 SHAPE(getxattr_req); SHAPE(listxattr_req); SHAPE(sized_rep);
 SHAPE(removexattr_req); SHAPE(fallocate_req); SHAPE(status_rep);
 SHAPE(cb_break); SHAPE(bulkstat_req); SHAPE(bulkstat_rep);
-SHAPE(orphan_drop_req); SHAPE(wtoken_req);
+SHAPE(orphan_drop_req); SHAPE(wtoken_req); SHAPE(lock_req);
+SHAPE(getlk_rep);
 
 /* The struct of each opcode's request (push) and reply (ack). Every
  * descriptor must have a row here (test_case_table). */
@@ -1002,8 +1043,11 @@ static const struct tcase {
 	{ OP_ATIME,       { &S_orphan_drop_req, &S_empty } },
 	{ OP_WTOKEN,      { &S_wtoken_req,      &S_attrm } },
 	{ OP_WRETURN,     { &S_orphan_drop_req, &S_empty } },
+	{ OP_LOCK,        { &S_lock_req,        &S_attrm } },
+	{ OP_GETLK,       { &S_lock_req,        &S_getlk_rep } },
 	{ OP_CB_BREAK,    { &S_cb_break,        &S_empty } },
 	{ OP_CB_RECALL,   { &S_orphan_drop_req, &S_empty } },
+	{ OP_CB_LOCKWAKE, { &S_orphan_drop_req, &S_empty } },
 };
 #define NCASES (sizeof(cases) / sizeof(cases[0]))
 

@@ -1,0 +1,628 @@
+/*
+ * fs_lock.c - flock and fcntl locks that hold across clients: the kernel's
+ * SETLK/SETLKW/GETLK and flock go to the server (docs/PROTOCOL.md, "Locks";
+ * server/lock.h), and so do the releases the kernel leaves to the file
+ * system: POSIX locks at every close (FLUSH carries the closing process's
+ * lock owner), flock and OFD locks when the open file goes (RELEASE).
+ *
+ * The daemon keeps a copy of the locks this mount holds (lib/lkset.h),
+ * per file, for three things: a close of a file with no locks asks the
+ * server nothing; after a reconnect the locks are reclaimed (a restarted
+ * server lost them); and a lock the server would not give back is
+ * reported to the next lock call on that file (EIO), never dropped
+ * silently.
+ *
+ * Caching follows the locks. Before a lock is released, the file's dirty
+ * pages go to the daemon and its journal to the server, so the next
+ * holder reads what this one wrote; a grant carries the file's attributes
+ * and the kernel's pages are dropped if another client changed the file.
+ *
+ * A blocking request (F_SETLKW, flock without LOCK_NB) that conflicts
+ * waits in the daemon for the server's CB_LOCKWAKE on the file (or a
+ * reconnect), then asks again; an interrupt (Ctrl-C) ends the wait at
+ * once and cancels it on the server.
+ *
+ * With `cairn mount --local-locks` none of this runs: the kernel keeps
+ * each client's locks to itself and opens and closes never enter the
+ * daemon (fs.c).
+ *
+ * Locking: L->lock is a leaf (no call is made holding it).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include "fs_int.h"
+#include "inode.h"
+#include "notify.h"
+#include "../lib/clock.h"
+#include "../lib/lkset.h"
+#include "../lib/log.h"
+
+#define LK_BUCKETS 256u
+/* A waiter asks the server again after this long without a wake-up
+ * (only a lost push makes that needed). */
+#define LK_REASK_MS 30000
+
+struct fs_lkfile {
+	struct fs_lkfile *next;
+	struct cairn_fid fid;
+	struct lkset set;      /* ours; client NULL */
+	uint64_t gen;          /* CB_LOCKWAKE count */
+	int lost;              /* a lock of it could not be reclaimed */
+};
+
+struct fs_locks {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;   /* gen, a file's gen, reclaiming, stopping */
+	struct fs_lkfile *b[LK_BUCKETS];
+	uint64_t gen;          /* reconnects */
+	int reclaim_due, reclaiming, stopping, started;
+	pthread_t reclaimer;
+	uint64_t held, waiting, lost, reclaimed, calls, wakes;
+	uint64_t next_fh;
+};
+
+static size_t lk_bucket(const struct cairn_fid *fid)
+{
+	return (size_t)((fid->vnode * 0x9e3779b97f4a7c15ull) >> 40) %
+	       LK_BUCKETS;
+}
+
+static struct fs_lkfile *lkfile(struct fs_locks *L,
+				const struct cairn_fid *fid, int create)
+{
+	struct fs_lkfile **b = &L->b[lk_bucket(fid)], *f;
+
+	for (f = *b; f; f = f->next)
+		if (f->fid.vnode == fid->vnode && f->fid.uniq == fid->uniq &&
+		    f->fid.vol == fid->vol)
+			return f;
+	if (!create || !(f = calloc(1, sizeof(*f))))
+		return NULL;
+	f->fid = *fid;
+	f->next = *b;
+	*b = f;
+	return f;
+}
+
+/* Record what the server granted or released (L->lock held). */
+static void mirror(struct fs_locks *L, const struct cairn_fid *fid,
+		   const struct lkent *e)
+{
+	struct fs_lkfile *f = lkfile(L, fid, e->type != LK_UN);
+	size_t n0;
+
+	if (!f)
+		return;
+	n0 = f->set.n;
+	if (lkset_apply(&f->set, e, NULL))
+		log_error("out of memory recording a lock of vnode %" PRIu64
+			  ": it is not reclaimed after a server restart",
+			  fid->vnode);
+	L->held += f->set.n - n0;
+}
+
+/* --- calls ---------------------------------------------------------------- */
+
+static int lock_call(fuse_req_t req, struct fs *fs,
+		     const struct cairn_fid *fid, const struct lkent *e,
+		     uint32_t flags, struct cairn_attr *a)
+{
+	struct msg_lock_req q = {
+		.fid = *fid, .owner = e->owner, .start = e->start,
+		.end = e->end, .pid = e->pid, .type = e->type,
+		.flags = flags | (e->flock ? LK_FLOCK : 0),
+	};
+	struct msg_attr p;
+	int rc;
+
+	__atomic_add_fetch(&fs->locks->calls, 1, __ATOMIC_RELAXED);
+	rc = fs_rpc(req, fs, OP_LOCK, &q, &p, NULL);
+	if (!rc && a)
+		*a = p.attr;
+	return rc;
+}
+
+/*
+ * Before a release: the kernel's dirty pages of ino to the daemon, and
+ * the journal's changes of fid to the server, so that the next holder
+ * reads them.
+ */
+static int ship(struct fs *fs, fuse_ino_t ino, const struct cairn_fid *fid,
+		int pages)
+{
+	int rc;
+
+	if (pages && fs->wb && (rc = notify_writeback_inode(fs->ntf, ino)))
+		log_warn("could not write back inode %" PRIu64 " before a "
+			 "lock release: %s", (uint64_t)ino, strerror(-rc));
+	return fs_wb_settle(fs, fid);
+}
+
+/* A grant: take the attributes; if the file changed since the kernel
+ * cached it, its pages go. */
+static void revalidate(struct fs *fs, fuse_ino_t ino, uint64_t seq,
+		       const struct cairn_attr *a)
+{
+	struct cairn_attr old;
+	int current = 0;
+	int had = itab_attr_last(fs->itab, ino, &old, &current) == 0;
+
+	fs_note_attrs(fs, seq, a, NULL);
+	if (!had || old.dv != a->dv)
+		notify_writeback_inode(fs->ntf, ino);
+}
+
+/* Release owner's locks of one kind on fid, everywhere; 0 when none. */
+static int release_owner(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
+			 const struct cairn_fid *fid, uint64_t owner, int flk,
+			 int pages)
+{
+	struct fs_locks *L = fs->locks;
+	struct lkent e = { .owner = owner, .start = 0, .end = LK_EOF,
+			   .type = LK_UN, .flock = (uint8_t)flk };
+	struct fs_lkfile *f;
+	int has = 0, rc;
+
+	pthread_mutex_lock(&L->lock);
+	if ((f = lkfile(L, fid, 0)))
+		for (const struct lkent *x = f->set.head; x; x = x->next)
+			if (x->owner == owner && x->flock == flk)
+				has = 1;
+	pthread_mutex_unlock(&L->lock);
+	if (!has)
+		return 0;
+	if ((rc = ship(fs, ino, fid, pages)))
+		log_warn("lock release of vnode %" PRIu64 ": its changes are "
+			 "not on the server yet (%s)", fid->vnode,
+			 strerror(-rc));
+	rc = lock_call(req, fs, fid, &e, 0, NULL);
+	if (rc == -ESTALE || rc == -ENOENT)
+		rc = 0; /* the file is gone: so are its locks */
+	if (!rc) {
+		pthread_mutex_lock(&L->lock);
+		mirror(L, fid, &e);
+		pthread_mutex_unlock(&L->lock);
+	}
+	return rc;
+}
+
+/* EIO once for a file whose lock was lost (not reclaimed). */
+static int take_lost(struct fs_locks *L, const struct cairn_fid *fid)
+{
+	struct fs_lkfile *f;
+	int lost = 0;
+
+	pthread_mutex_lock(&L->lock);
+	if ((f = lkfile(L, fid, 0)) && f->lost) {
+		f->lost = 0;
+		lost = 1;
+	}
+	pthread_mutex_unlock(&L->lock);
+	return lost ? -EIO : 0;
+}
+
+struct waitctx {
+	struct fs_locks *L;
+	int intr;
+};
+
+static void on_intr(fuse_req_t req, void *data)
+{
+	struct waitctx *w = data;
+
+	pthread_mutex_lock(&w->L->lock);
+	w->intr = 1;
+	pthread_cond_broadcast(&w->L->cond);
+	pthread_mutex_unlock(&w->L->lock);
+}
+
+/* The wake-up count of fid plus the reconnect count (L->lock held). */
+static uint64_t wake_gen(struct fs_locks *L, const struct cairn_fid *fid)
+{
+	struct fs_lkfile *f = lkfile(L, fid, 0);
+
+	return L->gen + (f ? f->gen : 0);
+}
+
+/*
+ * Take (or release) lock e on ino: the common path of setlk and flock.
+ * sleep: wait for a conflicting lock to go.
+ */
+static int do_lock(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
+		   struct lkent *e, int sleep)
+{
+	struct fs_locks *L = fs->locks;
+	struct waitctx wc = { L, 0 };
+	struct cairn_fid fid;
+	struct cairn_attr a;
+	int rc;
+
+	if ((rc = itab_fid(fs->itab, ino, &fid)) || (rc = take_lost(L, &fid)))
+		return rc;
+	if (e->type == LK_UN) {
+		if ((rc = ship(fs, ino, &fid, 1)))
+			log_warn("lock release of vnode %" PRIu64 ": its "
+				 "changes are not on the server yet (%s)",
+				 fid.vnode, strerror(-rc));
+		if ((rc = lock_call(req, fs, &fid, e, 0, NULL)))
+			return rc;
+		pthread_mutex_lock(&L->lock);
+		mirror(L, &fid, e);
+		pthread_mutex_unlock(&L->lock);
+		return 0;
+	}
+	for (;;) {
+		uint64_t seq = notify_seq(fs->ntf), gen;
+
+		pthread_mutex_lock(&L->lock);
+		while (L->reclaiming && !L->stopping)
+			pthread_cond_wait(&L->cond, &L->lock);
+		gen = wake_gen(L, &fid);
+		pthread_mutex_unlock(&L->lock);
+		rc = lock_call(req, fs, &fid, e, sleep ? LK_WAIT : 0, &a);
+		if (!rc) {
+			pthread_mutex_lock(&L->lock);
+			mirror(L, &fid, e);
+			pthread_mutex_unlock(&L->lock);
+			revalidate(fs, ino, seq, &a);
+			return 0;
+		}
+		if (rc != -EAGAIN || !sleep)
+			return rc;
+		/* Wait for the server's wake-up, a reconnect or an
+		 * interrupt; then ask again. */
+		fuse_req_interrupt_func(req, on_intr, &wc);
+		struct timespec until;
+
+		clock_deadline(CLOCK_REALTIME, LK_REASK_MS, &until);
+		pthread_mutex_lock(&L->lock);
+		L->waiting++;
+		while (!wc.intr && !L->stopping && wake_gen(L, &fid) == gen)
+			if (pthread_cond_timedwait(&L->cond, &L->lock,
+						   &until) == ETIMEDOUT)
+				break;
+		L->waiting--;
+		pthread_mutex_unlock(&L->lock);
+		fuse_req_interrupt_func(req, NULL, NULL);
+		if (wc.intr || L->stopping) {
+			/* Not waiting any more: the server may forget us. */
+			lock_call(NULL, fs, &fid, e, LK_CANCEL, NULL);
+			return -EINTR;
+		}
+	}
+}
+
+/* --- FUSE operations -------------------------------------------------------- */
+
+static uint8_t lk_type(short t)
+{
+	return t == F_RDLCK ? LK_RD : t == F_WRLCK ? LK_WR : LK_UN;
+}
+
+static int range(const struct flock *l, struct lkent *e)
+{
+	if (l->l_start < 0 || l->l_len < 0)
+		return -EINVAL;
+	e->start = (uint64_t)l->l_start;
+	if (l->l_len == 0 || (uint64_t)l->l_len - 1 >= LK_EOF - e->start)
+		e->end = LK_EOF;
+	else
+		e->end = e->start + (uint64_t)l->l_len - 1;
+	return 0;
+}
+
+void fs_op_getlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
+		 struct flock *lock)
+{
+	struct fs *fs = req_fs(req);
+	struct msg_lock_req q = { .owner = fi->lock_owner,
+				  .pid = (uint32_t)lock->l_pid,
+				  .type = lk_type(lock->l_type) };
+	struct msg_getlk_rep p;
+	struct lkent e = { 0 };
+	int rc;
+
+	if ((rc = range(lock, &e)) || (rc = itab_fid(fs->itab, ino, &q.fid)))
+		goto out;
+	q.start = e.start;
+	q.end = e.end;
+	__atomic_add_fetch(&fs->locks->calls, 1, __ATOMIC_RELAXED);
+	if ((rc = fs_rpc(req, fs, OP_GETLK, &q, &p, NULL)))
+		goto out;
+	if (p.type == LK_UN) {
+		lock->l_type = F_UNLCK;
+	} else {
+		lock->l_type = p.type == LK_RD ? F_RDLCK : F_WRLCK;
+		lock->l_whence = SEEK_SET;
+		lock->l_start = (off_t)p.start;
+		lock->l_len = p.end >= LK_EOF ? 0 :
+			      (off_t)(p.end - p.start + 1);
+		lock->l_pid = (pid_t)p.pid;
+	}
+	fuse_reply_lock(req, lock);
+	return;
+out:
+	reply_error(req, rc);
+}
+
+void fs_op_setlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
+		 struct flock *lock, int sleep)
+{
+	struct lkent e = { .owner = fi->lock_owner, .fh = fi->fh,
+			   .pid = (uint32_t)lock->l_pid,
+			   .type = lk_type(lock->l_type) };
+	int rc = range(lock, &e);
+
+	reply_error(req, rc ? rc : do_lock(req, req_fs(req), ino, &e, sleep));
+}
+
+void fs_op_flock(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
+		 int op)
+{
+	int how = op & (LOCK_SH | LOCK_EX | LOCK_UN);
+	struct lkent e = {
+		.owner = fi->lock_owner, .fh = fi->fh, .start = 0,
+		.end = LK_EOF, .pid = (uint32_t)fuse_req_ctx(req)->pid,
+		.type = how == LOCK_SH ? LK_RD : how == LOCK_EX ? LK_WR : LK_UN,
+		.flock = 1,
+	};
+
+	reply_error(req, do_lock(req, req_fs(req), ino, &e,
+				 !(op & LOCK_NB)));
+}
+
+/*
+ * FLUSH: a close(). POSIX says the process loses every lock it holds on
+ * the file; the kernel leaves that to us (it has written the file's dirty
+ * pages back already). Without --local-locks only: there the first FLUSH
+ * is answered ENOSYS and the kernel sends no more.
+ */
+void fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs *fs = req_fs(req);
+	struct cairn_fid fid;
+	int rc;
+
+	if (!fs->locks) {
+		fuse_reply_err(req, ENOSYS);
+		return;
+	}
+	if (!fs->locks->held || itab_fid(fs->itab, ino, &fid)) {
+		fuse_reply_err(req, 0);
+		return;
+	}
+	rc = release_owner(req, fs, ino, &fid, fi->lock_owner, 0, 0);
+	reply_error(req, rc);
+}
+
+/*
+ * RELEASE: the open file is gone. Its flock lock goes with it, and so do
+ * OFD locks taken through it: a process's own POSIX locks were released
+ * by the FLUSH of its close already, so whatever is left recorded with
+ * this open's handle belongs to the open file itself.
+ */
+void fs_lock_release(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
+		     struct fuse_file_info *fi)
+{
+	struct fs_locks *L = fs->locks;
+	uint64_t owners[16];
+	size_t n = 0;
+	struct cairn_fid fid;
+	struct fs_lkfile *f;
+
+	if (!L || !L->held || itab_fid(fs->itab, ino, &fid))
+		return;
+	if (fi->flock_release)
+		release_owner(NULL, fs, ino, &fid, fi->lock_owner, 1, 0);
+	pthread_mutex_lock(&L->lock);
+	if ((f = lkfile(L, &fid, 0)))
+		for (const struct lkent *x = f->set.head; x && n < 16;
+		     x = x->next)
+			if (!x->flock && x->fh == fi->fh)
+				owners[n++] = x->owner;
+	pthread_mutex_unlock(&L->lock);
+	for (size_t i = 0; i < n; i++)
+		release_owner(NULL, fs, ino, &fid, owners[i], 0, 0);
+	(void)req;
+}
+
+uint64_t fs_lock_next_fh(struct fs *fs)
+{
+	return fs->locks ? __atomic_add_fetch(&fs->locks->next_fh, 1,
+					      __ATOMIC_RELAXED) : 0;
+}
+
+/* --- wake-ups and reclaims ------------------------------------------------ */
+
+static void on_wake(void *arg, const struct cairn_fid *fid)
+{
+	struct fs_locks *L = arg;
+	struct fs_lkfile *f;
+
+	pthread_mutex_lock(&L->lock);
+	L->wakes++;
+	if ((f = lkfile(L, fid, 0)))
+		f->gen++;
+	else
+		L->gen++; /* a waiter with no lock of the file yet */
+	pthread_cond_broadcast(&L->cond);
+	pthread_mutex_unlock(&L->lock);
+}
+
+static void on_reconnect(void *arg)
+{
+	struct fs_locks *L = arg;
+
+	pthread_mutex_lock(&L->lock);
+	L->gen++;
+	if (L->held) {
+		L->reclaim_due = 1;
+		L->reclaiming = 1;
+	}
+	pthread_cond_broadcast(&L->cond);
+	pthread_mutex_unlock(&L->lock);
+}
+
+/* Ask for one file's locks again; those refused are lost. */
+static void reclaim_file(struct fs *fs, struct fs_lkfile *snap)
+{
+	struct fs_locks *L = fs->locks;
+	size_t lost = 0, ok = 0;
+
+	for (struct lkent *e = snap->set.head; e; e = e->next) {
+		int rc = lock_call(NULL, fs, &snap->fid, e, LK_RECLAIM, NULL);
+
+		if (rc == 0) {
+			ok++;
+			continue;
+		}
+		if (rc == -EINTR || rc == -ENOTCONN || rc == -ETIMEDOUT ||
+		    rc == -ECONNRESET || rc == -EPIPE) {
+			/* The connection went again: the next reconnect
+			 * reclaims. */
+			pthread_mutex_lock(&L->lock);
+			L->reclaim_due = 1;
+			pthread_mutex_unlock(&L->lock);
+			return;
+		}
+		log_error("lock of vnode %" PRIu64 " (%s, bytes %" PRIu64
+			  "-%" PRIu64 ") lost: the server would not give it "
+			  "back after the reconnect (%s); the next lock call "
+			  "on the file fails with EIO", snap->fid.vnode,
+			  e->flock ? "flock" : "fcntl", e->start, e->end,
+			  strerror(-rc));
+		struct lkent un = *e;
+
+		un.type = LK_UN;
+		pthread_mutex_lock(&L->lock);
+		mirror(L, &snap->fid, &un);
+		struct fs_lkfile *f = lkfile(L, &snap->fid, 1);
+		if (f)
+			f->lost = 1;
+		L->lost++;
+		pthread_mutex_unlock(&L->lock);
+		lost++;
+	}
+	pthread_mutex_lock(&L->lock);
+	L->reclaimed += ok;
+	pthread_mutex_unlock(&L->lock);
+	(void)lost;
+}
+
+static void *reclaimer(void *arg)
+{
+	struct fs *fs = arg;
+	struct fs_locks *L = fs->locks;
+
+	pthread_mutex_lock(&L->lock);
+	for (;;) {
+		while (!L->reclaim_due && !L->stopping)
+			pthread_cond_wait(&L->cond, &L->lock);
+		if (L->stopping)
+			break;
+		L->reclaim_due = 0;
+		/* A copy of every file's locks: the calls run unlocked. */
+		struct fs_lkfile *todo = NULL;
+
+		for (size_t i = 0; i < LK_BUCKETS; i++)
+			for (struct fs_lkfile *f = L->b[i]; f; f = f->next) {
+				struct fs_lkfile *c;
+
+				if (!f->set.n || !(c = calloc(1, sizeof(*c))))
+					continue;
+				c->fid = f->fid;
+				for (struct lkent *e = f->set.head; e;
+				     e = e->next)
+					lkset_apply(&c->set, e, NULL);
+				c->next = todo;
+				todo = c;
+			}
+		pthread_mutex_unlock(&L->lock);
+		for (struct fs_lkfile *c = todo, *n; c; c = n) {
+			n = c->next;
+			reclaim_file(fs, c);
+			lkset_clear(&c->set);
+			free(c);
+		}
+		pthread_mutex_lock(&L->lock);
+		if (!L->reclaim_due)
+			L->reclaiming = 0;
+		L->gen++;
+		pthread_cond_broadcast(&L->cond);
+	}
+	L->reclaiming = 0;
+	pthread_cond_broadcast(&L->cond);
+	pthread_mutex_unlock(&L->lock);
+	return NULL;
+}
+
+/* --- life ------------------------------------------------------------------ */
+
+int fs_locks_start(struct fs *fs)
+{
+	struct fs_locks *L = calloc(1, sizeof(*L));
+
+	if (!L)
+		return -ENOMEM;
+	pthread_mutex_init(&L->lock, NULL);
+	pthread_cond_init(&L->cond, NULL);
+	fs->locks = L; /* before the thread, which reads it */
+	if (pthread_create(&L->reclaimer, NULL, reclaimer, fs)) {
+		fs->locks = NULL;
+		pthread_cond_destroy(&L->cond);
+		pthread_mutex_destroy(&L->lock);
+		free(L);
+		return -EAGAIN;
+	}
+	L->started = 1;
+	notify_set_lock_hooks(fs->ntf, on_wake, on_reconnect, L);
+	return 0;
+}
+
+void fs_locks_stop(struct fs *fs)
+{
+	struct fs_locks *L = fs->locks;
+
+	if (!L)
+		return;
+	notify_set_lock_hooks(fs->ntf, NULL, NULL, NULL);
+	pthread_mutex_lock(&L->lock);
+	L->stopping = 1;
+	pthread_cond_broadcast(&L->cond);
+	pthread_mutex_unlock(&L->lock);
+	if (L->started)
+		pthread_join(L->reclaimer, NULL);
+	for (size_t i = 0; i < LK_BUCKETS; i++)
+		for (struct fs_lkfile *f = L->b[i], *n; f; f = n) {
+			n = f->next;
+			lkset_clear(&f->set);
+			free(f);
+		}
+	pthread_cond_destroy(&L->cond);
+	pthread_mutex_destroy(&L->lock);
+	fs->locks = NULL;
+	free(L);
+}
+
+void fs_lock_print_stats(void *arg, FILE *out)
+{
+	struct fs *fs = arg;
+	struct fs_locks *L = fs->locks;
+
+	if (!L) {
+		fprintf(out, "lk.global 0\n");
+		return;
+	}
+	pthread_mutex_lock(&L->lock);
+	fprintf(out, "lk.global 1\nlk.held %" PRIu64 "\nlk.waiting %" PRIu64
+		"\nlk.lost %" PRIu64 "\nlk.reclaimed %" PRIu64 "\nlk.calls %"
+		PRIu64 "\nlk.wakes %" PRIu64 "\nlk.reclaiming %d\n", L->held,
+		L->waiting, L->lost, L->reclaimed,
+		__atomic_load_n(&L->calls, __ATOMIC_RELAXED), L->wakes,
+		L->reclaiming);
+	pthread_mutex_unlock(&L->lock);
+}

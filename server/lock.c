@@ -1,0 +1,524 @@
+/*
+ * lock.c - the server's lock table (lock.h).
+ *
+ * Files with locks or waiters hang in a hash by FID; waiters are also
+ * few enough to keep in one list (a waiter is a client blocked in
+ * F_SETLKW or flock), which the deadlock check walks. Wake-ups are pushed
+ * after the mutex is dropped: the table collects them, with a reference
+ * on each connection, and sends them on the way out.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "lock.h"
+#include "server.h"
+#include "../lib/log.h"
+#include "../lib/msg.h"
+
+#define NBUCKETS 4096u
+#define DEADLOCK_DEPTH 16
+
+struct lk_client {
+	struct lk_client *next;
+	uint8_t id[16];
+	int conns;
+	int64_t expire_ms;     /* no connection: locks dropped then */
+	size_t nlocks;
+};
+
+struct lk_file {
+	struct lk_file *hnext;
+	struct cairn_fid fid;
+	struct lkset set;
+	size_t nwait;          /* waiters on it */
+};
+
+struct lk_waiter {
+	struct lk_waiter *next;
+	struct lk_file *f;
+	struct conn *c;        /* gets the wake-up */
+	struct lkent req;      /* client: the lk_client */
+};
+
+/* Wake-ups to push once the lock is dropped. */
+struct wakes {
+	struct conn **c;
+	struct cairn_fid *fid;
+	size_t n, cap;
+};
+
+struct lk_table {
+	pthread_mutex_t lock;
+	struct lk_file *buckets[NBUCKETS];
+	struct lk_client *clients;
+	struct lk_waiter *waiters;
+	unsigned lease_ms;
+	int64_t grace_end_ms;
+	int in_grace;
+	uint32_t push_id;
+	struct lk_stats st;
+};
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static size_t bucket(const struct cairn_fid *fid)
+{
+	uint64_t h = fid->vnode * 0x9e3779b97f4a7c15ull ^ fid->vol;
+
+	return (size_t)(h >> 32) % NBUCKETS;
+}
+
+static int fid_eq(const struct cairn_fid *a, const struct cairn_fid *b)
+{
+	return a->vnode == b->vnode && a->uniq == b->uniq && a->vol == b->vol;
+}
+
+struct lk_table *lk_table_create(unsigned lease_ms, unsigned grace_ms)
+{
+	struct lk_table *t = calloc(1, sizeof(*t));
+
+	if (!t)
+		return NULL;
+	pthread_mutex_init(&t->lock, NULL);
+	t->lease_ms = lease_ms;
+	t->grace_end_ms = now_ms() + grace_ms;
+	t->in_grace = grace_ms > 0;
+	return t;
+}
+
+void lk_table_destroy(struct lk_table *t)
+{
+	if (!t)
+		return;
+	for (size_t i = 0; i < NBUCKETS; i++)
+		for (struct lk_file *f = t->buckets[i], *n; f; f = n) {
+			n = f->hnext;
+			lkset_clear(&f->set);
+			free(f);
+		}
+	for (struct lk_waiter *w = t->waiters, *n; w; w = n) {
+		n = w->next;
+		free(w);
+	}
+	for (struct lk_client *c = t->clients, *n; c; c = n) {
+		n = c->next;
+		free(c);
+	}
+	pthread_mutex_destroy(&t->lock);
+	free(t);
+}
+
+static struct lk_file *file_find(struct lk_table *t,
+				 const struct cairn_fid *fid, int create)
+{
+	struct lk_file **b = &t->buckets[bucket(fid)], *f;
+
+	for (f = *b; f; f = f->hnext)
+		if (fid_eq(&f->fid, fid))
+			return f;
+	if (!create || !(f = calloc(1, sizeof(*f))))
+		return NULL;
+	f->fid = *fid;
+	f->hnext = *b;
+	*b = f;
+	return f;
+}
+
+/* Free f once nothing is locked or awaited in it. */
+static void file_tidy(struct lk_table *t, struct lk_file *f)
+{
+	if (f->set.n || f->nwait)
+		return;
+	for (struct lk_file **pp = &t->buckets[bucket(&f->fid)]; *pp;
+	     pp = &(*pp)->hnext)
+		if (*pp == f) {
+			*pp = f->hnext;
+			free(f);
+			return;
+		}
+}
+
+static void wakes_add(struct wakes *wk, struct conn *c,
+		      const struct cairn_fid *fid)
+{
+	for (size_t i = 0; i < wk->n; i++)
+		if (wk->c[i] == c && fid_eq(&wk->fid[i], fid))
+			return;
+	if (wk->n == wk->cap) {
+		size_t cap = wk->cap ? wk->cap * 2 : 8;
+		struct conn **nc = realloc(wk->c, cap * sizeof(*nc));
+
+		if (nc)
+			wk->c = nc;
+		struct cairn_fid *nf = nc ? realloc(wk->fid,
+						    cap * sizeof(*nf)) : NULL;
+		if (!nf) {
+			/* The waiter is not told; its client asks again on
+			 * its next wake-up, reconnect or interrupt. */
+			log_error("lock table: out of memory for a wake-up");
+			return;
+		}
+		wk->fid = nf;
+		wk->cap = cap;
+	}
+	conn_get(c);
+	wk->c[wk->n] = c;
+	wk->fid[wk->n++] = *fid;
+}
+
+/* Remove the waiters for which pred(w, arg) holds; wake them into wk
+ * when wk is given. */
+static void waiters_remove(struct lk_table *t,
+			   int (*pred)(const struct lk_waiter *w,
+				       const void *arg),
+			   const void *arg, struct wakes *wk)
+{
+	for (struct lk_waiter **pp = &t->waiters, *w; (w = *pp);) {
+		if (!pred(w, arg)) {
+			pp = &w->next;
+			continue;
+		}
+		*pp = w->next;
+		if (wk) {
+			wakes_add(wk, w->c, &w->f->fid);
+			t->st.wakes++;
+		}
+		w->f->nwait--;
+		file_tidy(t, w->f);
+		t->st.waiters--;
+		free(w);
+	}
+}
+
+static int on_file(const struct lk_waiter *w, const void *f)
+{
+	return w->f == f;
+}
+
+static int anyone(const struct lk_waiter *w, const void *arg)
+{
+	return 1;
+}
+
+static int of_conn(const struct lk_waiter *w, const void *c)
+{
+	return w->c == c;
+}
+
+/* The waiter this request replaces or cancels: same connection, owner,
+ * kind and file. */
+struct same_wait {
+	struct conn *c;
+	const struct lk_file *f;
+	const struct lkent *req;
+};
+
+static int same_wait(const struct lk_waiter *w, const void *arg)
+{
+	const struct same_wait *s = arg;
+
+	return w->c == s->c && w->f == s->f &&
+	       w->req.client == s->req->client &&
+	       w->req.owner == s->req->owner && w->req.flock == s->req->flock;
+}
+
+/* Everybody waiting on f asks again. Keeps f (the caller tidies it). */
+static void wake_file(struct lk_table *t, struct lk_file *f, struct wakes *wk)
+{
+	f->nwait++; /* not freed under us by waiters_remove */
+	waiters_remove(t, on_file, f, wk);
+	f->nwait--;
+}
+
+static void send_wakes(struct lk_table *t, struct wakes *wk)
+{
+	for (size_t i = 0; i < wk->n; i++) {
+		uint32_t id;
+
+		pthread_mutex_lock(&t->lock);
+		if (++t->push_id == 0)
+			t->push_id = 1;
+		id = t->push_id;
+		pthread_mutex_unlock(&t->lock);
+		if (conn_push_fid(wk->c[i], OP_CB_LOCKWAKE, id, &wk->fid[i]))
+			log_debug("peer %s: lock wake-up for vnode %" PRIu64
+				  " not sent", conn_peer(wk->c[i]),
+				  wk->fid[i].vnode);
+		conn_put(wk->c[i]);
+	}
+	free(wk->c);
+	free(wk->fid);
+}
+
+static void grace_check(struct lk_table *t, struct wakes *wk)
+{
+	if (t->in_grace && now_ms() >= t->grace_end_ms) {
+		t->in_grace = 0;
+		log_info("lock grace period over: new locks are granted");
+		waiters_remove(t, anyone, NULL, wk);
+	}
+}
+
+struct lk_client *lk_attach(struct lk_table *t, const uint8_t id[16])
+{
+	struct lk_client *cl;
+
+	pthread_mutex_lock(&t->lock);
+	for (cl = t->clients; cl; cl = cl->next)
+		if (!memcmp(cl->id, id, 16))
+			break;
+	if (!cl && (cl = calloc(1, sizeof(*cl)))) {
+		memcpy(cl->id, id, 16);
+		cl->next = t->clients;
+		t->clients = cl;
+		t->st.clients++;
+	}
+	if (cl) {
+		cl->conns++;
+		cl->expire_ms = 0;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return cl;
+}
+
+static void client_free(struct lk_table *t, struct lk_client *cl)
+{
+	for (struct lk_client **pp = &t->clients; *pp; pp = &(*pp)->next)
+		if (*pp == cl) {
+			*pp = cl->next;
+			free(cl);
+			t->st.clients--;
+			return;
+		}
+}
+
+void lk_detach(struct lk_table *t, struct lk_client *cl, struct conn *c)
+{
+	if (!cl)
+		return;
+	pthread_mutex_lock(&t->lock);
+	waiters_remove(t, of_conn, c, NULL);
+	if (--cl->conns == 0) {
+		if (cl->nlocks)
+			cl->expire_ms = now_ms() + t->lease_ms;
+		else
+			client_free(t, cl);
+	}
+	pthread_mutex_unlock(&t->lock);
+}
+
+/*
+ * Does the owner of `who` (client, owner id) wait, directly or through
+ * other waiting owners, for a lock that req's owner holds? Then req
+ * waiting for `who` would close a cycle.
+ */
+static int waits_for(struct lk_table *t, const struct lkent *who,
+		     const struct lkent *req, int depth)
+{
+	if (depth > DEADLOCK_DEPTH)
+		return 0;
+	for (struct lk_waiter *w = t->waiters; w; w = w->next) {
+		if (w->req.flock || w->req.client != who->client ||
+		    w->req.owner != who->owner)
+			continue;
+		for (const struct lkent *e = w->f->set.head; e; e = e->next) {
+			if (e->flock || (e->client == who->client &&
+					   e->owner == who->owner))
+				continue;
+			if (!(e->start <= w->req.end && w->req.start <= e->end) ||
+			    (e->type != LK_WR && w->req.type != LK_WR))
+				continue;
+			if ((e->client == req->client &&
+			     e->owner == req->owner) ||
+			    waits_for(t, e, req, depth + 1))
+				return 1;
+		}
+	}
+	return 0;
+}
+
+/* Register c as waiting for req on f (replacing its earlier wait). */
+static int wait_add(struct lk_table *t, struct conn *c, struct lk_file *f,
+		    const struct lkent *req)
+{
+	struct same_wait sw = { c, f, req };
+	struct lk_waiter *w;
+
+	waiters_remove(t, same_wait, &sw, NULL);
+	if (!(w = malloc(sizeof(*w))))
+		return -ENOMEM;
+	w->f = f;
+	w->c = c;
+	w->req = *req;
+	w->next = t->waiters;
+	t->waiters = w;
+	f->nwait++;
+	t->st.waiters++;
+	return 0;
+}
+
+/* Apply req to f's set, keeping the counts; wakes f's waiters when
+ * something was freed. */
+static int apply(struct lk_table *t, struct lk_client *cl, struct lk_file *f,
+		 const struct lkent *req, struct wakes *wk)
+{
+	size_t n0 = f->set.n;
+	int freed = 0, rc = lkset_apply(&f->set, req, &freed);
+
+	if (rc)
+		return rc;
+	cl->nlocks += f->set.n - n0; /* unsigned wrap adds a negative */
+	t->st.locks += f->set.n - n0;
+	if (freed)
+		wake_file(t, f, wk);
+	return 0;
+}
+
+int lk_lock(struct lk_table *t, struct conn *c, struct lk_client *cl,
+	    const struct cairn_fid *fid, struct lkent *req, uint32_t flags)
+{
+	struct wakes wk = { 0 };
+	struct lk_file *f;
+	const struct lkent *e = NULL;
+	int rc = 0;
+
+	req->client = cl;
+	pthread_mutex_lock(&t->lock);
+	grace_check(t, &wk);
+	f = file_find(t, fid, !(flags & LK_CANCEL) && req->type != LK_UN);
+	if (flags & LK_CANCEL || req->type == LK_UN) {
+		if (f && flags & LK_CANCEL) {
+			struct same_wait sw = { c, f, req };
+
+			waiters_remove(t, same_wait, &sw, NULL);
+		} else if (f) {
+			rc = apply(t, cl, f, req, &wk);
+		}
+		goto out;
+	}
+	if (!f) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	if (flags & LK_RECLAIM) {
+		if (lkset_covers(&f->set, req))
+			rc = 0; /* still held: reconnected within the lease */
+		else if (!t->in_grace || lkset_conflict(&f->set, req))
+			rc = -ENOLCK;
+		else
+			rc = apply(t, cl, f, req, &wk);
+		if (!rc)
+			t->st.reclaims++;
+		goto out;
+	}
+	if (t->in_grace || (e = lkset_conflict(&f->set, req))) {
+		t->st.conflicts++;
+		rc = -EAGAIN;
+		if (!(flags & LK_WAIT))
+			goto out;
+		if (e && !req->flock && waits_for(t, e, req, 0)) {
+			t->st.deadlocks++;
+			rc = -EDEADLK;
+		} else if (wait_add(t, c, f, req)) {
+			rc = -ENOMEM;
+		}
+		goto out;
+	}
+	if (cl->nlocks >= LK_MAX_PER_CLIENT) {
+		rc = -ENOLCK;
+		goto out;
+	}
+	if (!(rc = apply(t, cl, f, req, &wk))) {
+		struct same_wait sw = { c, f, req };
+
+		t->st.granted++;
+		waiters_remove(t, same_wait, &sw, NULL);
+	}
+out:
+	if (f)
+		file_tidy(t, f);
+	pthread_mutex_unlock(&t->lock);
+	send_wakes(t, &wk);
+	return rc;
+}
+
+int lk_test(struct lk_table *t, struct lk_client *cl,
+	    const struct cairn_fid *fid, const struct lkent *req,
+	    struct lkent *out)
+{
+	struct lkent q = *req;
+	const struct lkent *e = NULL;
+	struct lk_file *f;
+
+	q.client = cl;
+	pthread_mutex_lock(&t->lock);
+	if ((f = file_find(t, fid, 0)))
+		e = lkset_conflict(&f->set, &q);
+	if (e) {
+		*out = *e;
+		out->next = NULL;
+		if (e->client != cl)
+			out->pid = 0;
+	} else {
+		memset(out, 0, sizeof(*out));
+		out->type = LK_UN;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return e != NULL;
+}
+
+void lk_expire(struct lk_table *t)
+{
+	struct wakes wk = { 0 };
+	int64_t now = now_ms();
+
+	pthread_mutex_lock(&t->lock);
+	grace_check(t, &wk);
+	for (struct lk_client **pp = &t->clients, *cl; (cl = *pp);) {
+		if (cl->conns || !cl->expire_ms || cl->expire_ms > now) {
+			pp = &cl->next;
+			continue;
+		}
+		size_t n = 0;
+
+		for (size_t i = 0; i < NBUCKETS; i++)
+			for (struct lk_file *f = t->buckets[i], *nf; f;
+			     f = nf) {
+				size_t k;
+
+				nf = f->hnext;
+				if (!(k = lkset_drop_client(&f->set, cl)))
+					continue;
+				n += k;
+				wake_file(t, f, &wk);
+				file_tidy(t, f);
+			}
+		log_warn("lock lease of a client with no connection ran out "
+			 "(%u ms): %zu lock%s dropped", t->lease_ms, n,
+			 n == 1 ? "" : "s");
+		t->st.locks -= n;
+		t->st.expired += n;
+		*pp = cl->next;
+		free(cl);
+		t->st.clients--;
+	}
+	pthread_mutex_unlock(&t->lock);
+	send_wakes(t, &wk);
+}
+
+void lk_get_stats(struct lk_table *t, struct lk_stats *out)
+{
+	pthread_mutex_lock(&t->lock);
+	*out = t->st;
+	out->in_grace = t->in_grace && now_ms() < t->grace_end_ms;
+	pthread_mutex_unlock(&t->lock);
+}
