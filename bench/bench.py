@@ -348,9 +348,10 @@ class Mount:
     """One client daemon. CPU and peak RSS are read before every unmount,
     since a remount starts a new daemon process."""
 
-    def __init__(self, reg, cfg, addr, mnt, cache):
+    def __init__(self, reg, cfg, addr, mnt, cache, opts=()):
         self.reg, self.cfg = reg, cfg
         self.addr, self.mnt, self.cache = addr, mnt, cache
+        self.opts = list(opts)
         self.cpu = 0.0
         self.hwm = 0
         self.pid = None
@@ -364,8 +365,8 @@ class Mount:
         before = set(int(d) for d in os.listdir("/proc") if d.isdigit())
         with open(self.cache.rstrip("/") + ".log", "a") as errlog:
             p = subprocess.Popen(
-                [self.cfg["cairn"], "mount", "--cache-dir", self.cache,
-                 self.addr, self.mnt], stdin=subprocess.DEVNULL,
+                [self.cfg["cairn"], "mount", "--cache-dir", self.cache] +
+                self.opts + [self.addr, self.mnt], stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL, stderr=errlog)
         self.reg.add_pid(p.pid)
         self.reg.add_mount(self.mnt)
@@ -467,6 +468,9 @@ class LocalSide:
     def b(self):
         return self.a      # a second "client" of a local disk sees the same dir
 
+    def local_locks(self):
+        return self.a
+
     def drop_caches(self):
         drop_caches([self.a])
 
@@ -502,10 +506,10 @@ class CairnSide:
         self.mb = None
         self.first = self.snapshot()
 
-    def _mount(self, name):
+    def _mount(self, name, opts=()):
         m = Mount(self.reg, self.cfg, self.server.addr,
                   os.path.join(self.root, "mnt-" + name),
-                  os.path.join(self.root, "cache-" + name))
+                  os.path.join(self.root, "cache-" + name), opts)
         self.mounts.append(m)
         return m
 
@@ -513,6 +517,13 @@ class CairnSide:
         if not self.mb:
             self.mb = self._mount("b")
         return self.mb.mnt
+
+    def local_locks(self):
+        """A second mount with --local-locks (opens and closes skip the
+        daemon)."""
+        if not getattr(self, "ml", None):
+            self.ml = self._mount("l", ("--local-locks",))
+        return self.ml.mnt
 
     def drop_caches(self):
         # The client's cache directory is on the local disk under root.
@@ -762,6 +773,14 @@ def wl_stat(cfg, side, R):
     phase(R, "stat", side, "stat depth 27, %d calls" % n, "ns/call", "time", loop(d27))
     phase(R, "stat", side, "open+close depth 1, %d calls" % n, "ns/call", "time",
           loop(d1, "open"))
+
+    def open_local_locks():
+        m = side.local_locks()
+        tool(cfg, "statloop", ["-C", m, "-n", "10", "-m", "open", d1])
+        return float(tool(cfg, "statloop", [
+            "-C", m, "-n", str(n), "-m", "open", d1])["ns_per_op"])
+    phase(R, "stat", side, "open+close depth 1, --local-locks mount",
+          "ns/call", "time", open_local_locks)
     rates = {}
 
     def rate(threads):

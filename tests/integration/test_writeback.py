@@ -23,9 +23,8 @@
 - kill -9 of the daemon after close() returned: the next mount of its
   cache directory sends what the journal kept. Between write() and
   close(), close() and fsync() must report an error unless the server
-  really has the data (never a silent success); close() does not yet
-  (the daemon has no flush handler, so the kernel stops sending FLUSH):
-  gated by CAIRN_WB_KILL=1.
+  really has the data (never a silent success): the kernel's FLUSH at
+  close (sent since locks need it) fails on a dead daemon.
 - Two clients, A rewriting a file (O_TRUNC + 4 MiB + close) while B reads
   it: B sees a whole old or a whole new content. Known not to hold yet (a
   recall sends what A's journal holds at that moment, and the client
@@ -726,10 +725,6 @@ def kill9_of_daemon_between_write_and_close_is_reported(ctx):
     Each round on a fresh connection that has already closed a file once,
     as any program's connection has; eight rounds, because the outcome
     varies from one kill to the next."""
-    if os.environ.get("CAIRN_WB_KILL") != "1":
-        raise H.Skip("Cairn bug: close() returns success (data lost, the server has none of "
-                     "it) in about half the rounds once the kernel stopped sending FLUSH "
-                     "(the daemon has no flush handler); CAIRN_WB_KILL=1 runs it")
     srv = ctx.server()
     a = ctx.mount(srv, "a")
     b = ctx.mount(srv, "b")
