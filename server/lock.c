@@ -8,6 +8,9 @@
  * on each connection, and sends them on the way out.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <unistd.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -51,6 +54,8 @@ struct wakes {
 };
 
 struct lk_table {
+	char *marker;          /* DATA/locks-held */
+	int marked;            /* atomic: the marker exists */
 	pthread_mutex_t lock;
 	struct lk_file *buckets[NBUCKETS];
 	struct lk_client *clients;
@@ -82,17 +87,69 @@ static int fid_eq(const struct cairn_fid *a, const struct cairn_fid *b)
 	return a->vnode == b->vnode && a->uniq == b->uniq && a->vol == b->vol;
 }
 
-struct lk_table *lk_table_create(unsigned lease_ms, unsigned grace_ms)
+struct lk_table *lk_table_create(const char *data_dir, unsigned lease_ms,
+				 unsigned grace_ms)
 {
 	struct lk_table *t = calloc(1, sizeof(*t));
 
-	if (!t)
+	if (!t || asprintf(&t->marker, "%s/locks-held", data_dir) < 0) {
+		free(t);
 		return NULL;
+	}
 	pthread_mutex_init(&t->lock, NULL);
 	t->lease_ms = lease_ms;
+	t->marked = access(t->marker, F_OK) == 0;
+	if (!t->marked)
+		grace_ms = 0; /* nobody can hold a lock of ours */
+	else if (grace_ms)
+		log_info("clients may hold locks from before this start: for "
+			 "%u ms only their reclaims are granted", grace_ms);
 	t->grace_end_ms = now_ms() + grace_ms;
 	t->in_grace = grace_ms > 0;
 	return t;
+}
+
+/* From the first grant on, a restart must give clients their grace. */
+static void mark(struct lk_table *t)
+{
+	int fd;
+
+	if (__atomic_load_n(&t->marked, __ATOMIC_ACQUIRE))
+		return;
+	fd = open(t->marker, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	if (fd < 0 || fsync(fd)) {
+		log_error("cannot create %s (%s): after a crash, clients "
+			  "would get no grace period to reclaim their locks",
+			  t->marker, strerror(errno));
+	} else {
+		char *dir = strdup(t->marker), *sl = dir ? strrchr(dir, '/') : NULL;
+		int dfd;
+
+		if (sl)
+			*sl = 0;
+		if (sl && (dfd = open(dir, O_RDONLY | O_DIRECTORY)) >= 0) {
+			fsync(dfd);
+			close(dfd);
+		}
+		free(dir);
+		__atomic_store_n(&t->marked, 1, __ATOMIC_RELEASE);
+	}
+	if (fd >= 0)
+		close(fd);
+}
+
+void lk_table_stopped(struct lk_table *t)
+{
+	uint64_t held;
+
+	if (!t)
+		return;
+	pthread_mutex_lock(&t->lock);
+	held = t->st.locks;
+	pthread_mutex_unlock(&t->lock);
+	if (!held && __atomic_load_n(&t->marked, __ATOMIC_ACQUIRE) &&
+	    unlink(t->marker) && errno != ENOENT)
+		log_warn("cannot remove %s: %s", t->marker, strerror(errno));
 }
 
 void lk_table_destroy(struct lk_table *t)
@@ -114,6 +171,7 @@ void lk_table_destroy(struct lk_table *t)
 		free(c);
 	}
 	pthread_mutex_destroy(&t->lock);
+	free(t->marker);
 	free(t);
 }
 
@@ -448,6 +506,8 @@ out:
 		file_tidy(t, f);
 	pthread_mutex_unlock(&t->lock);
 	send_wakes(t, &wk);
+	if (!rc && req->type != LK_UN && !(flags & LK_CANCEL))
+		mark(t);
 	return rc;
 }
 

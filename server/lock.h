@@ -37,7 +37,16 @@ struct lk_client;
 #define LK_GRACE_MS 10000u /* default --lock-grace */
 #define LK_MAX_PER_CLIENT 65536u
 
-struct lk_table *lk_table_create(unsigned lease_ms, unsigned grace_ms);
+/*
+ * The grace period applies only when clients may hold locks from before
+ * this start: the table keeps a marker file, DATA/locks-held, from its
+ * first grant until a stop with no lock held. Without the marker (first
+ * start, clean stop) the server grants at once.
+ */
+struct lk_table *lk_table_create(const char *data_dir, unsigned lease_ms,
+				 unsigned grace_ms);
+/* The server stopped cleanly: no lock held, the marker goes. */
+void lk_table_stopped(struct lk_table *t);
 void lk_table_destroy(struct lk_table *t);
 
 /* A connection of client `id` said HELLO: its client record (created,

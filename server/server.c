@@ -1185,14 +1185,9 @@ int server_start(const struct server_opts *o, struct server **out, char *err,
 	s->ctx.tok = tok_table_create(o->recall_timeout_ms ?
 				      o->recall_timeout_ms :
 				      TOK_RECALL_TIMEOUT_MS, resume_job, s);
-	s->ctx.lk = lk_table_create(o->lock_set & SRV_LOCK_LEASE ?
-				    o->lock_lease_ms : LK_LEASE_MS,
-				    o->lock_set & SRV_LOCK_GRACE ?
-				    o->lock_grace_ms : LK_GRACE_MS);
 	s->drc = drc_create(park_conn);
 	s->workers = calloc((size_t)n, sizeof(*s->workers));
-	if (!s->ctx.stats || !s->ctx.cb || !s->ctx.tok || !s->ctx.lk ||
-	    !s->drc ||
+	if (!s->ctx.stats || !s->ctx.cb || !s->ctx.tok || !s->drc ||
 	    !s->workers) {
 		snprintf(err, errsz, "out of memory");
 		ret = -ENOMEM;
@@ -1206,6 +1201,16 @@ int server_start(const struct server_opts *o, struct server **out, char *err,
 	ret = store_open(o->data_dir, &s->ctx.st, err, errsz);
 	if (ret)
 		goto fail;
+	s->ctx.lk = lk_table_create(o->data_dir,
+				    o->lock_set & SRV_LOCK_LEASE ?
+				    o->lock_lease_ms : LK_LEASE_MS,
+				    o->lock_set & SRV_LOCK_GRACE ?
+				    o->lock_grace_ms : LK_GRACE_MS);
+	if (!s->ctx.lk) {
+		snprintf(err, errsz, "out of memory");
+		ret = -ENOMEM;
+		goto fail;
+	}
 	s->ctx.orph = orphan_table_create(s->ctx.st, o->orphan_grace_s ?
 					  o->orphan_grace_s : ORPHAN_GRACE_S,
 					  mono_s());
@@ -1288,5 +1293,6 @@ void server_stop(struct server *s)
 
 	expiry_stop(s);
 	workers_stop(s);
+	lk_table_stopped(s->ctx.lk);
 	server_free(s);
 }
