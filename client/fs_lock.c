@@ -45,6 +45,10 @@
 /* A waiter asks the server again after this long without a wake-up
  * (only a lost push makes that needed). */
 #define LK_REASK_MS 30000
+/* While it holds locks, the client says something to the server at least
+ * this often (a PING when nothing else goes): the server closes the
+ * connection of a lock holder silent for longer than its lease. */
+#define LK_RENEW_MS 1000
 
 struct fs_lkfile {
 	struct fs_lkfile *next;
@@ -61,9 +65,18 @@ struct fs_locks {
 	uint64_t gen;          /* reconnects */
 	int reclaim_due, reclaiming, stopping, started;
 	pthread_t reclaimer;
-	uint64_t held, waiting, lost, reclaimed, calls, wakes;
+	uint64_t held, waiting, lost, reclaimed, calls, wakes, pings;
 	uint64_t next_fh;
+	int64_t last_call_ms;  /* atomic: CLOCK_MONOTONIC ms of the last call */
 };
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 static size_t lk_bucket(const struct cairn_fid *fid)
 {
@@ -120,6 +133,7 @@ static int lock_call(fuse_req_t req, struct fs *fs,
 	int rc;
 
 	__atomic_add_fetch(&fs->locks->calls, 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&fs->locks->last_call_ms, mono_ms(), __ATOMIC_RELAXED);
 	rc = fs_rpc(req, fs, OP_LOCK, &q, &p, NULL);
 	if (!rc && a)
 		*a = p.attr;
@@ -520,8 +534,26 @@ static void *reclaimer(void *arg)
 
 	pthread_mutex_lock(&L->lock);
 	for (;;) {
-		while (!L->reclaim_due && !L->stopping)
-			pthread_cond_wait(&L->cond, &L->lock);
+		while (!L->reclaim_due && !L->stopping) {
+			struct timespec until;
+
+			clock_deadline(CLOCK_REALTIME, LK_RENEW_MS, &until);
+			if (pthread_cond_timedwait(&L->cond, &L->lock,
+						   &until) != ETIMEDOUT ||
+			    !L->held || L->reclaiming ||
+			    mono_ms() - __atomic_load_n(&L->last_call_ms,
+							__ATOMIC_RELAXED) <
+			    LK_RENEW_MS)
+				continue;
+			/* Holding locks, and quiet: keep the lease. */
+			L->pings++;
+			pthread_mutex_unlock(&L->lock);
+			__atomic_store_n(&L->last_call_ms, mono_ms(),
+					 __ATOMIC_RELAXED);
+			fs_rpc(NULL, fs, OP_PING, &(struct msg_empty){ 0 },
+			       NULL, NULL);
+			pthread_mutex_lock(&L->lock);
+		}
 		if (L->stopping)
 			break;
 		L->reclaim_due = 0;
@@ -620,9 +652,9 @@ void fs_lock_print_stats(void *arg, FILE *out)
 	pthread_mutex_lock(&L->lock);
 	fprintf(out, "lk.global 1\nlk.held %" PRIu64 "\nlk.waiting %" PRIu64
 		"\nlk.lost %" PRIu64 "\nlk.reclaimed %" PRIu64 "\nlk.calls %"
-		PRIu64 "\nlk.wakes %" PRIu64 "\nlk.reclaiming %d\n", L->held,
-		L->waiting, L->lost, L->reclaimed,
-		__atomic_load_n(&L->calls, __ATOMIC_RELAXED), L->wakes,
-		L->reclaiming);
+		PRIu64 "\nlk.wakes %" PRIu64 "\nlk.pings %" PRIu64
+		"\nlk.reclaiming %d\n", L->held, L->waiting, L->lost,
+		L->reclaimed, __atomic_load_n(&L->calls, __ATOMIC_RELAXED),
+		L->wakes, L->pings, L->reclaiming);
 	pthread_mutex_unlock(&L->lock);
 }

@@ -575,6 +575,21 @@ void lk_expire(struct lk_table *t)
 	send_wakes(t, &wk);
 }
 
+unsigned lk_lease_ms(const struct lk_table *t)
+{
+	return t->lease_ms;
+}
+
+size_t lk_client_locks(struct lk_table *t, const struct lk_client *cl)
+{
+	size_t n;
+
+	pthread_mutex_lock(&t->lock);
+	n = cl->nlocks;
+	pthread_mutex_unlock(&t->lock);
+	return n;
+}
+
 void lk_get_stats(struct lk_table *t, struct lk_stats *out)
 {
 	pthread_mutex_lock(&t->lock);

@@ -72,6 +72,10 @@ int lk_test(struct lk_table *t, struct lk_client *cl,
 	    const struct cairn_fid *fid, const struct lkent *req,
 	    struct lkent *out);
 
+/* The lease (ms), and how many lock ranges cl holds now. */
+unsigned lk_lease_ms(const struct lk_table *t);
+size_t lk_client_locks(struct lk_table *t, const struct lk_client *cl);
+
 /* Drop the locks of clients whose lease ran out; wake waiters when the
  * grace period ends. Called by the server's expiry thread. */
 void lk_expire(struct lk_table *t);

@@ -128,6 +128,7 @@ struct conn {
 	struct drc_client *drc;   /* as client_id; NULL: no HELLO_REPLAY */
 	struct cb_client cb;      /* guarded by the callback table */
 	struct lk_client *lk;     /* set once with client_id */
+	int64_t last_rx_ms;       /* atomic: monotonic ms of its last frame */
 };
 
 struct job {
@@ -255,6 +256,14 @@ static int64_t mono_s(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec;
+}
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 struct drc_client *conn_drc(struct conn *c)
@@ -777,6 +786,7 @@ static void *conn_reader(void *arg)
 
 		if (read_frame(c, &h, &payload))
 			break;
+		__atomic_store_n(&c->last_rx_ms, mono_ms(), __ATOMIC_RELAXED);
 		if (!c->hello_done) {
 			/* Handshake inline: nothing else runs before it
 			 * (read_frame let through only a HELLO, which never
@@ -921,6 +931,37 @@ static void lost_client(void *arg, void *owner)
 	conn_put(c);
 }
 
+/*
+ * A client that holds locks keeps its connection busy (it pings when it
+ * has nothing else to say, fs_lock.c). One silent for longer than the
+ * lock lease is hung or cut off: its connection is closed, so that its
+ * locks go a lease later, not when TCP keepalive notices (minutes).
+ */
+static void silent_lock_holders(struct server *s)
+{
+	int64_t now = mono_ms(), lease = lk_lease_ms(s->ctx.lk);
+	struct conn *silent[16];
+	int n = 0;
+
+	pthread_mutex_lock(&s->lock);
+	for (struct conn *c = s->conns; c && n < 16; c = c->next) {
+		int64_t rx = __atomic_load_n(&c->last_rx_ms, __ATOMIC_RELAXED);
+
+		if (c->hello_done && c->lk && now - rx > lease &&
+		    lk_client_locks(s->ctx.lk, c->lk)) {
+			conn_get(c);
+			silent[n++] = c;
+		}
+	}
+	pthread_mutex_unlock(&s->lock);
+	for (int i = 0; i < n; i++) {
+		conn_abort(silent[i], "silent for over %lld ms while its client "
+			   "holds locks: its locks go in %lld ms unless it "
+			   "reconnects", (long long)lease, (long long)lease);
+		conn_put(silent[i]);
+	}
+}
+
 static void *expiry_main(void *arg)
 {
 	struct server *s = arg;
@@ -943,6 +984,7 @@ static void *expiry_main(void *arg)
 		cb_expire(s->ctx.cb, lost_client, s);
 		tok_expire(s->ctx.tok);
 		lk_expire(s->ctx.lk);
+		silent_lock_holders(s);
 		drc_expire(s->drc); /* does work once a second at most */
 		orphan_sweep(s->ctx.orph, mono_s()); /* likewise */
 		if (mono_s() != synced_at) {
