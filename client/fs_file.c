@@ -38,13 +38,15 @@ void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 {
 	struct fs *fs = req_fs(req);
 	uint64_t seq = notify_seq(fs->ntf);
-	int trunc = !isdir && (fi->flags & O_TRUNC);
 	struct cairn_fid fid;
 	struct cairn_attr a;
 	int fresh, rc;
 
 	fi->fh = isdir ? 0 : fs_lock_next_fh(fs);
-	rc = itab_open_begin(fs->itab, ino, !trunc, &fid);
+	/* O_TRUNC changes nothing here: the kernel truncates (its pages
+	 * too) with a SETATTR after this reply (atomic_o_trunc is off),
+	 * which goes through the journal like any other. */
+	rc = itab_open_begin(fs->itab, ino, 1, &fid);
 	if (rc < 0)
 		goto out;
 	if (rc == 1) {
@@ -52,11 +54,7 @@ void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 		fuse_reply_open(req, fi);
 		return;
 	}
-	rc = trunc ? fs_truncate(req, fs, &fid, &a)
-		   : fs_getattr(req, fs, &fid, &a);
-	if (rc && trunc)
-		ccache_forget_fid(fs->cc, &fid); /* as in fs_op_write */
-	if (rc)
+	if ((rc = fs_getattr(req, fs, &fid, &a)))
 		goto out;
 	fresh = notify_reply_begin(fs->ntf, seq);
 	itab_open_end(fs->itab, ino, &a, fresh);

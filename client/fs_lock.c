@@ -37,6 +37,7 @@
 #include "fs_int.h"
 #include "inode.h"
 #include "notify.h"
+#include "wback.h"
 #include "../lib/clock.h"
 #include "../lib/lkset.h"
 #include "../lib/log.h"
@@ -170,6 +171,28 @@ static void revalidate(struct fs *fs, fuse_ino_t ino, uint64_t seq,
 		notify_writeback_inode(fs->ntf, ino);
 }
 
+/*
+ * Send a release (e: LK_UN) once the file's changes are on the server;
+ * the file's write token, idle now, goes back with it, so that the next
+ * holder's reads wait for no recall.
+ */
+static int unlock_call(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
+		       const struct cairn_fid *fid, const struct lkent *e,
+		       int pages)
+{
+	int rc, ret;
+
+	if ((rc = ship(fs, ino, fid, pages)))
+		log_warn("lock release of vnode %" PRIu64 ": its changes are "
+			 "not on the server yet (%s)", fid->vnode,
+			 strerror(-rc));
+	ret = !rc && wb_return_begin(fs->wbk, fid);
+	rc = lock_call(req, fs, fid, e, ret ? LK_RETURN : 0, NULL);
+	if (ret)
+		wb_return_end(fs->wbk, fid, rc == 0);
+	return rc;
+}
+
 /* Release owner's locks of one kind on fid, everywhere; 0 when none. */
 static int release_owner(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
 			 const struct cairn_fid *fid, uint64_t owner, int flk,
@@ -189,11 +212,7 @@ static int release_owner(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
 	pthread_mutex_unlock(&L->lock);
 	if (!has)
 		return 0;
-	if ((rc = ship(fs, ino, fid, pages)))
-		log_warn("lock release of vnode %" PRIu64 ": its changes are "
-			 "not on the server yet (%s)", fid->vnode,
-			 strerror(-rc));
-	rc = lock_call(req, fs, fid, &e, 0, NULL);
+	rc = unlock_call(req, fs, ino, fid, &e, pages);
 	if (rc == -ESTALE || rc == -ENOENT)
 		rc = 0; /* the file is gone: so are its locks */
 	if (!rc) {
@@ -258,11 +277,7 @@ static int do_lock(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
 	if ((rc = itab_fid(fs->itab, ino, &fid)) || (rc = take_lost(L, &fid)))
 		return rc;
 	if (e->type == LK_UN) {
-		if ((rc = ship(fs, ino, &fid, 1)))
-			log_warn("lock release of vnode %" PRIu64 ": its "
-				 "changes are not on the server yet (%s)",
-				 fid.vnode, strerror(-rc));
-		if ((rc = lock_call(req, fs, &fid, e, 0, NULL)))
+		if ((rc = unlock_call(req, fs, ino, &fid, e, 1)))
 			return rc;
 		pthread_mutex_lock(&L->lock);
 		mirror(L, &fid, e);
@@ -405,10 +420,15 @@ void fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, ENOSYS);
 		return;
 	}
-	if (!fs->locks->held || itab_fid(fs->itab, ino, &fid)) {
+	if ((!wb_busy(fs->wbk) &&
+	     !__atomic_load_n(&fs->locks->held, __ATOMIC_RELAXED)) ||
+	    itab_fid(fs->itab, ino, &fid)) {
 		fuse_reply_err(req, 0);
 		return;
 	}
+	/* The kernel wrote the file's pages to us before this: the journal
+	 * holds a whole close, which a recall may now hand over. */
+	wb_closed(fs->wbk, &fid);
 	rc = release_owner(req, fs, ino, &fid, fi->lock_owner, 0, 0);
 	reply_error(req, rc);
 }

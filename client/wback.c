@@ -121,6 +121,8 @@ struct wfile {
 	enum wtok tok;
 	unsigned queued : 1, busy : 1, must_return : 1;
 	unsigned returning : 1;   /* in a WRETURN on its way */
+	unsigned open_dirty : 1;  /* changed since its last close (FLUSH) */
+	int64_t recalled_ms;      /* when the recall came */
 	unsigned known : 1;       /* known_dv/size hold */
 	uint64_t known_dv, known_size;
 	uint64_t tbase, tidx;     /* for the next change journaled */
@@ -160,6 +162,7 @@ struct wb {
 	uint64_t pending_bytes;
 	size_t pending_ops;
 	size_t held;              /* tokens held (HELD or RECALLED) */
+	int closes_seen;          /* FLUSH reaches us (wb_closed) */
 	int stopping;
 	unsigned started;
 	/* FIDs recalled while we did not hold their token (a grant still on
@@ -860,6 +863,19 @@ static int applied_already(struct wb *w, struct wfile *f,
  * back when recalled (or idle, with nothing left). Called by a shipper
  * owning f (busy), with the lock held; returns with it held.
  */
+/*
+ * A recalled file in the middle of a close (changed since its last
+ * FLUSH): until that close, or WB_CLOSE_WAIT_MS after the recall, its
+ * changes are still journaled and the token is kept, so that the other
+ * client gets the whole close. Under lock.
+ */
+static int close_pending(const struct wb *w, const struct wfile *f)
+{
+	return f->tok == TK_RECALLED && !f->must_return && f->open_dirty &&
+	       w->closes_seen && !w->stopping &&
+	       now_ms() - f->recalled_ms < WB_CLOSE_WAIT_MS;
+}
+
 static void ship_file(struct wb *w, struct wfile *f, uint8_t *buf)
 {
 	for (;;) {
@@ -981,10 +997,18 @@ failed:
 	/* Nothing left: give the token back when asked, or when idle. */
 	if (f->head)
 		goto out; /* a change still being written */
+	if (close_pending(w, f)) {
+		/* In the middle of a rewrite whose pages the kernel has not
+		 * given us yet: the other client gets it whole at the
+		 * close (wb_closed), or as it is after WB_CLOSE_WAIT_MS. */
+		f->retry_ms = now_ms() + 50;
+		goto out;
+	}
 	if (f->must_return || f->tok == TK_RECALLED) {
 		int rc;
 
 		f->must_return = 0;
+		f->open_dirty = 0;
 		if (f->tok == TK_HELD || f->tok == TK_RECALLED)
 			set_tok(w, f, TK_NONE);
 		pthread_mutex_unlock(&w->lock);
@@ -1291,7 +1315,7 @@ static struct wfile *hold(struct wb *w, const struct cairn_fid *fid,
 			*rc = -ENOSYS;
 			return NULL;
 		}
-		if (f->tok == TK_HELD)
+		if (f->tok == TK_HELD || close_pending(w, f))
 			break;
 		/* Recalled, or lost with changes left, or being given
 		 * back: the shippers sort that out first; wait for them. */
@@ -1406,6 +1430,7 @@ static int journal(struct wb *w, struct wfile *f, struct jrec *h,
 	}
 	o->ready = 1;
 	f->last_ms = now_ms();
+	f->open_dirty = 1;
 	if (o->type == JR_WRITE && f->psz && o->off + o->len > f->psize)
 		f->psize = o->off + o->len;
 	if (o->type == JR_ATTR && (o->valid & SA_SIZE)) {
@@ -1591,6 +1616,7 @@ void wb_recall(void *arg, const struct cairn_fid *fid)
 		f->recalls++;
 		if (f->tok == TK_HELD) {
 			set_tok(w, f, TK_RECALLED);
+			f->recalled_ms = now_ms();
 		} else if (f->tok != TK_RECALLED) {
 			f->must_return = 1;
 			w->unheld[w->nunheld++ % 64] = *fid;
@@ -1601,6 +1627,59 @@ void wb_recall(void *arg, const struct cairn_fid *fid)
 		log_error("write-back: out of memory for the recall of vnode %"
 			  PRIu64 "; the server revokes it", fid->vnode);
 	}
+	pthread_mutex_unlock(&w->lock);
+}
+
+void wb_closed(struct wb *w, const struct cairn_fid *fid)
+{
+	struct wfile *f;
+
+	if (!w)
+		return;
+	pthread_mutex_lock(&w->lock);
+	w->closes_seen = 1;
+	if ((f = *fslot(w, fid)) && f->open_dirty) {
+		f->open_dirty = 0;
+		if (f->tok == TK_RECALLED) {
+			f->retry_ms = 0;
+			enqueue(w, f, 1);
+		}
+	}
+	pthread_mutex_unlock(&w->lock);
+}
+
+int wb_return_begin(struct wb *w, const struct cairn_fid *fid)
+{
+	struct wfile *f;
+	int ret = 0;
+
+	if (!w || !__atomic_load_n(&w->held, __ATOMIC_RELAXED))
+		return 0;
+	pthread_mutex_lock(&w->lock);
+	f = *fslot(w, fid);
+	if (f && f->tok == TK_HELD && !f->nops && !f->busy && !f->queued &&
+	    !f->waiters && !f->returning && !f->must_return) {
+		set_tok(w, f, TK_NONE);
+		f->returning = 1;
+		f->open_dirty = 0;
+		ret = 1;
+	}
+	pthread_mutex_unlock(&w->lock);
+	return ret;
+}
+
+void wb_return_end(struct wb *w, const struct cairn_fid *fid, int ok)
+{
+	struct wfile *f;
+
+	pthread_mutex_lock(&w->lock);
+	if ((f = *fslot(w, fid))) {
+		f->returning = 0;
+		if (ok)
+			w->st.returns++;
+		file_maybe_free(w, f);
+	}
+	pthread_cond_broadcast(&w->done);
 	pthread_mutex_unlock(&w->lock);
 }
 

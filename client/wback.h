@@ -49,6 +49,10 @@ struct fs;
 #define WB_THREADS          2u
 /* A held token with nothing left to send goes back after this long. */
 #define WB_IDLE_RETURN_MS   1000
+/* A recall that comes while the file has changes since its last close
+ * (the kernel's FLUSH) waits this long at most for that close, so that
+ * the other client sees whole closes, not a rewrite half done. */
+#define WB_CLOSE_WAIT_MS    1000
 /* Journal segments are this large at most. */
 #define WB_SEGMENT_MAX      (64ull << 20)
 /* Above this many bytes not yet sent, writers wait for the shippers. */
@@ -114,6 +118,22 @@ void wb_created(struct wb *w, const struct cairn_fid *fid, uint64_t dv,
 		uint64_t size);
 /* CB_RECALL of fid (the rpc reader's notify hook): never blocks. */
 void wb_recall(void *arg, const struct cairn_fid *fid);
+/*
+ * A close() of fid (the kernel's FLUSH, after it wrote the file's dirty
+ * pages): what the journal holds of it now is a whole close, which a
+ * recall may hand over. Without FLUSH (--local-locks mounts answer it
+ * ENOSYS and never call this) recalls do not wait for closes.
+ */
+void wb_closed(struct wb *w, const struct cairn_fid *fid);
+/*
+ * A lock release is about to go to the server, after the file's changes
+ * (fs_lock.c): if fid's token is held with nothing left to send, it goes
+ * back with the release (LK_RETURN). wb_return_begin marks it so
+ * (writers wait) and returns 1; wb_return_end(ok: the release was
+ * answered) ends that. 0: nothing to give back.
+ */
+int wb_return_begin(struct wb *w, const struct cairn_fid *fid);
+void wb_return_end(struct wb *w, const struct cairn_fid *fid, int ok);
 /* After a reconnect every token is gone (the notify hook). */
 void wb_reconnected(void *arg);
 
