@@ -121,7 +121,7 @@ struct wfile {
 	enum wtok tok;
 	unsigned queued : 1, busy : 1, must_return : 1;
 	unsigned returning : 1;   /* in a WRETURN on its way */
-	unsigned open_dirty : 1;  /* changed since its last close (FLUSH) */
+	unsigned open_dirty : 1;  /* truncated since its last close (FLUSH) */
 	int64_t recalled_ms;      /* when the recall came */
 	unsigned known : 1;       /* known_dv/size hold */
 	uint64_t known_dv, known_size;
@@ -864,7 +864,7 @@ static int applied_already(struct wb *w, struct wfile *f,
  * owning f (busy), with the lock held; returns with it held.
  */
 /*
- * A recalled file in the middle of a close (changed since its last
+ * A recalled file in the middle of a rewrite (truncated since its last
  * FLUSH): until that close, or WB_CLOSE_WAIT_MS after the recall, its
  * changes are still journaled and the token is kept, so that the other
  * client gets the whole close. Under lock.
@@ -1430,7 +1430,12 @@ static int journal(struct wb *w, struct wfile *f, struct jrec *h,
 	}
 	o->ready = 1;
 	f->last_ms = now_ms();
-	f->open_dirty = 1;
+	/* A truncate begins a rewrite (O_TRUNC): until its close, a recall
+	 * waits for the rest of it (close_pending). Changes in place (a
+	 * database, a log kept open) do not wait for a close that may
+	 * never come; programs that update in place use locks. */
+	if (o->type == JR_ATTR && (o->valid & SA_SIZE))
+		f->open_dirty = 1;
 	if (o->type == JR_WRITE && f->psz && o->off + o->len > f->psize)
 		f->psize = o->off + o->len;
 	if (o->type == JR_ATTR && (o->valid & SA_SIZE)) {

@@ -49,9 +49,10 @@ struct fs;
 #define WB_THREADS          2u
 /* A held token with nothing left to send goes back after this long. */
 #define WB_IDLE_RETURN_MS   1000
-/* A recall that comes while the file has changes since its last close
- * (the kernel's FLUSH) waits this long at most for that close, so that
- * the other client sees whole closes, not a rewrite half done. */
+/* A recall that comes while the file was truncated since its last close
+ * (the kernel's FLUSH: a rewrite in progress) waits this long at most for
+ * that close, so that the other client sees whole closes, not a rewrite
+ * half done. */
 #define WB_CLOSE_WAIT_MS    1000
 /* Journal segments are this large at most. */
 #define WB_SEGMENT_MAX      (64ull << 20)

@@ -157,11 +157,13 @@ enum { WT_RETURN = 1u << 0, WT_DV = 1u << 1 };
  * push CB_LOCKWAKE when the file's locks change, so the client asks
  * again; LK_RECLAIM: a lock the client held before a reconnect or a
  * server restart (granted only in the grace period, or if still held);
- * LK_CANCEL: the owner no longer waits for fid (type ignored).
+ * LK_CANCEL: the owner no longer waits for fid (type ignored);
+ * LK_RETURN (with LK_UN): also give back the requester's write token on
+ * fid, as WTOKEN WT_RETURN would (the next holder's reads need no recall).
  */
 enum { LK_UN = 0, LK_RD = 1, LK_WR = 2 };
 enum { LK_FLOCK = 1u << 0, LK_WAIT = 1u << 1, LK_RECLAIM = 1u << 2,
-       LK_CANCEL = 1u << 3 };
+       LK_CANCEL = 1u << 3, LK_RETURN = 1u << 4 };
 /* BULKSTAT flags. */
 enum { BS_LIST = 1u << 0 };
 /* Largest BULKSTAT page the server builds (its entries' bytes). */

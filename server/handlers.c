@@ -829,7 +829,8 @@ static int lock_entry(const struct msg_lock_req *m, struct lkent *e)
 {
 	if (m->start > m->end || m->end > LK_EOF || m->type > LK_WR ||
 	    (m->flags & ~(uint32_t)(LK_FLOCK | LK_WAIT | LK_RECLAIM |
-				    LK_CANCEL)))
+				    LK_CANCEL | LK_RETURN)) ||
+	    ((m->flags & LK_RETURN) && m->type != LK_UN))
 		return -EINVAL;
 	*e = (struct lkent){ .owner = m->owner, .start = m->start,
 			     .end = m->end, .pid = m->pid,
@@ -857,6 +858,10 @@ static int op_lock(struct op_req *q)
 		return ret;
 	if ((ret = lk_lock(q->ctx->lk, q->c, cl, &m->fid, &e, m->flags)))
 		return ret;
+	/* The releaser sent what it wrote first: whoever waits for its
+	 * token (a reader, the next holder of the lock) may run now. */
+	if (m->flags & LK_RETURN)
+		tok_return(q->ctx->tok, q->c, &m->fid);
 	reply(q, &rep);
 	if (take)
 		promise(q, &rep.attr.fid);
@@ -875,7 +880,7 @@ static int op_getlk(struct op_req *q)
 	if ((ret = lock_entry(m, &e)))
 		return ret;
 	if (m->type == LK_UN || (m->flags & ~(uint32_t)LK_FLOCK))
-		return -EINVAL;
+		return -EINVAL; /* checked before lock_entry's wider mask */
 	if (!cl)
 		return -ENOLCK;
 	if ((ret = store_getattr(q->ctx->st, &m->fid, &a)))
