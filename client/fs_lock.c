@@ -57,6 +57,7 @@ struct fs_lkfile {
 	struct lkset set;      /* ours; client NULL */
 	uint64_t gen;          /* CB_LOCKWAKE count */
 	int lost;              /* a lock of it could not be reclaimed */
+	int nwait;             /* requests of ours waiting on it */
 };
 
 struct fs_locks {
@@ -102,6 +103,8 @@ static struct fs_lkfile *lkfile(struct fs_locks *L,
 	return f;
 }
 
+static void tidy(struct fs_locks *L, struct fs_lkfile *f);
+
 /* Record what the server granted or released (L->lock held). */
 static void mirror(struct fs_locks *L, const struct cairn_fid *fid,
 		   const struct lkent *e)
@@ -117,6 +120,21 @@ static void mirror(struct fs_locks *L, const struct cairn_fid *fid,
 			  ": it is not reclaimed after a server restart",
 			  fid->vnode);
 	L->held += f->set.n - n0;
+	tidy(L, f);
+}
+
+/* Forget f once it holds nothing to remember (L->lock held). */
+static void tidy(struct fs_locks *L, struct fs_lkfile *f)
+{
+	if (!f->set.n && !f->lost && !f->nwait) {
+		for (struct fs_lkfile **pp = &L->b[lk_bucket(&f->fid)]; *pp;
+		     pp = &(*pp)->next)
+			if (*pp == f) {
+				*pp = f->next;
+				free(f);
+				break;
+			}
+	}
 }
 
 /* --- calls ---------------------------------------------------------------- */
@@ -309,12 +327,23 @@ static int do_lock(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
 
 		clock_deadline(CLOCK_REALTIME, LK_REASK_MS, &until);
 		pthread_mutex_lock(&L->lock);
+		struct fs_lkfile *wf = lkfile(L, &fid, 1);
+
+		/* Its wake-ups are counted on its entry: keep it. One made
+		 * just now counts from 0, as wake_gen did without it; a
+		 * wake-up that found no entry moved L->gen. */
+		if (wf)
+			wf->nwait++;
 		L->waiting++;
 		while (!wc.intr && !L->stopping && wake_gen(L, &fid) == gen)
 			if (pthread_cond_timedwait(&L->cond, &L->lock,
 						   &until) == ETIMEDOUT)
 				break;
 		L->waiting--;
+		if (wf) {
+			wf->nwait--;
+			tidy(L, wf);
+		}
 		pthread_mutex_unlock(&L->lock);
 		fuse_req_interrupt_func(req, NULL, NULL);
 		if (wc.intr || L->stopping) {
