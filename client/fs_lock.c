@@ -72,14 +72,6 @@ struct fs_locks {
 	int64_t last_call_ms;  /* atomic: CLOCK_MONOTONIC ms of the last call */
 };
 
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static size_t lk_bucket(const struct cairn_fid *fid)
 {
 	return (size_t)((fid->vnode * 0x9e3779b97f4a7c15ull) >> 40) %
@@ -152,7 +144,7 @@ static int lock_call(fuse_req_t req, struct fs *fs,
 	int rc;
 
 	__atomic_add_fetch(&fs->locks->calls, 1, __ATOMIC_RELAXED);
-	__atomic_store_n(&fs->locks->last_call_ms, mono_ms(), __ATOMIC_RELAXED);
+	__atomic_store_n(&fs->locks->last_call_ms, clock_mono_ms(), __ATOMIC_RELAXED);
 	rc = fs_rpc(req, fs, OP_LOCK, &q, &p, NULL);
 	if (!rc && a)
 		*a = p.attr;
@@ -590,14 +582,14 @@ static void *reclaimer(void *arg)
 			if (pthread_cond_timedwait(&L->cond, &L->lock,
 						   &until) != ETIMEDOUT ||
 			    !L->held || L->reclaiming ||
-			    mono_ms() - __atomic_load_n(&L->last_call_ms,
+			    clock_mono_ms() - __atomic_load_n(&L->last_call_ms,
 							__ATOMIC_RELAXED) <
 			    LK_RENEW_MS)
 				continue;
 			/* Holding locks, and quiet: keep the lease. */
 			L->pings++;
 			pthread_mutex_unlock(&L->lock);
-			__atomic_store_n(&L->last_call_ms, mono_ms(),
+			__atomic_store_n(&L->last_call_ms, clock_mono_ms(),
 					 __ATOMIC_RELAXED);
 			fs_rpc(NULL, fs, OP_PING, &(struct msg_empty){ 0 },
 			       NULL, NULL);

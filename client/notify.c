@@ -80,6 +80,7 @@
 #include "inode.h"
 #include "notify.h"
 #include "rpc.h"
+#include "../lib/clock.h"
 #include "../lib/debug.h"
 #include "../lib/log.h"
 #include "../lib/msg.h"
@@ -321,18 +322,10 @@ static void count_result(struct notify *n, int rc, uint64_t ino,
 		  (unsigned long long)ino, name ? name : "", strerror(-rc));
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* An acknowledgement left: how long the push waited for it. */
 static void count_ack(struct notify *n, const struct nitem *it)
 {
-	uint64_t us = (now_ns() - it->rx_ns) / 1000u;
+	uint64_t us = (clock_mono_ns() - it->rx_ns) / 1000u;
 	uint64_t max = __atomic_load_n(&n->st.ack_us_max, __ATOMIC_RELAXED);
 
 	__atomic_add_fetch(&n->st.acks, 1, __ATOMIC_RELAXED);
@@ -556,14 +549,20 @@ static void *dentry_main(void *arg)
 	on_notifier = 1;
 	pthread_mutex_lock(&n->q_lock);
 	for (;;) {
-		while (w->state != DW_WORK && !n->stopping)
+		/* The item, not the state, says there is work: the notifier
+		 * may abandon an item (DW_ABANDONED) before we woke. */
+		while (!w->item && !n->stopping)
 			pthread_cond_wait(&n->dw_cond, &n->q_lock);
-		if (w->state != DW_WORK)
+		if (!w->item)
 			break; /* stopping */
 		struct nitem *it = w->item;
+		int stopping = n->stopping;
 		pthread_mutex_unlock(&n->q_lock);
 
-		inval_entry(n, it);
+		/* An item not yet begun when we stop is dropped: the
+		 * session is going and nothing waits for it. */
+		if (!stopping)
+			inval_entry(n, it);
 
 		pthread_mutex_lock(&n->q_lock);
 		free(it);
@@ -1088,7 +1087,7 @@ void notify_on_push(void *arg, uint16_t op, uint32_t id,
 		ack = nitem_new(NK_ACK, 0, 0, NULL, 0);
 		if (ack) {
 			ack->ack_id = id;
-			ack->rx_ns = now_ns();
+			ack->rx_ns = clock_mono_ns();
 		} else {
 			log_error("out of memory: callback break %u will not "
 				  "be acknowledged", id);

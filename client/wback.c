@@ -135,6 +135,7 @@ struct wfile {
 	uint64_t bytes;
 	int err;                  /* why the last send failed; 0 after one
 				   * succeeded */
+	unsigned fails;           /* sends failed so far (err set) */
 	uint64_t recalls;         /* CB_RECALLs seen */
 	int64_t last_ms;          /* last change journaled or sent */
 	int64_t retry_ms;         /* not before this, after an error */
@@ -175,14 +176,6 @@ struct wb {
 	unsigned nthreads;
 	struct wb_stats st;
 };
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static uint32_t hdr_crc(const struct jrec *h)
 {
@@ -873,7 +866,7 @@ static int close_pending(const struct wb *w, const struct wfile *f)
 {
 	return f->tok == TK_RECALLED && !f->must_return && f->open_dirty &&
 	       w->closes_seen && !w->stopping &&
-	       now_ms() - f->recalled_ms < WB_CLOSE_WAIT_MS;
+	       clock_mono_ms() - f->recalled_ms < WB_CLOSE_WAIT_MS;
 }
 
 static void ship_file(struct wb *w, struct wfile *f, uint8_t *buf)
@@ -959,7 +952,7 @@ static void ship_file(struct wb *w, struct wfile *f, uint8_t *buf)
 			f->known_dv = a.dv;
 			f->known_size = a.size;
 			f->err = 0;
-			f->last_ms = now_ms();
+			f->last_ms = clock_mono_ms();
 			pop_op(w, f);
 			pthread_cond_broadcast(&w->done);
 			continue;
@@ -989,8 +982,9 @@ failed:
 				 "%" PRIu64 " to the server: %s; kept, retrying",
 				 f->nops, f->fid.vnode, strerror(-rc));
 		f->err = rc;
+		f->fails++;
 		w->st.errors++;
-		f->retry_ms = now_ms() + 1000;
+		f->retry_ms = clock_mono_ms() + 1000;
 		pthread_cond_broadcast(&w->done);
 		return;
 	}
@@ -1001,7 +995,7 @@ failed:
 		/* In the middle of a rewrite whose pages the kernel has not
 		 * given us yet: the other client gets it whole at the
 		 * close (wb_closed), or as it is after WB_CLOSE_WAIT_MS. */
-		f->retry_ms = now_ms() + 50;
+		f->retry_ms = clock_mono_ms() + 50;
 		goto out;
 	}
 	if (f->must_return || f->tok == TK_RECALLED) {
@@ -1027,7 +1021,7 @@ out:
 /* The next file a shipper should serve, or NULL. Under lock. */
 static struct wfile *next_ready(struct wb *w)
 {
-	int64_t now = now_ms();
+	int64_t now = clock_mono_ms();
 
 	for (struct wfile **p = &w->qhead, *prev = NULL; *p;
 	     prev = *p, p = &(*p)->qnext) {
@@ -1049,7 +1043,7 @@ static struct wfile *next_ready(struct wb *w)
  * time came. Under lock. */
 static void sweep(struct wb *w)
 {
-	int64_t now = now_ms();
+	int64_t now = clock_mono_ms();
 
 	if (!w->held && !w->pending_ops)
 		return;
@@ -1076,7 +1070,7 @@ static void sweep(struct wb *w)
 static void return_idle(struct wb *w)
 {
 	struct cairn_fid fids[CAIRN_ORPHAN_DROP_MAX];
-	int64_t now = now_ms();
+	int64_t now = clock_mono_ms();
 	size_t n = 0;
 	int rc;
 
@@ -1133,10 +1127,10 @@ static void *shipper(void *arg)
 	while (buf) {
 		struct wfile *f;
 
-		if (now_ms() - swept >= 200 || w->stopping) {
+		if (clock_mono_ms() - swept >= 200 || w->stopping) {
 			sweep(w);
 			return_idle(w);
-			swept = now_ms();
+			swept = clock_mono_ms();
 		}
 		f = next_ready(w);
 		if (!f) {
@@ -1195,7 +1189,7 @@ int wb_start(struct wb *w)
 
 void wb_stop(struct wb *w)
 {
-	int64_t t0 = now_ms(), said = t0, failing_since = 0;
+	int64_t t0 = clock_mono_ms(), said = t0, failing_since = 0;
 	uint64_t sent = 0;
 
 	if (!w || !w->started)
@@ -1209,7 +1203,7 @@ void wb_stop(struct wb *w)
 	pthread_cond_broadcast(&w->work);
 	while (w->pending_ops || w->held) {
 		struct timespec until;
-		int64_t now = now_ms();
+		int64_t now = clock_mono_ms();
 		int failing = 0, refused = 1;
 
 		/* Files the server will not take. ENOSPC and the like are
@@ -1246,9 +1240,9 @@ void wb_stop(struct wb *w)
 		clock_deadline(CLOCK_REALTIME, 100, &until);
 		pthread_cond_timedwait(&w->done, &w->lock, &until);
 	}
-	if (!w->pending_ops && now_ms() - t0 > 1000)
+	if (!w->pending_ops && clock_mono_ms() - t0 > 1000)
 		log_info("write-back: everything sent (%.1f s)",
-			 (now_ms() - t0) / 1000.0);
+			 (clock_mono_ms() - t0) / 1000.0);
 	w->stopping = 2;
 	pthread_cond_broadcast(&w->work);
 	for (unsigned i = 0; i < w->nthreads; i++)
@@ -1429,7 +1423,7 @@ static int journal(struct wb *w, struct wfile *f, struct jrec *h,
 		return rc;
 	}
 	o->ready = 1;
-	f->last_ms = now_ms();
+	f->last_ms = clock_mono_ms();
 	/* A truncate begins a rewrite (O_TRUNC): until its close, a recall
 	 * waits for the rest of it (close_pending). Changes in place (a
 	 * database, a log kept open) do not wait for a close that may
@@ -1547,6 +1541,7 @@ out:
 int wb_drain(struct wb *w, const struct cairn_fid *fid)
 {
 	struct wfile *f;
+	unsigned fails;
 	int rc = 0;
 
 	if (!w || !__atomic_load_n(&w->pending_ops, __ATOMIC_RELAXED))
@@ -1560,8 +1555,11 @@ int wb_drain(struct wb *w, const struct cairn_fid *fid)
 	f->waiters++;
 	f->retry_ms = 0;
 	enqueue(w, f, 1);
+	/* An error from before we came (the server was away a moment ago)
+	 * says nothing yet: we asked for a new try; its outcome counts. */
+	fails = f->fails;
 	while (f->nops && !w->stopping) {
-		if (f->err && !f->busy) {
+		if (f->err && !f->busy && f->fails != fails) {
 			rc = f->err;
 			break;
 		}
@@ -1602,7 +1600,7 @@ void wb_created(struct wb *w, const struct cairn_fid *fid, uint64_t dv,
 		f->tidx = 0;
 		f->psz = 1;
 		f->psize = size;
-		f->last_ms = now_ms();
+		f->last_ms = clock_mono_ms();
 		w->st.grants++;
 	}
 	pthread_mutex_unlock(&w->lock);
@@ -1621,7 +1619,7 @@ void wb_recall(void *arg, const struct cairn_fid *fid)
 		f->recalls++;
 		if (f->tok == TK_HELD) {
 			set_tok(w, f, TK_RECALLED);
-			f->recalled_ms = now_ms();
+			f->recalled_ms = clock_mono_ms();
 		} else if (f->tok != TK_RECALLED) {
 			f->must_return = 1;
 			w->unheld[w->nunheld++ % 64] = *fid;

@@ -50,6 +50,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "../lib/clock.h"
 #include "../lib/debug.h"
 #include "../lib/msg.h"
 #include "callback.h"
@@ -647,14 +648,6 @@ void cb_drop_client(struct cb_table *t, struct cb_client *cl)
 
 /* --- acknowledgements (all under t->ack_lock unless noted) -------------- */
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 static uint32_t ack_id_next(struct cb_table *t)
 {
 	LOCK_ASSERT_HELD(&t->ack_lock);
@@ -983,7 +976,7 @@ int cb_wait_arm(struct cb_table *t, struct cb_wait *w)
 		return 1;
 	}
 	w->armed = 1;
-	w->deadline_ms = now_ms() + CB_ACK_TIMEOUT_MS;
+	w->deadline_ms = clock_mono_ms() + CB_ACK_TIMEOUT_MS;
 	w->next = NULL;
 	w->prev = t->armed_tail;
 	if (t->armed_tail)
@@ -1029,7 +1022,7 @@ int cb_expire(struct cb_table *t, void (*lost)(void *arg, void *owner),
 	struct cb_client *gone[CB_LOST_MAX];
 	void *owners[CB_LOST_MAX];
 	struct cb_wait *done = NULL;
-	uint64_t now = now_ms();
+	uint64_t now = clock_mono_ms();
 	int n = 0;
 
 	ack_lock(t);

@@ -18,6 +18,7 @@
 #include <time.h>
 #include "lock.h"
 #include "server.h"
+#include "../lib/clock.h"
 #include "../lib/log.h"
 #include "../lib/msg.h"
 
@@ -63,17 +64,8 @@ struct lk_table {
 	unsigned lease_ms;
 	int64_t grace_end_ms;
 	int in_grace;
-	uint32_t push_id;
 	struct lk_stats st;
 };
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static size_t bucket(const struct cairn_fid *fid)
 {
@@ -104,7 +96,7 @@ struct lk_table *lk_table_create(const char *data_dir, unsigned lease_ms,
 	else if (grace_ms)
 		log_info("clients may hold locks from before this start: for "
 			 "%u ms only their reclaims are granted", grace_ms);
-	t->grace_end_ms = now_ms() + grace_ms;
+	t->grace_end_ms = clock_mono_ms() + grace_ms;
 	t->in_grace = grace_ms > 0;
 	return t;
 }
@@ -300,14 +292,7 @@ static void wake_file(struct lk_table *t, struct lk_file *f, struct wakes *wk)
 static void send_wakes(struct lk_table *t, struct wakes *wk)
 {
 	for (size_t i = 0; i < wk->n; i++) {
-		uint32_t id;
-
-		pthread_mutex_lock(&t->lock);
-		if (++t->push_id == 0)
-			t->push_id = 1;
-		id = t->push_id;
-		pthread_mutex_unlock(&t->lock);
-		if (conn_push_fid(wk->c[i], OP_CB_LOCKWAKE, id, &wk->fid[i]))
+		if (conn_push_fid(wk->c[i], OP_CB_LOCKWAKE, &wk->fid[i]))
 			log_debug("peer %s: lock wake-up for vnode %" PRIu64
 				  " not sent", conn_peer(wk->c[i]),
 				  wk->fid[i].vnode);
@@ -319,7 +304,7 @@ static void send_wakes(struct lk_table *t, struct wakes *wk)
 
 static void grace_check(struct lk_table *t, struct wakes *wk)
 {
-	if (t->in_grace && now_ms() >= t->grace_end_ms) {
+	if (t->in_grace && clock_mono_ms() >= t->grace_end_ms) {
 		t->in_grace = 0;
 		log_info("lock grace period over: new locks are granted");
 		waiters_remove(t, anyone, NULL, wk);
@@ -367,7 +352,7 @@ void lk_detach(struct lk_table *t, struct lk_client *cl, struct conn *c)
 	waiters_remove(t, of_conn, c, NULL);
 	if (--cl->conns == 0) {
 		if (cl->nlocks)
-			cl->expire_ms = now_ms() + t->lease_ms;
+			cl->expire_ms = clock_mono_ms() + t->lease_ms;
 		else
 			client_free(t, cl);
 	}
@@ -539,7 +524,7 @@ int lk_test(struct lk_table *t, struct lk_client *cl,
 void lk_expire(struct lk_table *t)
 {
 	struct wakes wk = { 0 };
-	int64_t now = now_ms();
+	int64_t now = clock_mono_ms();
 
 	pthread_mutex_lock(&t->lock);
 	grace_check(t, &wk);
@@ -594,6 +579,6 @@ void lk_get_stats(struct lk_table *t, struct lk_stats *out)
 {
 	pthread_mutex_lock(&t->lock);
 	*out = t->st;
-	out->in_grace = t->in_grace && now_ms() < t->grace_end_ms;
+	out->in_grace = t->in_grace && clock_mono_ms() < t->grace_end_ms;
 	pthread_mutex_unlock(&t->lock);
 }

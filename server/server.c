@@ -62,6 +62,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../lib/clock.h"
 #include "../lib/debug.h"
 #include "../lib/log.h"
 #include "../lib/msg.h"
@@ -258,14 +259,6 @@ static int64_t mono_s(void)
 	return (int64_t)ts.tv_sec;
 }
 
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 struct drc_client *conn_drc(struct conn *c)
 {
 	return c->drc;
@@ -365,13 +358,20 @@ static void conn_abort(struct conn *c, const char *fmt, ...)
 	va_end(ap);
 }
 
-int conn_push_fid(struct conn *c, uint16_t op, uint32_t id,
-		  const struct cairn_fid *fid)
+/* Ids of pushes nobody acknowledges (CB_RECALL, CB_LOCKWAKE): unique
+ * server-wide, never 0, for the peer's logs. */
+static uint32_t push_seq;
+
+int conn_push_fid(struct conn *c, uint16_t op, const struct cairn_fid *fid)
 {
 	struct msg_orphan_drop_req q = { .count = 1, .fids = fid };
+	uint32_t id = __atomic_add_fetch(&push_seq, 1, __ATOMIC_RELAXED);
 	struct wbuf w;
 	size_t h;
 	int rc;
+
+	if (!id)
+		id = __atomic_add_fetch(&push_seq, 1, __ATOMIC_RELAXED);
 
 	wbuf_init(&w);
 	h = wire_frame_begin(&w, op, WF_PUSH, id, 0);
@@ -786,7 +786,7 @@ static void *conn_reader(void *arg)
 
 		if (read_frame(c, &h, &payload))
 			break;
-		__atomic_store_n(&c->last_rx_ms, mono_ms(), __ATOMIC_RELAXED);
+		__atomic_store_n(&c->last_rx_ms, clock_mono_ms(), __ATOMIC_RELAXED);
 		if (!c->hello_done) {
 			/* Handshake inline: nothing else runs before it
 			 * (read_frame let through only a HELLO, which never
@@ -939,9 +939,14 @@ static void lost_client(void *arg, void *owner)
  */
 static void silent_lock_holders(struct server *s)
 {
-	int64_t now = mono_ms(), lease = lk_lease_ms(s->ctx.lk);
+	int64_t now = clock_mono_ms(), lease = lk_lease_ms(s->ctx.lk);
 	struct conn *silent[16];
+	struct lk_stats ls;
 	int n = 0;
+
+	lk_get_stats(s->ctx.lk, &ls);
+	if (!ls.locks)
+		return; /* the usual case: no walk of every connection */
 
 	pthread_mutex_lock(&s->lock);
 	for (struct conn *c = s->conns; c && n < 16; c = c->next) {

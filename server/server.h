@@ -87,9 +87,8 @@ void conn_put(struct conn *c);
  */
 int conn_send(struct conn *c, struct wbuf *w);
 /* Push op (CB_RECALL, CB_LOCKWAKE: a list of FIDs) naming one fid, with
- * push id `id`: as conn_send. */
-int conn_push_fid(struct conn *c, uint16_t op, uint32_t id,
-		  const struct cairn_fid *fid);
+ * a fresh push id: as conn_send. */
+int conn_push_fid(struct conn *c, uint16_t op, const struct cairn_fid *fid);
 
 /*
  * Close the connection because of `reason` (printf format): logs one line

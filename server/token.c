@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../lib/clock.h"
 #include "../lib/debug.h"
 #include "../lib/log.h"
 #include "../lib/msg.h"
@@ -33,7 +34,6 @@ struct tok_table {
 	struct token **buckets;
 	size_t nbuckets, n;
 	unsigned timeout_ms;
-	uint32_t push_id;
 	void (*resume)(void *, struct tok_wait *);
 	void *arg;
 	struct tok_stats st;
@@ -49,14 +49,6 @@ struct later {
 	int nput;
 	struct later *more;           /* overflow of put (rare) */
 };
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static size_t fid_hash(const struct cairn_fid *f)
 {
@@ -188,15 +180,7 @@ static void later_run(struct tok_table *t, struct later *l)
 	struct tok_wait *w = l->resume, *next;
 
 	if (l->recall) {
-		uint32_t id;
-
-		pthread_mutex_lock(&t->lock);
-		if (++t->push_id == 0)
-			t->push_id = 1;
-		id = t->push_id;
-		pthread_mutex_unlock(&t->lock);
-		if (conn_push_fid(l->recall, OP_CB_RECALL, id,
-				  &l->recall_fid))
+		if (conn_push_fid(l->recall, OP_CB_RECALL, &l->recall_fid))
 			log_debug("peer %s: recall of vnode %llu not sent",
 				  conn_peer(l->recall),
 				  (unsigned long long)l->recall_fid.vnode);
@@ -315,7 +299,7 @@ int tok_park(struct tok_table *t, struct conn *c,
 	k->wtail = w;
 	t->st.parked++;
 	if (!k->recalled_ms) {
-		k->recalled_ms = now_ms();
+		k->recalled_ms = clock_mono_ms();
 		t->st.recalls++;
 		l.recall = k->holder;
 		l.recall_fid = *fid;
@@ -374,7 +358,7 @@ void tok_conn_gone(struct tok_table *t, struct conn *c)
 void tok_expire(struct tok_table *t)
 {
 	struct later l;
-	int64_t now = now_ms();
+	int64_t now = clock_mono_ms();
 
 	if (!tok_count(t))
 		return;

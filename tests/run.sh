@@ -236,6 +236,8 @@ for build in "$@"; do
 	# Sanitizer reports of unit tests land on their stderr, which we keep.
 	export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
 	export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1}
+	# Known leaks inside libfuse itself: see tests/lsan.supp.
+	export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$ROOT/tests/lsan.supp:print_suppressions=0}
 
 	for t in "$b"/tests/test_*; do
 		[ -x "$t" ] && [ -f "$t" ] || continue

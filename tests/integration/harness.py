@@ -511,6 +511,8 @@ def setup_process(build):
         os.chmod(SAN_DIR, 0o777)   # processes running as other users too
         os.environ["ASAN_OPTIONS"] = "log_path=%s/asan:detect_leaks=1" % SAN_DIR
         os.environ["UBSAN_OPTIONS"] = "print_stacktrace=1:log_path=%s/ubsan" % SAN_DIR
+        os.environ["LSAN_OPTIONS"] = "suppressions=%s:print_suppressions=0" % os.path.join(
+            os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lsan.supp")
         atexit.register(shutil.rmtree, SAN_DIR, True)
 
 
