@@ -21,7 +21,7 @@ CFLAGS  ?= -O2 -g
 CFLAGS  += -std=gnu11 -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter \
            -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -pthread -MMD -MP \
            $(shell pkg-config --cflags fuse3 2>/dev/null)
-LDLIBS  += $(shell pkg-config --libs fuse3 2>/dev/null) -llmdb -lisal -pthread
+LDLIBS  += $(shell pkg-config --libs fuse3 2>/dev/null) -llmdb -lisal -lcrypto -pthread
 
 ifeq ($(SAN),1)
 CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer \
@@ -89,14 +89,14 @@ $(BUILD)/tools/%: bench/tools/%.c
 $(BUILD)/fuzz/replay_%: tests/fuzz/%.c tests/fuzz/replay.c \
 		$(FUZZ_LIB_SRC:%.c=$(BUILD)/obj/%.o)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ -lcrypto
 
 $(BUILD)/fuzz/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CLANG) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c -o $@ $<
 
 $(BUILD)/fuzz/%: $(BUILD)/fuzz/obj/tests/fuzz/%.o $(FUZZ_LIB_OBJ)
-	$(CLANG) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $^
+	$(CLANG) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $^ -lcrypto
 
 fuzz-build: $(FUZZ_BIN)
 

@@ -284,7 +284,8 @@ class Server:
         # In its own session: a Ctrl-C must not kill the server before the
         # mounts that depend on it are unmounted (their calls would hang).
         self.proc = subprocess.Popen(
-            [self.cairn, "serve", "--data", data, "--listen", "127.0.0.1:0"],
+            [self.cairn, "serve", "--data", data, "--listen", "127.0.0.1:0",
+             "--key", cfg["key"]],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE, text=True, start_new_session=True)
         reg.add_pid(self.proc.pid)
@@ -1127,6 +1128,15 @@ def main():
         print("bench.py: BENCH_WORK not set (run bench/run.sh)", file=sys.stderr)
         return 2
     cfg["work"] = os.path.abspath(work)
+    # One cell key for every server of the run; mounts and `cairn status`
+    # find it through $CAIRN_KEY (docs/SECURITY.md).
+    os.makedirs(cfg["work"], exist_ok=True)
+    cfg["key"] = os.path.join(cfg["work"], "cell.key")
+    if not os.path.exists(cfg["key"]):
+        fd = os.open(cfg["key"], os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.write(fd, (os.urandom(32).hex() + "\n").encode())
+        os.close(fd)
+    os.environ["CAIRN_KEY"] = cfg["key"]
     wanted = [w for w in os.environ.get("BENCH", "").replace(" ", ",").split(",") if w]
     names = [n for n, _ in WORKLOADS]
     bad = [w for w in wanted if w not in names]

@@ -36,6 +36,7 @@
 #include "../client/notify.h"
 #include "../client/wback.h"
 #include "../client/rpc.h"
+#include "../lib/seal.h"
 #include "../lib/log.h"
 #include "../lib/net.h"
 
@@ -58,6 +59,7 @@ struct mount_args {
 	int timeout_s;
 	int write_through;
 	int local_locks;
+	const char *key;
 	char host[256];
 	int port;
 };
@@ -65,12 +67,16 @@ struct mount_args {
 static void usage(FILE *f)
 {
 	fprintf(f,
-"usage: cairn mount [--cache-dir DIR] [--cache-size SIZE] [--timeout SECS] [--write-through] [--local-locks] [-f] [-v] [-o OPTS] HOST[:PORT] MOUNTPOINT\n"
+"usage: cairn mount [--key FILE] [--cache-dir DIR] [--cache-size SIZE] [--timeout SECS] [--write-through] [--local-locks] [-f] [-v] [-o OPTS] HOST[:PORT] MOUNTPOINT\n"
 "\n"
 "Mount the volume of the Cairn server at HOST (port %d by default) on\n"
 "MOUNTPOINT. The command returns once the mount exists; the client keeps\n"
 "running in the background until `cairn umount MOUNTPOINT`.\n"
 "\n"
+"  --key FILE       the cell key: the server's DATA/cell.key, copied here\n"
+"                   with mode 0600 (default $CAIRN_KEY if set, else\n"
+"                   %s). Client and server prove to each other\n"
+"                   that they hold it, and it seals every frame\n"
 "  --cache-dir DIR  the client's state directory, created if missing\n"
 "                   (default %s/HOST_PORT): its log (cairn.log),\n"
 "                   pid file and file data cache (chunks/), which\n"
@@ -105,7 +111,7 @@ static void usage(FILE *f)
 "\n"
 "Run as root, the mount is open to every local user (allow_other) with\n"
 "permissions checked by the kernel (default_permissions).\n",
-		CAIRN_DEFAULT_PORT, MOUNT_DEFAULT_CACHE_ROOT,
+		CAIRN_DEFAULT_PORT, CELLKEY_DEFAULT, MOUNT_DEFAULT_CACHE_ROOT,
 		CCACHE_DEFAULT_PERCENT, MOUNT_DOWN_TIMEOUT_S);
 }
 
@@ -113,6 +119,7 @@ static void usage(FILE *f)
 static int parse_args(int argc, char **argv, struct mount_args *a)
 {
 	static const struct option longopts[] = {
+		{ "key", required_argument, NULL, 'k' },
 		{ "cache-dir", required_argument, NULL, 'c' },
 		{ "cache-size", required_argument, NULL, 's' },
 		{ "timeout", required_argument, NULL, 't' },
@@ -132,6 +139,9 @@ static int parse_args(int argc, char **argv, struct mount_args *a)
 	optind = 0; /* full reset: main may be reused, e.g. by tests */
 	while ((c = getopt_long(argc, argv, "+fvo:h", longopts, NULL)) != -1) {
 		switch (c) {
+		case 'k':
+			a->key = optarg;
+			break;
 		case 'c':
 			a->cache_dir = optarg;
 			break;
@@ -578,6 +588,13 @@ int cmd_mount(int argc, char **argv)
 	 * of our own requests where the kernel lets it. */
 	o.hello_flags = HELLO_CB_ACK | notify_hello_flags();
 	o.on_reconnect = notify_on_reconnect;
+	rc = cellkey_load(cellkey_path(a.key), o.key, err, sizeof(err));
+	if (rc) {
+		fprintf(stderr, "cairn mount: %s%s\n", err, rc == -ENOENT ?
+			" (copy the server's DATA/cell.key here, or give "
+			"--key FILE)" : "");
+		return 1;
+	}
 	if (getrandom(o.client_id, sizeof(o.client_id), 0) !=
 	    (ssize_t)sizeof(o.client_id)) {
 		fprintf(stderr, "cairn mount: getrandom: %s\n", strerror(errno));
@@ -587,6 +604,7 @@ int cmd_mount(int argc, char **argv)
 		goto fail_errno;
 	o.arg = m.ntf;
 	rc = rpc_connect(&o, &m.rpc, &root, err, sizeof(err));
+	seal_wipe(o.key, sizeof(o.key)); /* the rpc keeps its own copy */
 	if (rc < 0) {
 		if (err[0])
 			fprintf(stderr, "cairn mount: %s\n", err);

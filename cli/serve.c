@@ -23,7 +23,7 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: cairn serve --data DIR [--listen HOST:PORT] "
 		"[--orphan-grace SECS] [--recall-timeout MS] "
-		"[--lock-lease MS] [--lock-grace MS] [-v]\n"
+		"[--lock-lease MS] [--lock-grace MS] [--key FILE] [-v]\n"
 		"\n"
 		"Serve the volume stored in DIR (created on first use) until\n"
 		"SIGTERM or SIGINT. Logs one line per event to stderr.\n"
@@ -49,6 +49,10 @@ static void usage(FILE *f)
 		"  --lock-grace MS     milliseconds after the start in which\n"
 		"                      clients reclaim the locks they held and\n"
 		"                      no new lock is granted (default %u)\n"
+		"  --key FILE          the cell key, shared by the cell's\n"
+		"                      servers and clients (default\n"
+		"                      DIR/cell.key, created with a new key at\n"
+		"                      the first start; mode 0600 required)\n"
 		"  -v, --verbose       also log every request\n"
 		"  -h, --help          show this help\n",
 		CAIRN_DEFAULT_PORT, ORPHAN_GRACE_S, TOK_RECALL_TIMEOUT_MS,
@@ -85,6 +89,7 @@ int cmd_serve(int argc, char **argv)
 		{ "recall-timeout", required_argument, NULL, 'r' },
 		{ "lock-lease", required_argument, NULL, 'L' },
 		{ "lock-grace", required_argument, NULL, 'G' },
+		{ "key", required_argument, NULL, 'k' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -124,6 +129,7 @@ int cmd_serve(int argc, char **argv)
 				return 2;
 			o.lock_set |= SRV_LOCK_GRACE;
 			break;
+		case 'k': o.key_file = optarg; break;
 		case 'v': log_verbose = 1; break;
 		case 'h': usage(stdout); return 0;
 		default:

@@ -1,10 +1,10 @@
 /*
  * status.c - `cairn status`: print a server's or a mount's counters.
  *
- * A server: speaks the protocol directly (lib/msg.h, lib/net.h): HELLO,
- * then STATUS, reading replies in order and skipping any pushed frame. The
- * HELLO reply is not decoded: a server that refused it says so in the
- * status, and STATUS's reply is what is shown.
+ * A server: speaks the protocol directly (lib/auth.h, lib/msg.h): AUTH
+ * with the cell key, HELLO, then STATUS, reading replies in order and
+ * skipping any pushed frame. The HELLO reply is not decoded: a server that
+ * refused it says so in the status, and STATUS's reply is what is shown.
  *
  * A mount: finds the mount that holds the path in the mount table (never
  * touching the mount itself, whose daemon may be gone) and asks its
@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "../client/ctl.h"
+#include "../lib/auth.h"
 #include "../lib/net.h"
 #include "../lib/msg.h"
 #include "../lib/proto.h"
@@ -42,15 +43,18 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: cairn status [HOST[:PORT] | MOUNTPOINT]\n"
+		"usage: cairn status [--key FILE] [HOST[:PORT] | MOUNTPOINT]\n"
 		"\n"
 		"Print counters, one `key value` pair per line: those of the "
 		"server at\nHOST:PORT (default 127.0.0.1:%d), or those of "
 		"the client of the Cairn\nmount that holds MOUNTPOINT (its "
 		"calls to the server, promises held,\ncallback breaks, "
 		"cache). An argument that names an existing file or\n"
-		"directory, or that contains a slash, is a MOUNTPOINT.\n",
-		CAIRN_DEFAULT_PORT);
+		"directory, or that contains a slash, is a MOUNTPOINT.\n"
+		"\n"
+		"  --key FILE  the cell key for a server (default $CAIRN_KEY "
+		"if set,\n              else %s)\n",
+		CAIRN_DEFAULT_PORT, CELLKEY_DEFAULT);
 }
 
 /*
@@ -59,43 +63,29 @@ static void usage(FILE *f)
  * transport errors are reported through *terr as non-zero). On success
  * *payload is malloc'ed (NULL when empty).
  */
-static int call(int fd, uint16_t op, uint32_t id, const void *m,
-		uint8_t **payload, size_t *len, int *terr)
+static int call(int fd, struct seal *tx, struct seal *rx, uint16_t op,
+		uint32_t id, const void *m, uint8_t **payload, size_t *len,
+		int *terr)
 {
 	struct wbuf w;
 	struct wire_hdr h;
-	uint8_t hb[WIRE_HDR_SIZE];
-	size_t at;
 	int ret;
 
 	*payload = NULL;
 	*len = 0;
 	*terr = 0;
 	wbuf_init(&w);
-	at = wire_frame_begin(&w, op, 0, id, 0);
 	msg_encode(op, 0, &w, m);
-	wire_frame_end(&w, at);
-	ret = w.err ? w.err : net_write_full(fd, w.data, w.len);
+	ret = w.err ? w.err : frame_send(fd, tx, op, 0, id, &w);
 	wbuf_free(&w);
 	if (ret)
 		goto fail;
 	for (;;) {
-		ret = net_read_full(fd, hb, sizeof(hb));
+		uint8_t *p;
+
+		ret = frame_read(fd, rx, &h, &p);
 		if (ret)
 			goto fail;
-		ret = wire_hdr_decode(hb, &h);
-		if (ret)
-			goto fail;
-		uint8_t *p = h.len ? malloc(h.len) : NULL;
-		if (h.len && !p) {
-			ret = -ENOMEM;
-			goto fail;
-		}
-		ret = net_read_full(fd, p, h.len);
-		if (ret) {
-			free(p);
-			goto fail;
-		}
 		if ((h.flags & WF_REPLY) && h.id == id && h.op == op) {
 			*payload = p;
 			*len = h.len;
@@ -108,8 +98,10 @@ fail:
 	return ret;
 }
 
-static int status_server(const char *addr)
+static int status_server(const char *addr, const char *keyfile)
 {
+	struct seal *tx = NULL, *rx = NULL;
+	uint8_t key[CELLKEY_SIZE];
 	char host[256], err[512];
 	uint8_t client_id[16], *p = NULL;
 	struct timeval tv = { .tv_sec = STATUS_TIMEOUT_MS / 1000 };
@@ -127,8 +119,15 @@ static int status_server(const char *addr)
 		usage(stderr);
 		return 2;
 	}
+	ret = cellkey_load(cellkey_path(keyfile), key, err, sizeof(err));
+	if (ret) {
+		fprintf(stderr, "cairn status: %s%s\n", err, ret == -ENOENT ?
+			" (give --key FILE: the server's DATA/cell.key)" : "");
+		return 1;
+	}
 	fd = net_connect(host, port, STATUS_TIMEOUT_MS, err, sizeof(err));
 	if (fd < 0) {
+		seal_wipe(key, sizeof(key));
 		fprintf(stderr, "cairn status: %s\n", err);
 		return 1;
 	}
@@ -138,7 +137,13 @@ static int status_server(const char *addr)
 		memset(client_id, 0x5a, sizeof(client_id));
 	memcpy(hello.client_id, client_id, sizeof(client_id));
 
-	ret = call(fd, OP_HELLO, 1, &hello, &p, &len, &terr);
+	ret = auth_client(fd, key, &tx, &rx, err, sizeof(err));
+	seal_wipe(key, sizeof(key));
+	if (ret) {
+		fprintf(stderr, "cairn status: %s:%d: %s\n", host, port, err);
+		goto out;
+	}
+	ret = call(fd, tx, rx, OP_HELLO, 1, &hello, &p, &len, &terr);
 	free(p);
 	p = NULL;
 	if (terr)
@@ -148,7 +153,7 @@ static int status_server(const char *addr)
 			"%s\n", host, port, strerror(-ret));
 		goto out;
 	}
-	ret = call(fd, OP_STATUS, 2, &none, &p, &len, &terr);
+	ret = call(fd, tx, rx, OP_STATUS, 2, &none, &p, &len, &terr);
 	if (terr)
 		goto transport;
 	if (ret) {
@@ -168,9 +173,12 @@ transport:
 	fprintf(stderr, "cairn status: %s:%d: %s\n", host, port,
 		terr == -EPIPE ? "connection closed by server"
 		: terr == -EAGAIN ? "no reply within 5 s"
+		: terr == -EBADMSG ? "a reply does not verify"
 		: strerror(-terr));
 out:
 	free(p);
+	seal_free(tx);
+	seal_free(rx);
 	close(fd);
 	return rc;
 }
@@ -417,9 +425,16 @@ static int is_path(const char *arg)
 
 int cmd_status(int argc, char **argv)
 {
+	const char *key = NULL;
+
 	if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
 		usage(stdout);
 		return 0;
+	}
+	if (argc > 2 && !strcmp(argv[1], "--key")) {
+		key = argv[2];
+		argv += 2;
+		argc -= 2;
 	}
 	if (argc > 2 || (argc == 2 && argv[1][0] == '-')) {
 		usage(stderr);
@@ -427,5 +442,5 @@ int cmd_status(int argc, char **argv)
 	}
 	if (argc == 2 && is_path(argv[1]))
 		return status_mount(argv[1]);
-	return status_server(argc == 2 ? argv[1] : "127.0.0.1");
+	return status_server(argc == 2 ? argv[1] : "127.0.0.1", key);
 }

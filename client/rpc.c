@@ -35,6 +35,11 @@
  * change (rpc_update_hello_flags); said_flags is what the current
  * connection said.
  *
+ * Every connection begins with AUTH (lib/seal.h): both sides prove they
+ * hold the cell key and every later frame is sealed, r->tx sealing what
+ * we send (under send_mu, in send order: it changes with fd), r->rx
+ * opening what we read (the reader's alone).
+ *
  * Locks (their order with each other and with the rest of the client:
  * docs/LOCKING.md): r->send_mu serialises writes to the socket and is held
  * whenever fd changes; r->mu guards everything else. Neither is held
@@ -61,6 +66,8 @@
 #include "../lib/log.h"
 #include "../lib/msg.h"
 #include "../lib/net.h"
+#include "../lib/auth.h"
+#include "../lib/seal.h"
 
 #define RECONNECT_MS 500
 /* Liveness: while calls wait, a server that sends nothing for a heartbeat
@@ -97,6 +104,8 @@ struct rpc {
 	pthread_cond_t state_cv;   /* broadcast on every state change */
 	enum rpc_state state;      /* mu */
 	int fd;                    /* send_mu + mu to change; -1 when down */
+	struct seal *tx;           /* fd's sealer; changes with fd */
+	struct seal *rx;           /* fd's opener; the reader's only */
 	uint64_t epoch;            /* server epoch seen at the last HELLO; mu */
 	uint32_t next_id;          /* mu; next call id, 0 (PING_ID) skipped */
 	struct pending *pending;   /* mu */
@@ -141,80 +150,12 @@ static void set_rcv_timeout(int fd, int ms)
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 }
 
-/* Read one frame; *payload malloc'ed (NULL when empty). */
-static int read_frame(int fd, struct wire_hdr *h, uint8_t **payload)
-{
-	uint8_t hb[WIRE_HDR_SIZE];
-	int ret;
-
-	*payload = NULL;
-	ret = net_read_full(fd, hb, sizeof(hb));
-	if (ret)
-		return ret;
-	ret = wire_hdr_decode(hb, h);
-	if (ret)
-		return ret;
-	if (h->len == 0)
-		return 0;
-	*payload = malloc(h->len);
-	if (!*payload)
-		return -ENOMEM;
-	ret = net_read_full(fd, *payload, h->len);
-	if (ret) {
-		free(*payload);
-		*payload = NULL;
-	}
-	return ret;
-}
-
-static int send_frame(int fd, uint16_t op, uint16_t flags, uint32_t id,
-		      const struct wbuf *req)
-{
-	size_t len = req ? req->len : 0;
-	uint8_t hb[WIRE_HDR_SIZE];
-	struct iovec iov[2];
-	int n = 1;
-
-	if (len > WIRE_MAX_PAYLOAD)
-		return -EMSGSIZE;
-	struct wire_hdr h = { .len = (uint32_t)len, .op = op, .flags = flags,
-			      .id = id };
-	wire_hdr_encode(hb, &h);
-
-	iov[0].iov_base = hb;
-	iov[0].iov_len = WIRE_HDR_SIZE;
-	if (len) {
-		iov[1].iov_base = req->data;
-		iov[1].iov_len = len;
-		n = 2;
-	}
-	while (n > 0) {
-		struct msghdr mh = { .msg_iov = iov, .msg_iovlen = (size_t)n };
-		ssize_t w = sendmsg(fd, &mh, MSG_NOSIGNAL);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		while (n > 0 && (size_t)w >= iov[0].iov_len) {
-			w -= (ssize_t)iov[0].iov_len;
-			iov[0] = iov[1];
-			n--;
-		}
-		if (n > 0) {
-			iov[0].iov_base = (uint8_t *)iov[0].iov_base + w;
-			iov[0].iov_len -= (size_t)w;
-		}
-	}
-	return 0;
-}
-
 /* send_frame, counting the frame's bytes once it is written. */
-static int send_counted(struct rpc *r, int fd, uint16_t op, uint16_t flags,
-			uint32_t id, const struct wbuf *req)
+static int send_counted(struct rpc *r, int fd, struct seal *tx, uint16_t op,
+			uint16_t flags, uint32_t id, const struct wbuf *req)
 {
 	uint64_t bytes = WIRE_HDR_SIZE + (req ? req->len : 0);
-	int ret = send_frame(fd, op, flags, id, req);
+	int ret = frame_send(fd, tx, op, flags, id, req);
 
 	if (ret == 0) {
 		ST_ADD(r->st.bytes_out, bytes);
@@ -247,17 +188,21 @@ static void count_in(struct rpc *r, const struct wire_hdr *h,
 }
 
 /*
- * Connect and complete HELLO, bounded by connect_timeout_ms. Returns the fd
- * or a negative errno with err filled in.
+ * Connect, authenticate and complete HELLO, bounded by connect_timeout_ms.
+ * Returns the fd with its sealer and opener, or a negative errno with err
+ * filled in.
  */
 static int dial(struct rpc *r, uint64_t *epoch, struct cairn_attr *root,
-		uint32_t *said, char *err, size_t errsz)
+		uint32_t *said, struct seal **txp, struct seal **rxp,
+		char *err, size_t errsz)
 {
 	struct msg_hello_req hq = {
 		.magic = CAIRN_MAGIC,
 		.version = CAIRN_PROTO_VERSION,
 	};
 	struct msg_hello_rep hp;
+	struct seal *tx = NULL, *rx = NULL;
+	char why[256];
 	struct wbuf req;
 	struct wire_hdr h;
 	uint8_t *payload = NULL;
@@ -268,6 +213,14 @@ static int dial(struct rpc *r, uint64_t *epoch, struct cairn_attr *root,
 	if (fd < 0)
 		return fd;
 	set_rcv_timeout(fd, r->o.connect_timeout_ms);
+	ret = auth_client(fd, r->o.key, &tx, &rx, why, sizeof(why));
+	ST_ADD(r->st.op[OP_AUTH].calls, 1);
+	if (ret) {
+		snprintf(err, errsz, "server %s:%d: %s", r->host, r->o.port,
+			 why);
+		close(fd);
+		return ret;
+	}
 
 	/* Every connection of this rpc gets HELLO_REPLAY: rpc_call_intr
 	 * keeps a call's id across resends and never reuses one. */
@@ -278,10 +231,10 @@ static int dial(struct rpc *r, uint64_t *epoch, struct cairn_attr *root,
 	memcpy(hq.client_id, r->o.client_id, sizeof(hq.client_id));
 	wbuf_init(&req);
 	msg_encode(OP_HELLO, 0, &req, &hq);
-	ret = req.err ? req.err : send_counted(r, fd, OP_HELLO, 0, 0, &req);
+	ret = req.err ? req.err : send_counted(r, fd, tx, OP_HELLO, 0, 0, &req);
 	wbuf_free(&req);
 	if (ret == 0)
-		ret = read_frame(fd, &h, &payload);
+		ret = frame_read(fd, rx, &h, &payload);
 	if (ret == 0) {
 		ST_ADD(r->st.op[OP_HELLO].calls, 1);
 		count_in(r, &h, payload);
@@ -294,6 +247,8 @@ static int dial(struct rpc *r, uint64_t *epoch, struct cairn_attr *root,
 			 ret == -EMSGSIZE ? "the peer is not a Cairn server "
 					    "(its answer to HELLO is not a "
 					    "Cairn frame)" :
+			 ret == -EBADMSG ? "its answer to HELLO does not "
+					   "verify" :
 					 strerror(-ret));
 		goto fail;
 	}
@@ -324,9 +279,13 @@ static int dial(struct rpc *r, uint64_t *epoch, struct cairn_attr *root,
 	/* Frames are read only once poll() says data is there; a server that
 	 * stalls in the middle of one is lost after dead_ms. */
 	set_rcv_timeout(fd, r->dead_ms);
+	*txp = tx;
+	*rxp = rx;
 	return fd;
 fail:
 	free(payload);
+	seal_free(tx);
+	seal_free(rx);
 	close(fd);
 	return ret;
 }
@@ -362,8 +321,10 @@ int rpc_connect(const struct rpc_opts *o, struct rpc **out,
 	r->next_id = 1;
 	r->hello_flags = o->hello_flags;
 
-	fd = dial(r, &r->epoch, root, &r->said_flags, err, errsz);
+	fd = dial(r, &r->epoch, root, &r->said_flags, &r->tx, &r->rx, err,
+		  errsz);
 	if (fd < 0) {
+		seal_wipe(r->o.key, sizeof(r->o.key));
 		pthread_cond_destroy(&r->state_cv);
 		pthread_mutex_destroy(&r->mu);
 		pthread_mutex_destroy(&r->send_mu);
@@ -415,6 +376,8 @@ static void conn_lost(struct rpc *r, const char *why)
 		close(r->fd);
 		r->fd = -1;
 	}
+	seal_free(r->tx); /* the reader drops rx at its next connection */
+	r->tx = NULL;
 	fail_pending(r, r->state == RPC_SHUTDOWN ? -ESHUTDOWN : RETRY);
 	check_state(r);
 	pthread_cond_broadcast(&r->state_cv);
@@ -491,7 +454,7 @@ static int wait_readable(struct rpc *r, int fd)
 		/* A sender stuck in send() holds send_mu: then the server
 		 * is not reading either, and dead_ms will tell. */
 		if (!r->ping_out && pthread_mutex_trylock(&r->send_mu) == 0) {
-			if (send_counted(r, fd, OP_PING, 0, PING_ID,
+			if (send_counted(r, fd, r->tx, OP_PING, 0, PING_ID,
 					 NULL) == 0) {
 				r->ping_out = 1;
 				ST_ADD(r->st.op[OP_PING].calls, 1);
@@ -519,7 +482,7 @@ static void read_loop(struct rpc *r, int fd)
 			return;
 		}
 		if (ret == 0)
-			ret = read_frame(fd, &h, &payload);
+			ret = frame_read(fd, r->rx, &h, &payload);
 		if (ret == 0 && (h.status > 0 || h.status < -4095)) {
 			free(payload);
 			conn_lost(r, "server sent an invalid status");
@@ -533,6 +496,9 @@ static void read_loop(struct rpc *r, int fd)
 		if (ret) {
 			conn_lost(r, ret == -EPIPE ? "connection closed" :
 				     ret == -EMSGSIZE ? "oversized frame" :
+				     ret == -EBADMSG ? "a frame from the server "
+						       "does not verify (altered "
+						       "on the way?)" :
 							strerror(-ret));
 			return;
 		}
@@ -569,14 +535,21 @@ static void reconnect_loop(struct rpc *r)
 		}
 		pthread_mutex_unlock(&r->mu);
 
-		int fd = dial(r, &epoch, &root, &said, err, sizeof(err));
+		struct seal *tx, *rx;
+		int fd = dial(r, &epoch, &root, &said, &tx, &rx, err,
+			      sizeof(err));
 		if (fd >= 0) {
 			pthread_mutex_lock(&r->send_mu);
 			pthread_mutex_lock(&r->mu);
 			int changed = epoch != r->epoch;
+			seal_free(r->rx);
+			r->rx = rx;
 			if (r->state == RPC_SHUTDOWN) {
 				close(fd);
+				seal_free(tx);
 			} else {
+				seal_free(r->tx);
+				r->tx = tx;
 				r->fd = fd;
 				r->epoch = epoch;
 				r->said_flags = said;
@@ -651,6 +624,9 @@ void rpc_destroy(struct rpc *r)
 		pthread_join(r->reader, NULL);
 	if (r->fd >= 0)
 		close(r->fd);
+	seal_free(r->tx);
+	seal_free(r->rx);
+	seal_wipe(r->o.key, sizeof(r->o.key));
 	pthread_cond_destroy(&r->state_cv);
 	pthread_mutex_destroy(&r->mu);
 	pthread_mutex_destroy(&r->send_mu);
@@ -801,7 +777,7 @@ int rpc_call_intr(struct rpc *r, uint16_t op, const struct wbuf *req,
 		int fd = r->fd;
 		pthread_mutex_unlock(&r->mu);
 		clock_gettime(CLOCK_MONOTONIC, &sent);
-		if (send_counted(r, fd, op, 0, p.id, req))
+		if (send_counted(r, fd, r->tx, op, 0, p.id, req))
 			shutdown(fd, SHUT_RDWR); /* the reader cleans up */
 		pthread_mutex_unlock(&r->send_mu);
 
@@ -841,7 +817,7 @@ int rpc_send_ack(struct rpc *r, uint16_t op, uint32_t id)
 	int fd = r->state == RPC_UP ? r->fd : -1;
 	ret = r->state == RPC_SHUTDOWN ? -ESHUTDOWN : fd < 0 ? -ENOTCONN : 0;
 	pthread_mutex_unlock(&r->mu);
-	if (!ret && send_counted(r, fd, op, WF_REPLY, id, NULL)) {
+	if (!ret && send_counted(r, fd, r->tx, op, WF_REPLY, id, NULL)) {
 		shutdown(fd, SHUT_RDWR); /* the reader cleans up */
 		ret = -ENOTCONN;
 	}

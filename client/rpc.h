@@ -29,6 +29,8 @@ struct rpc_opts {
 	int connect_timeout_ms;  /* for each connection attempt */
 	int down_timeout_s;      /* how long a call waits for a lost server */
 	uint8_t client_id[16];   /* stable for the life of the mount */
+	uint8_t key[32];         /* the cell key (lib/seal.h); wiped by
+				  * rpc_connect from its copy at destroy */
 	uint32_t hello_flags;    /* HELLO_* (lib/proto.h); HELLO_CB_ACK
 				  * promises an rpc_send_ack for every
 				  * CB_BREAK push */

@@ -111,6 +111,52 @@ static int dec_attr2(struct rbuf *r, void *m)
 	return dec_end(r);
 }
 
+/* --- AUTH -------------------------------------------------------------------- */
+
+static void get_fixed(struct rbuf *r, uint8_t *dst, size_t n)
+{
+	const void *p = wire_get_bytes(r, n);
+
+	if (p)
+		memcpy(dst, p, n);
+}
+
+static void enc_auth_req(struct wbuf *w, const void *m)
+{
+	const struct msg_auth_req *a = m;
+
+	wire_put_u32(w, a->magic);
+	wire_put_u32(w, a->version);
+	wire_put_bytes(w, a->nonce, sizeof(a->nonce));
+}
+
+static int dec_auth_req(struct rbuf *r, void *m)
+{
+	struct msg_auth_req *a = m;
+
+	a->magic = wire_get_u32(r);
+	a->version = wire_get_u32(r);
+	get_fixed(r, a->nonce, sizeof(a->nonce));
+	return dec_end(r);
+}
+
+static void enc_auth_rep(struct wbuf *w, const void *m)
+{
+	const struct msg_auth_rep *a = m;
+
+	wire_put_bytes(w, a->nonce, sizeof(a->nonce));
+	wire_put_bytes(w, a->proof, sizeof(a->proof));
+}
+
+static int dec_auth_rep(struct rbuf *r, void *m)
+{
+	struct msg_auth_rep *a = m;
+
+	get_fixed(r, a->nonce, sizeof(a->nonce));
+	get_fixed(r, a->proof, sizeof(a->proof));
+	return dec_end(r);
+}
+
 /* --- HELLO ------------------------------------------------------------------- */
 
 static void enc_hello_req(struct wbuf *w, const void *m)
@@ -1077,6 +1123,10 @@ static const struct msg_desc descs[] = {
 	{ OP_GETLK, "GETLK", 0,
 	  "fid, u64 owner, u64 start, u64 end, u32 pid, u32 type, u32 flags",
 	  "u32 type, u64 start, u64 end, u32 pid", CODEC(lock_req, getlk_rep) },
+	{ OP_AUTH, "AUTH", 0,
+	  "u32 magic (`0x4e524143`), u32 version, 32 bytes client nonce",
+	  "32 bytes server nonce, 32 bytes server proof",
+	  CODEC(auth_req, auth_rep) },
 	{ OP_CB_BREAK, "CB_BREAK", MSG_PUSH, "u32 count, count × (fid, str name, u8 flags)",
 	  "acknowledged: an empty `WF_REPLY` frame with the push's id "
 	  "(see Callbacks)", CODEC(cb_break, empty) },

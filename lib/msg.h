@@ -64,6 +64,16 @@ struct msg_hello_req {
 	uint8_t client_id[16];
 	uint32_t flags;          /* HELLO_*; undefined bits are ignored */
 };
+/* AUTH (docs/PROTOCOL.md "Handshake"): nonces and the server's proof. */
+struct msg_auth_req {
+	uint32_t magic;          /* CAIRN_MAGIC */
+	uint32_t version;        /* CAIRN_PROTO_VERSION */
+	uint8_t nonce[32];       /* the client's, fresh per connection */
+};
+struct msg_auth_rep {
+	uint8_t nonce[32];       /* the server's, fresh per connection */
+	uint8_t proof[32];       /* HMAC-SHA256(cell key, label | Nc | Ns) */
+};
 struct msg_hello_rep {
 	uint32_t version;
 	uint8_t server_id[16];
@@ -286,6 +296,8 @@ union msg_any {
 	struct msg_attr2 attr2;
 	struct msg_hello_req hello_req;
 	struct msg_hello_rep hello_rep;
+	struct msg_auth_req auth_req;
+	struct msg_auth_rep auth_rep;
 	struct msg_lookup_req lookup_req;
 	struct msg_setattr_req setattr_req;
 	struct msg_create_req create_req;

@@ -14,13 +14,16 @@
 #include <stddef.h>
 
 #define CAIRN_MAGIC          0x4e524143u /* "CARN" read little-endian */
-#define CAIRN_PROTO_VERSION  6u
+#define CAIRN_PROTO_VERSION  7u
 #define CAIRN_DEFAULT_PORT   7070
 
 /* Frame header: u32 len | u16 op | u16 flags | u32 id | i32 status. */
 #define WIRE_HDR_SIZE        16u
 /* Hard limit on a frame's payload; a peer announcing more is dropped. */
 #define WIRE_MAX_PAYLOAD     ((4u << 20) + 4096u)
+/* A sealed frame's tag, after its payload and counted in its len
+ * (lib/seal.h): a header may announce WIRE_MAX_PAYLOAD + WIRE_TAG_SIZE. */
+#define WIRE_TAG_SIZE        16u
 /* Largest READ/WRITE data chunk. */
 #define CAIRN_MAX_IO         (1u << 20)
 #define CAIRN_NAME_MAX       255u
@@ -72,6 +75,7 @@ enum cairn_op {
 	OP_WRETURN,
 	OP_LOCK,
 	OP_GETLK,
+	OP_AUTH,            /* first frame: the handshake (lib/seal.h) */
 	OP__COUNT,          /* number of request opcodes + 1 */
 	OP_CB_BREAK = 64,
 	OP_CB_RECALL,

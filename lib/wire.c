@@ -185,7 +185,7 @@ int wire_hdr_decode(const uint8_t buf[WIRE_HDR_SIZE], struct wire_hdr *h)
 	h->flags = (uint16_t)le_load(buf + 6, 2);
 	h->id = (uint32_t)le_load(buf + 8, 4);
 	h->status = (int32_t)(uint32_t)le_load(buf + 12, 4);
-	return h->len > WIRE_MAX_PAYLOAD ? -EMSGSIZE : 0;
+	return h->len > WIRE_MAX_PAYLOAD + WIRE_TAG_SIZE ? -EMSGSIZE : 0;
 }
 
 void rbuf_init(struct rbuf *r, const void *p, size_t len)

@@ -82,7 +82,7 @@ void wire_frame_end(struct wbuf *w, size_t hdr_off);
 /* Encode a 16-byte header (h->len is written as given). */
 void wire_hdr_encode(uint8_t buf[WIRE_HDR_SIZE], const struct wire_hdr *h);
 /* Decode a 16-byte header. Returns 0, or -EMSGSIZE if len exceeds
- * WIRE_MAX_PAYLOAD. */
+ * WIRE_MAX_PAYLOAD + WIRE_TAG_SIZE (a sealed frame: lib/seal.h). */
 int wire_hdr_decode(const uint8_t buf[WIRE_HDR_SIZE], struct wire_hdr *h);
 
 void rbuf_init(struct rbuf *r, const void *p, size_t len);

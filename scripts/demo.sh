@@ -46,7 +46,11 @@ start() {
 		fi
 		sleep 0.1; i=$((i + 1))
 	done
-	if ! "$cairn" mount --cache-dir "$demo/cache" "127.0.0.1:$port" "$demo/mnt"; then
+	# The server made its cell key at the first start; the demo's
+	# client uses it from there (elsewhere: copy it to the client as
+	# /etc/cairn/cell.key, mode 0600).
+	if ! "$cairn" mount --key "$demo/data/cell.key" --cache-dir "$demo/cache" \
+		"127.0.0.1:$port" "$demo/mnt"; then
 		echo "demo: mount failed; stopping the server" >&2
 		stop
 		exit 1
@@ -54,11 +58,12 @@ start() {
 	cat <<MSG
 Cairn demo is running.
   server   127.0.0.1:$port, data in $demo/data (log: $demo/serve.log)
+  cell key $demo/data/cell.key (clients prove they hold it)
   mount    $demo/mnt (client log: $demo/cache/cairn.log)
 
 Try:
   echo hello > $demo/mnt/hello.txt && cat $demo/mnt/hello.txt
-  $cairn status 127.0.0.1:$port
+  $cairn status --key $demo/data/cell.key 127.0.0.1:$port
 Stop it with:
   make demo-stop
 MSG

@@ -246,6 +246,13 @@ static int op_hello(struct op_req *q)
 	return 0;
 }
 
+/* AUTH is answered by the connection's reader as the first frame
+ * (server.c, serve_auth); once more is a protocol error. */
+static int op_auth(struct op_req *q)
+{
+	return -EISCONN;
+}
+
 static int op_ping(struct op_req *q)
 {
 	return 0; /* empty reply */
@@ -1064,6 +1071,7 @@ static int op_removexattr(struct op_req *q)
 /* Names and flags of each opcode are in its msg descriptor. */
 static const op_fn handlers[OP__COUNT] = {
 	[OP_HELLO] = op_hello,
+	[OP_AUTH] = op_auth,
 	[OP_PING] = op_ping,
 	[OP_GETATTR] = op_getattr,
 	[OP_LOOKUP] = op_lookup,

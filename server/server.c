@@ -49,6 +49,7 @@
  * wbuf), so one send() per frame does what writev would.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stddef.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -63,6 +64,7 @@
 #include <unistd.h>
 
 #include "../lib/clock.h"
+#include "../lib/seal.h"
 #include "../lib/debug.h"
 #include "../lib/log.h"
 #include "../lib/msg.h"
@@ -92,10 +94,14 @@
 #define CONN_SEND_TIMEOUT_S  5
 #define CB_MAX_PROMISES      (1u << 20)
 /* Before HELLO a peer is a stranger: it gets HANDSHAKE_TIMEOUT_S to say
- * HELLO in a frame of at most HELLO_MAX_LEN bytes, so an unauthenticated
- * peer can hold neither big buffers nor a thread for long. */
+ * AUTH and HELLO in frames of at most HELLO_MAX_LEN bytes, so an
+ * unauthenticated peer can hold neither big buffers nor a thread for
+ * long. A peer whose HELLO does not verify (no or a wrong cell key, or a
+ * replayed handshake) is held AUTH_FAIL_DELAY_MS before the close, and
+ * at most one such failure a second is logged. */
 #define HANDSHAKE_TIMEOUT_S  10
 #define HELLO_MAX_LEN        256u
+#define AUTH_FAIL_DELAY_MS   1000
 #define SERVER_MAX_CONNS     1024
 
 struct outbuf {
@@ -123,6 +129,10 @@ struct conn {
 	int inflight;             /* guarded by wlock */
 	int parked;               /* atomic; changes broadcast icond */
 
+	int auth_done;            /* reader only: AUTH answered */
+	struct seal *rx;          /* reader only: opens frames after AUTH */
+	struct seal *tx;          /* set once after AUTH (atomic); seals
+				   * under wlock, in send order */
 	int hello_done;           /* set by the reader thread only (HELLO inline) */
 	struct timespec hs_deadline; /* reader only: HELLO due by (monotonic) */
 	uint8_t client_id[16];    /* written once before hello_done */
@@ -170,6 +180,9 @@ struct server {
 	int estop;                 /* guarded by elock */
 
 	struct drc *drc;           /* duplicate request cache (own lock) */
+	uint8_t key[CELLKEY_SIZE]; /* the cell key (lib/seal.h) */
+	int64_t authfail_ms;       /* atomic: last failure logged */
+	unsigned authfail_quiet;   /* atomic: failures not logged since */
 };
 
 /* --- connections ----------------------------------------------------------- */
@@ -204,6 +217,8 @@ void conn_put(struct conn *c)
 	CAIRN_ASSERT(!c->inflight && !conn_parked(c) && !c->writing);
 	outq_free(c);
 	drc_client_put(c->drc);
+	seal_free(c->rx);
+	seal_free(c->tx);
 	close(c->fd);
 	pthread_mutex_destroy(&c->wlock);
 	pthread_cond_destroy(&c->wcond);
@@ -382,21 +397,86 @@ int conn_push_fid(struct conn *c, uint16_t op, const struct cairn_fid *fid)
 	return rc;
 }
 
+/* Bytes w's frames take once sealed (each gains a tag), or 0 when w is
+ * not a whole number of frames. */
+static size_t sealed_size(const struct wbuf *w)
+{
+	size_t off = 0, n = 0;
+
+	while (off + WIRE_HDR_SIZE <= w->len) {
+		struct wire_hdr h;
+
+		wire_hdr_decode(w->data + off, &h);
+		off += WIRE_HDR_SIZE + h.len;
+		n++;
+	}
+	return off == w->len ? w->len + n * SEAL_TAG_SIZE : 0;
+}
+
+/*
+ * Seal the frames of w into out (sealed_size(w) bytes) and make it w's
+ * buffer. Under wlock: frames are sealed in the order they are sent.
+ */
+static int seal_frames(struct conn *c, struct wbuf *w, uint8_t *out,
+		       size_t outlen)
+{
+	size_t off = 0, o = 0;
+
+	LOCK_ASSERT_HELD(&c->wlock);
+	while (off < w->len) {
+		struct wire_hdr h;
+
+		wire_hdr_decode(w->data + off, &h);
+		uint32_t n = h.len;
+		h.len = n + SEAL_TAG_SIZE;
+		wire_hdr_encode(out + o, &h);
+		if (seal_frame(c->tx, out + o, w->data + off + WIRE_HDR_SIZE,
+			       n, out + o + WIRE_HDR_SIZE,
+			       out + o + WIRE_HDR_SIZE + n))
+			return -EIO;
+		off += WIRE_HDR_SIZE + n;
+		o += WIRE_HDR_SIZE + n + SEAL_TAG_SIZE;
+	}
+	free(w->data);
+	w->data = out;
+	w->len = w->cap = outlen;
+	return 0;
+}
+
 int conn_send(struct conn *c, struct wbuf *w)
 {
 	struct outbuf *o = NULL;
-	size_t off = 0;
+	struct seal *tx = __atomic_load_n(&c->tx, __ATOMIC_ACQUIRE);
+	uint8_t *sealed = NULL;
+	size_t slen = 0, off = 0;
 	int err = 0;
 
 	if (w->err)
 		return w->err;
 	if (!w->len)
 		return 0;
+	/* After AUTH every frame is sealed; the buffer is found before
+	 * the lock, the sealing done under it (send order). */
+	if (tx) {
+		slen = sealed_size(w);
+		if (!slen || !(sealed = malloc(slen))) {
+			conn_abort(c, "cannot seal a reply (%s)",
+				   slen ? "out of memory" : "not whole frames");
+			return slen ? -ENOMEM : -EINVAL;
+		}
+	}
 	LOCK_ASSERT_NOT_HELD(&c->wlock);
 	pthread_mutex_lock(&c->wlock);
 	if (c->closing) {
 		pthread_mutex_unlock(&c->wlock);
+		free(sealed);
 		return -EPIPE;
+	}
+	if (sealed && seal_frames(c, w, sealed, slen)) {
+		pthread_mutex_unlock(&c->wlock);
+		free(sealed);
+		conn_abort(c, "cannot seal a reply");
+		return -EIO;
 	}
 	if (!c->qhead && !c->writing) {
 		ssize_t n;
@@ -589,6 +669,102 @@ static int conn_read_full(struct conn *c, void *buf, size_t n, size_t *got)
 	return 0;
 }
 
+/*
+ * The peer's HELLO did not verify: it holds no cell key, a wrong one, or
+ * replays a recorded handshake. Held a moment (a guesser gets one try a
+ * second per connection), logged at most once a second.
+ */
+static void auth_failed(struct conn *c)
+{
+	struct server *s = c->srv;
+	int64_t now = clock_mono_ms();
+	int64_t last = __atomic_load_n(&s->authfail_ms, __ATOMIC_RELAXED);
+
+	if (now - last >= 1000 &&
+	    __atomic_compare_exchange_n(&s->authfail_ms, &last, now, 0,
+					__ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+		unsigned quiet = __atomic_exchange_n(&s->authfail_quiet, 0,
+						     __ATOMIC_RELAXED);
+		if (quiet)
+			log_warn("%u more failed handshakes not logged",
+				 quiet);
+		log_warn("peer %s: handshake failed: its HELLO does not verify "
+			 "(no cell key, a different cell's key, or a replayed "
+			 "handshake); closing", c->peer);
+	} else {
+		__atomic_add_fetch(&s->authfail_quiet, 1, __ATOMIC_RELAXED);
+	}
+	struct timespec ts = { AUTH_FAIL_DELAY_MS / 1000,
+			       (AUTH_FAIL_DELAY_MS % 1000) * 1000000L };
+	nanosleep(&ts, NULL);
+	conn_mark_closing(c, 0);
+}
+
+/*
+ * The first frame: AUTH (lib/seal.h). Answer with a fresh nonce and the
+ * proof that we hold the cell key, then seal everything after. Nothing
+ * about the volume goes out before the peer's HELLO verifies. Returns 0,
+ * or -1 once the connection has been failed.
+ */
+static int serve_auth(struct server *s, struct conn *c,
+		      const struct wire_hdr *h, const uint8_t *payload)
+{
+	struct msg_auth_req q;
+	struct msg_auth_rep rep;
+	const char *why = NULL;
+	struct wbuf w;
+	int status = 0;
+	size_t at;
+
+	if (msg_decode(OP_AUTH, 0, payload, h->len, &q, &why)) {
+		conn_fail(c, "malformed AUTH (%s)", why ? why : "bad length");
+		return -1;
+	}
+	if (q.magic != CAIRN_MAGIC) {
+		conn_fail(c, "bad AUTH magic 0x%08x (not a Cairn client)",
+			  q.magic);
+		return -1;
+	}
+	if (q.version != CAIRN_PROTO_VERSION)
+		status = -EPROTONOSUPPORT;
+	else if (seal_random(rep.nonce, sizeof(rep.nonce)))
+		status = -EIO;
+	wbuf_init(&w);
+	at = wire_frame_begin(&w, OP_AUTH, WF_REPLY, h->id, status);
+	if (!status) {
+		seal_proof(s->key, q.nonce, rep.nonce, rep.proof);
+		msg_encode(OP_AUTH, 1, &w, &rep);
+	}
+	wire_frame_end(&w, at);
+	if (!status) {
+		c->rx = seal_new(s->key, q.nonce, rep.nonce, SEAL_C2S, 0);
+		struct seal *tx = seal_new(s->key, q.nonce, rep.nonce,
+					   SEAL_S2C, 1);
+		if (!c->rx || !tx) {
+			seal_free(tx);
+			wbuf_free(&w);
+			conn_fail(c, "out of memory for the handshake");
+			return -1;
+		}
+		/* The answer goes out in the clear, everything after it
+		 * sealed: conn_send reads tx. */
+		if (conn_send(c, &w)) {
+			seal_free(tx);
+			wbuf_free(&w);
+			return -1;
+		}
+		__atomic_store_n(&c->tx, tx, __ATOMIC_RELEASE);
+		c->auth_done = 1;
+		wbuf_free(&w);
+		return 0;
+	}
+	conn_send(c, &w);
+	wbuf_free(&w);
+	conn_fail(c, "unsupported protocol version %u (this server speaks %u)",
+		  q.version, CAIRN_PROTO_VERSION);
+	return -1;
+}
+
 /* Read a frame header. Like net_read_full, but tells a close between
  * frames (*partial = 0) from one inside a header. */
 static int read_header(struct conn *c, uint8_t hb[WIRE_HDR_SIZE],
@@ -620,17 +796,36 @@ static int read_frame(struct conn *c, struct wire_hdr *h, uint8_t **payload)
 	}
 	if (wire_hdr_decode(hb, h)) {
 		conn_fail(c, "frame length %u exceeds the limit of %u", h->len,
-			  WIRE_MAX_PAYLOAD);
+			  WIRE_MAX_PAYLOAD + SEAL_TAG_SIZE);
 		return -EMSGSIZE;
+	}
+	/* From here on h->len is the payload's length; a sealed frame
+	 * carries its tag after it. */
+	if (c->rx) {
+		if (h->len < SEAL_TAG_SIZE) {
+			conn_fail(c, "sealed frame of %u bytes, shorter than "
+				  "its tag", h->len);
+			return -EPROTO;
+		}
+		h->len -= SEAL_TAG_SIZE;
 	}
 	if (h->flags & ~(unsigned)(WF_REPLY | WF_PUSH)) {
 		conn_fail(c, "unknown flag bits 0x%x", h->flags);
 		return -EPROTO;
 	}
-	if (!c->hello_done &&
+	if (!c->auth_done &&
+	    (h->op != OP_AUTH || h->flags || h->len > HELLO_MAX_LEN)) {
+		conn_fail(c, "first frame is not an AUTH (op %u%s, flags 0x%x, "
+			  "length %u)", h->op,
+			  h->op == OP_HELLO ? " = HELLO: a client older than "
+			  "protocol 7, or not given the cell key?" : "",
+			  h->flags, h->len);
+		return -EPROTO;
+	}
+	if (c->auth_done && !c->hello_done &&
 	    (h->op != OP_HELLO || h->flags || h->len > HELLO_MAX_LEN)) {
-		conn_fail(c, "first frame is not a HELLO (op %u, flags 0x%x, "
-			  "length %u)", h->op, h->flags, h->len);
+		conn_fail(c, "frame after AUTH is not a HELLO (op %u, flags "
+			  "0x%x, length %u)", h->op, h->flags, h->len);
 		return -EPROTO;
 	}
 	if (h->flags == WF_REPLY && h->op == OP_CB_BREAK) {
@@ -646,20 +841,35 @@ static int read_frame(struct conn *c, struct wire_hdr *h, uint8_t **payload)
 			  h->flags & WF_REPLY ? "reply" : "push");
 		return -EPROTO;
 	}
-	if (h->len) {
-		p = malloc(h->len);
+	size_t wlen = h->len + (c->rx ? SEAL_TAG_SIZE : 0);
+	if (wlen) {
+		p = malloc(wlen);
 		if (!p) {
-			conn_fail(c, "out of memory for a %u-byte frame",
-				  h->len);
+			conn_fail(c, "out of memory for a %zu-byte frame",
+				  wlen);
 			return -ENOMEM;
 		}
 		size_t got = 0;
-		rc = conn_read_full(c, p, h->len, &got);
+		rc = conn_read_full(c, p, wlen, &got);
 		if (rc) {
 			free(p);
 			reader_ended(c, rc, 1);
 			return rc;
 		}
+	}
+	if (c->rx && seal_open(c->rx, hb, p, wlen)) {
+		free(p);
+		if (!c->hello_done)
+			auth_failed(c);
+		else
+			conn_fail(c, "frame (op %u, id %u) does not verify: "
+				  "altered, replayed or out of order", h->op,
+				  h->id);
+		return -EBADMSG;
+	}
+	if (!h->len) {
+		free(p);
+		p = NULL;
 	}
 	*payload = p;
 	return 0;
@@ -787,6 +997,13 @@ static void *conn_reader(void *arg)
 		if (read_frame(c, &h, &payload))
 			break;
 		__atomic_store_n(&c->last_rx_ms, clock_mono_ms(), __ATOMIC_RELAXED);
+		if (!c->auth_done) {
+			int rc = serve_auth(s, c, &h, payload);
+			free(payload);
+			if (rc)
+				break;
+			continue;
+		}
 		if (!c->hello_done) {
 			/* Handshake inline: nothing else runs before it
 			 * (read_frame let through only a HELLO, which never
@@ -1192,6 +1409,7 @@ static void server_free(struct server *s)
 	pthread_cond_destroy(&s->qcond);
 	pthread_mutex_destroy(&s->elock);
 	pthread_cond_destroy(&s->econd);
+	seal_wipe(s->key, sizeof(s->key));
 	free(s);
 }
 
@@ -1204,6 +1422,33 @@ static void workers_stop(struct server *s)
 	for (int i = 0; i < s->nworkers; i++)
 		pthread_join(s->workers[i], NULL);
 	s->nworkers = 0;
+}
+
+/* The cell key: o->key_file, or DATA/cell.key (created at the first
+ * start, and said so). */
+static int load_key(struct server *s, const struct server_opts *o, char *err,
+		    size_t errsz)
+{
+	char def[PATH_MAX];
+	const char *path = o->key_file;
+	int ret;
+
+	if (!path) {
+		if (snprintf(def, sizeof(def), "%s/cell.key", o->data_dir) >=
+		    (int)sizeof(def)) {
+			snprintf(err, errsz, "data directory path too long");
+			return -ENAMETOOLONG;
+		}
+		path = def;
+		ret = cellkey_create(def, err, errsz);
+		if (ret == 0)
+			log_info("created the cell key %s: every client needs "
+				 "a copy (cairn mount --key FILE; default %s)",
+				 def, CELLKEY_DEFAULT);
+		else if (ret != -EEXIST)
+			return ret;
+	}
+	return cellkey_load(path, s->key, err, errsz);
 }
 
 int server_start(const struct server_opts *o, struct server **out, char *err,
@@ -1266,6 +1511,8 @@ int server_start(const struct server_opts *o, struct server **out, char *err,
 		ret = -ENOMEM;
 		goto fail;
 	}
+	if ((ret = load_key(s, o, err, errsz)))
+		goto fail;
 	ret = store_server_id(s->ctx.st, s->ctx.server_id);
 	if (ret) {
 		snprintf(err, errsz, "%s: cannot read the server id: %s",

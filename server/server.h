@@ -54,6 +54,9 @@ struct server_opts {
 	 * (0 is a valid value). */
 	unsigned lock_lease_ms, lock_grace_ms;
 	unsigned lock_set;
+	/* The cell key file (lib/seal.h); NULL = DATA/cell.key, created
+	 * with a new key at the first start. */
+	const char *key_file;
 };
 enum { SRV_LOCK_LEASE = 1, SRV_LOCK_GRACE = 2 };
 

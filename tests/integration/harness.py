@@ -208,6 +208,7 @@ class Server:
         self.proc = None
         self.port = port
         self.extra = list(extra)
+        self.key = KEY_FILE   # None: the server's own DATA/cell.key
 
     @property
     def addr(self):
@@ -217,9 +218,13 @@ class Server:
         timeout = timeout or (30 if ASAN else 15)
         logf = open(self.log, "ab")
         start_off = logf.tell()
+        # One cell key for the suite (setup_process; mounts and
+        # `cairn status` find it through $CAIRN_KEY), unless the test
+        # gives its own --key.
+        key = [] if self.key is None or "--key" in self.extra else ["--key", self.key]
         self.proc = subprocess.Popen(
             [CAIRN, "serve", "--data", self.data, "--listen",
-             "127.0.0.1:%d" % self.port] + self.extra,
+             "127.0.0.1:%d" % self.port] + key + self.extra,
             stdin=subprocess.DEVNULL, stdout=logf, stderr=logf,
             start_new_session=True)
         logf.close()
@@ -490,14 +495,24 @@ def user_errno(uid, gid, fn, *args):
 # ---------------------------------------------------------------- sanitizers
 
 SAN_DIR = None        # where ASan/UBSan reports of spawned processes go
+KEY_FILE = None       # the suite's cell key (setup_process)
 _san_seen = set()
 
 
 def setup_process(build):
     """Common process setup for a suite: paths, signals, atexit,
     sanitizer report collection."""
-    global BUILD, CAIRN, ASAN, SAN_DIR
+    global BUILD, CAIRN, ASAN, SAN_DIR, KEY_FILE
     BUILD = os.path.abspath(build)
+    # The cell key every server of the suite is started with and every
+    # client finds in $CAIRN_KEY (lib/seal.h: 64 hex digits, mode 0600).
+    kdir = tempfile.mkdtemp(prefix="cairn-key-", dir=TMP_ROOT or tempfile.gettempdir())
+    atexit.register(shutil.rmtree, kdir, True)
+    KEY_FILE = os.path.join(kdir, "cell.key")
+    fd = os.open(KEY_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.write(fd, (os.urandom(32).hex() + "\n").encode())
+    os.close(fd)
+    os.environ["CAIRN_KEY"] = KEY_FILE
     CAIRN = os.path.join(BUILD, "cairn")
     ASAN = os.environ.get("CAIRN_ASAN") == "1" or "asan" in os.path.basename(BUILD)
     sys.stdout.reconfigure(line_buffering=True)

@@ -2,8 +2,11 @@
 """proto_client.py - a minimal Cairn protocol client (docs/PROTOCOL.md).
 
 A library for tests that talk to a live `cairn serve` without FUSE:
-frame encoding and decoding, HELLO, one helper per request op, and raw
-access for malformed-frame tests.
+frame encoding and decoding, the AUTH handshake and sealed frames (the
+cell key from $CAIRN_KEY unless given; docs/PROTOCOL.md "Handshake"),
+HELLO, one helper per request op, and raw access for malformed-frame
+tests (send_raw seals the whole frames it is given once authenticated and
+sends anything else as it is).
 
 No message layout is written here: at import the module reads the
 "## Frames", "## Value types" and "## Messages" tables of
@@ -33,6 +36,8 @@ and prints "ok - NAME" / "not ok - NAME" lines (exit 1 on failure).
 """
 
 import errno as _errno
+import hashlib
+import hmac
 import os
 import re
 import select
@@ -42,8 +47,9 @@ import sys
 import time
 
 MAGIC = 0x4E524143
-VERSION = 6
+VERSION = 7
 MAX_PAYLOAD = (4 << 20) + 4096
+TAG_SIZE = 16
 MAX_IO = 1 << 20
 
 WF_REPLY = 1
@@ -471,13 +477,60 @@ def decode_breaks(payload):
             for it in decode("CB_BREAK", payload)["items"]]
 
 
+# --- the handshake and sealed frames (lib/seal.h) ------------------------------
+
+def load_key(path=None):
+    """The cell key (32 bytes) from path, or $CAIRN_KEY."""
+    path = path or os.environ.get("CAIRN_KEY")
+    if not path:
+        raise ProtocolError("no cell key: set CAIRN_KEY or pass key=")
+    with open(path) as f:
+        return bytes.fromhex(f.read().strip())
+
+
+def _derive(key, label, nc, ns):
+    return hmac.new(key, label + nc + ns, hashlib.sha256).digest()
+
+
+def server_proof(key, nc, ns):
+    return _derive(key, b"cairn server proof", nc, ns)
+
+
+class Seal:
+    """One direction: AES-256-GCM, the nonce the count of frames before."""
+
+    def __init__(self, key, nc, ns, label):
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+        self.g = AESGCM(_derive(key, label, nc, ns))
+        self.seq = 0
+
+    def _nonce(self):
+        n = b"\0" * 4 + struct.pack("<Q", self.seq)
+        self.seq += 1
+        return n
+
+    def seal(self, hdr, payload):
+        return self.g.encrypt(self._nonce(), payload, hdr)
+
+    def open(self, hdr, data):
+        from cryptography.exceptions import InvalidTag
+        try:
+            return self.g.decrypt(self._nonce(), data, hdr)
+        except InvalidTag:
+            raise ProtocolError("a frame from the server does not verify")
+
+
 # --- connection -------------------------------------------------------------
 
 class Conn:
-    def __init__(self, host="127.0.0.1", port=7070, timeout=10.0):
+    def __init__(self, host="127.0.0.1", port=7070, timeout=10.0, key=None,
+                 auth=True):
+        """Connect and, with auth, do the AUTH handshake with the cell
+        key (key: bytes, a path, or None for $CAIRN_KEY)."""
         self.sock = socket.create_connection((host, port), timeout=timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.timeout = timeout
+        self.tx = self.rx = None
         self.next_id = 1
         self.replies = {}    # id -> (op, status, payload)
         self.breaks = []     # list of [(fid, name), ...] per CB_BREAK
@@ -487,13 +540,53 @@ class Conn:
         self.rec_flags = []  # (fid, flags) of every object record
         self.buf = b""
         self.client_id = os.urandom(16)
+        if auth:
+            self.authenticate(key if isinstance(key, bytes) else load_key(key))
+
+    def authenticate(self, key, nonce=None):
+        """AUTH: check the server's proof, then seal every frame."""
+        nc = nonce or os.urandom(32)
+        self.auth_nonce = nc
+        self.sock.sendall(frame(OP_AUTH, u32(MAGIC) + u32(VERSION) + nc))
+        op, flags, id, status, payload = self.recv_frame()
+        if op != OP_AUTH or not flags & WF_REPLY:
+            raise ProtocolError("unexpected answer to AUTH (op %d)" % op)
+        if status:
+            raise CairnError(OP_AUTH, status)
+        ns, proof = payload[:32], payload[32:]
+        if len(payload) != 64 or not hmac.compare_digest(proof, server_proof(key, nc, ns)):
+            raise ProtocolError("the server does not prove it holds the cell key")
+        self.tx = Seal(key, nc, ns, b"cairn client to server key")
+        self.rx = Seal(key, nc, ns, b"cairn server to client key")
+        return ns
 
     def close(self):
         self.sock.close()
 
+    def seal_stream(self, data):
+        """data as it goes on the wire: once authenticated each whole
+        frame in it sealed; a header whose payload is not all there (or
+        is over the limit) and anything after it as it is."""
+        if not self.tx:
+            return data
+        out, off = [], 0
+        while len(data) - off >= HDR_SIZE:
+            n, op, flags, id, status = HDR.unpack(data[off:off + HDR_SIZE])
+            body = data[off + HDR_SIZE:off + HDR_SIZE + n]
+            if n > MAX_PAYLOAD or len(body) < n:
+                out.append(HDR.pack(min(n + TAG_SIZE, 0xFFFFFFFF), op, flags, id, status))
+                out.append(data[off + HDR_SIZE:])
+                off = len(data)
+                break
+            hdr = HDR.pack(n + TAG_SIZE, op, flags, id, status)
+            out.append(hdr + self.tx.seal(hdr, body))
+            off += HDR_SIZE + n
+        out.append(data[off:])
+        return b"".join(out)
+
     # raw I/O
     def send_raw(self, data):
-        self.sock.sendall(data)
+        self.sock.sendall(self.seal_stream(data))
 
     def recv_exact(self, n):
         while len(self.buf) < n:
@@ -506,10 +599,16 @@ class Conn:
 
     def recv_frame(self):
         """(op, flags, id, status, payload) of the next frame."""
-        n, op, flags, id, status = HDR.unpack(self.recv_exact(HDR_SIZE))
-        if n > MAX_PAYLOAD:
+        hb = self.recv_exact(HDR_SIZE)
+        n, op, flags, id, status = HDR.unpack(hb)
+        if n > MAX_PAYLOAD + (TAG_SIZE if self.rx else 0):
             raise ProtocolError("server sent a %d-byte frame" % n)
-        return op, flags, id, status, self.recv_exact(n)
+        payload = self.recv_exact(n)
+        if self.rx:
+            if n < TAG_SIZE:
+                raise ProtocolError("sealed frame shorter than its tag")
+            payload = self.rx.open(hb, payload)
+        return op, flags, id, status, payload
 
     def _dispatch(self, fr):
         op, flags, id, status, payload = fr
@@ -624,6 +723,12 @@ class Conn:
         self.epoch = rep["server_epoch"]
         self.version = rep["version"]
         return rep["root"]
+
+    def auth(self, nonce=None):
+        """AUTH once more on an authenticated connection (the server
+        answers -EISCONN: see authenticate for the handshake)."""
+        return self.request("AUTH", magic=MAGIC, version=VERSION,
+                            client_nonce=nonce or os.urandom(32))
 
     def ping(self):
         self.request("PING")
@@ -1075,12 +1180,13 @@ def _selftest(host, port):
     a.remove(d["fid"], "s")
     a.remove(root["fid"], tag, RM_DIR)
 
-    # Malformed frames: each closes only its own connection.
+    # Malformed frames after AUTH (sealed by send_raw): each closes only
+    # its own connection.
     hello_payload = u32(MAGIC) + u32(VERSION) + os.urandom(16) + u32(0)
     bad = {
         "oversized len": frame(OP_PING, length=MAX_PAYLOAD + 1),
         "unknown flag bits": frame(OP_HELLO, hello_payload, flags=0x80),
-        "first frame not HELLO": frame(OP_PING, id=1),
+        "frame after AUTH not HELLO": frame(OP_PING, id=1),
         "bad magic": frame(OP_HELLO, u32(0x1234) + hello_payload[4:], id=1),
         "short HELLO": frame(OP_HELLO, hello_payload[:10], id=1),
         "trailing bytes": frame(OP_HELLO, hello_payload + b"x", id=1),

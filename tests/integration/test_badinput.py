@@ -2,7 +2,10 @@
 # timeout: 180
 """test_badinput.py - malformed input against a live server.
 
-Each case opens a raw TCP connection and misbehaves. Afterwards the server
+Each case opens a connection, completes AUTH (docs/PROTOCOL.md
+"Handshake"; its frames are then sealed by the connection, so what is
+malformed reaches the server's decoder) and misbehaves; test_auth.py
+covers the handshake itself. Afterwards the server
 log must hold a line naming that peer (ip:port) and a reason, the server
 must still be running, a mount made at the start must still work, and a
 new well-behaved connection must still get answers (docs/PROTOCOL.md,
@@ -102,6 +105,20 @@ def still_serving(ctx, what):
     expect(("alive-%d" % ctx.k) in os.listdir(ctx.A.path), "%s: new file not listed on the mount" % what)
 
 
+class Sealing:
+    """What attacks write to: whole frames sealed (Conn.send_raw), other
+    bytes as they are."""
+
+    def __init__(self, c):
+        self.c = c
+
+    def sendall(self, data):
+        self.c.send_raw(data)
+
+    def shutdown(self, how):
+        self.c.sock.shutdown(how)
+
+
 def attack(ctx, what, send, after_hello=False):
     """Connect (and say HELLO), call send(sock), expect the server to
     close the connection and log one line about it."""
@@ -112,7 +129,7 @@ def attack(ctx, what, send, after_hello=False):
         if after_hello:
             c.hello()
         try:
-            send(c.sock)
+            send(Sealing(c))
         except (BrokenPipeError, ConnectionResetError):
             pass   # the server already hung up: fine
         try:
@@ -329,7 +346,7 @@ def big_first_frame_refused_before_allocation(ctx):
     finally:
         for s in socks:
             s.close()
-    expect(any("first frame is not a HELLO" in l for l in ctx.srv.log_lines()),
+    expect(any("first frame is not an AUTH" in l for l in ctx.srv.log_lines()),
            "no log line says the first frame was refused")
     still_serving(ctx, "oversized first frames")
 

@@ -221,12 +221,18 @@ static void fill_statfs(struct fill *f, struct cairn_statfs *s)
 	s->namemax = v32(f, "namemax");
 }
 
-static void fill_id(struct fill *f, const char *name, uint8_t id[16])
+/* n bytes named name (ids, the AUTH nonces and proof). */
+static void fill_bytes(struct fill *f, const char *name, uint8_t *b, int n)
 {
 	uint32_t h = name_hash(name);
 
-	for (int i = 0; i < 16; i++)
-		id[i] = f->variant == EXTREME ? 0xff : (uint8_t)(h + 7 * i);
+	for (int i = 0; i < n; i++)
+		b[i] = f->variant == EXTREME ? 0xff : (uint8_t)(h + 7 * i);
+}
+
+static void fill_id(struct fill *f, const char *name, uint8_t id[16])
+{
+	fill_bytes(f, name, id, 16);
 }
 
 /* Records for READDIR, BULKSTAT and CB_BREAK: 3 (one with an empty name),
@@ -338,6 +344,39 @@ static int eq_hello_req(const void *a, const void *b)
 
 	return x->magic == y->magic && x->version == y->version &&
 	       !memcmp(x->client_id, y->client_id, 16) && x->flags == y->flags;
+}
+
+static void fill_auth_req(struct fill *f, void *m)
+{
+	struct msg_auth_req *a = m;
+
+	a->magic = CAIRN_MAGIC;  /* the doc gives its value */
+	a->version = v32(f, "version");
+	fill_bytes(f, "client nonce", a->nonce, 32);
+}
+
+static int eq_auth_req(const void *a, const void *b)
+{
+	const struct msg_auth_req *x = a, *y = b;
+
+	return x->magic == y->magic && x->version == y->version &&
+	       !memcmp(x->nonce, y->nonce, 32);
+}
+
+static void fill_auth_rep(struct fill *f, void *m)
+{
+	struct msg_auth_rep *a = m;
+
+	fill_bytes(f, "server nonce", a->nonce, 32);
+	fill_bytes(f, "server proof", a->proof, 32);
+}
+
+static int eq_auth_rep(const void *a, const void *b)
+{
+	const struct msg_auth_rep *x = a, *y = b;
+
+	return !memcmp(x->nonce, y->nonce, 32) &&
+	       !memcmp(x->proof, y->proof, 32);
 }
 
 static void fill_hello_rep(struct fill *f, void *m)
@@ -1008,7 +1047,7 @@ SHAPE(getxattr_req); SHAPE(listxattr_req); SHAPE(sized_rep);
 SHAPE(removexattr_req); SHAPE(fallocate_req); SHAPE(status_rep);
 SHAPE(cb_break); SHAPE(bulkstat_req); SHAPE(bulkstat_rep);
 SHAPE(orphan_drop_req); SHAPE(wtoken_req); SHAPE(lock_req);
-SHAPE(getlk_rep);
+SHAPE(getlk_rep); SHAPE(auth_req); SHAPE(auth_rep);
 
 /* The struct of each opcode's request (push) and reply (ack). Every
  * descriptor must have a row here (test_case_table). */
@@ -1045,6 +1084,7 @@ static const struct tcase {
 	{ OP_WRETURN,     { &S_orphan_drop_req, &S_empty } },
 	{ OP_LOCK,        { &S_lock_req,        &S_attrm } },
 	{ OP_GETLK,       { &S_lock_req,        &S_getlk_rep } },
+	{ OP_AUTH,        { &S_auth_req,        &S_auth_rep } },
 	{ OP_CB_BREAK,    { &S_cb_break,        &S_empty } },
 	{ OP_CB_RECALL,   { &S_orphan_drop_req, &S_empty } },
 	{ OP_CB_LOCKWAKE, { &S_orphan_drop_req, &S_empty } },

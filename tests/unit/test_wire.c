@@ -457,13 +457,14 @@ static void test_header_oversized(void)
 	struct wire_hdr h;
 	uint32_t len;
 
-	len = WIRE_MAX_PAYLOAD;
+	/* A sealed frame's len counts its tag too. */
+	len = WIRE_MAX_PAYLOAD + WIRE_TAG_SIZE;
 	memcpy(hdr, (uint8_t[4]){ len, len >> 8, len >> 16, len >> 24 }, 4);
 	hdr[4] = OP_WRITE;
 	CHECK_EQ(wire_hdr_decode(hdr, &h), 0);  /* exactly the limit is fine */
-	CHECK_EQ(h.len, WIRE_MAX_PAYLOAD);
+	CHECK_EQ(h.len, WIRE_MAX_PAYLOAD + WIRE_TAG_SIZE);
 
-	len = WIRE_MAX_PAYLOAD + 1;
+	len = WIRE_MAX_PAYLOAD + WIRE_TAG_SIZE + 1;
 	memcpy(hdr, (uint8_t[4]){ len, len >> 8, len >> 16, len >> 24 }, 4);
 	CHECK_EQ(wire_hdr_decode(hdr, &h), -EMSGSIZE);
 
