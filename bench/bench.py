@@ -285,7 +285,7 @@ class Server:
         # mounts that depend on it are unmounted (their calls would hang).
         self.proc = subprocess.Popen(
             [self.cairn, "serve", "--data", data, "--listen", "127.0.0.1:0",
-             "--key", cfg["key"]],
+             "--key", cfg["key"], "--no-root-squash"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE, text=True, start_new_session=True)
         reg.add_pid(self.proc.pid)

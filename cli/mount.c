@@ -59,6 +59,7 @@ struct mount_args {
 	int timeout_s;
 	int write_through;
 	int local_locks;
+	int read_only;           /* the server said: a read-only export */
 	const char *key;
 	char host[256];
 	int port;
@@ -110,7 +111,8 @@ static void usage(FILE *f)
 "  -h, --help       print this help\n"
 "\n"
 "Run as root, the mount is open to every local user (allow_other) with\n"
-"permissions checked by the kernel (default_permissions).\n",
+"permissions checked by the kernel (default_permissions), and by the\n"
+"server on the credentials each request carries.\n",
 		CAIRN_DEFAULT_PORT, CELLKEY_DEFAULT, MOUNT_DEFAULT_CACHE_ROOT,
 		CCACHE_DEFAULT_PERCENT, MOUNT_DOWN_TIMEOUT_S);
 }
@@ -259,11 +261,13 @@ static struct fuse_session *session_new(const struct mount_args *a,
 	struct fuse_session *se = NULL;
 	char opts[512];
 
-	/* default_permissions always: the server does not check access,
-	 * the kernel must. allow_other only where it is permitted. */
+	/* default_permissions always: the kernel answers what it has cached
+	 * without asking us (the server checks what reaches it, perm.h).
+	 * allow_other only where it is permitted. */
 	snprintf(opts, sizeof(opts),
-		 "fsname=cairn:%s:%d,subtype=cairn,default_permissions%s",
-		 a->host, a->port, geteuid() == 0 ? ",allow_other" : "");
+		 "fsname=cairn:%s:%d,subtype=cairn,default_permissions%s%s",
+		 a->host, a->port, geteuid() == 0 ? ",allow_other" : "",
+		 a->read_only ? ",ro" : "");
 	if (fuse_opt_add_arg(&args, "cairn") ||
 	    fuse_opt_add_arg(&args, "-o") || fuse_opt_add_arg(&args, opts) ||
 	    (a->extra_opts && (fuse_opt_add_arg(&args, "-o") ||
@@ -531,7 +535,9 @@ static int serve_mount(struct mount_state *m, const struct mount_args *a,
 		m->signals = 1;
 	if ((rc = fs_refresh_statfs(m->fs)) < 0)
 		log_warn("statfs: %s", strerror(-rc));
-	log_info("serving %s:%d on %s", a->host, a->port, mnt);
+	log_info("serving %s:%d on %s%s", a->host, a->port, mnt,
+		 a->read_only ? " (read-only: the key is a read-only export)"
+			      : "");
 	readahead_start(m);
 	rc = fuse_session_loop_mt(m->se, &cfg);
 	log_info("session ended (%d); unmounting %s", rc, mnt);
@@ -614,6 +620,8 @@ int cmd_mount(int argc, char **argv)
 		m.rpc = NULL;
 		goto out;
 	}
+	/* A read-only export: the kernel refuses changes (EROFS) itself. */
+	a.read_only = rpc_read_only(m.rpc);
 	/* Only now: a mistyped server address leaves nothing behind. */
 	if ((rc = mkdir_p(tmp)) < 0 || !realpath(tmp, cache)) {
 		fprintf(stderr, "cairn mount: cannot create cache directory "

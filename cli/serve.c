@@ -14,6 +14,7 @@
 #include "../lib/proto.h"
 #include "../server/lock.h"
 #include "../server/orphan.h"
+#include "../server/perm.h"
 #include "../server/server.h"
 #include "../server/token.h"
 #include "cli.h"
@@ -23,7 +24,8 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: cairn serve --data DIR [--listen HOST:PORT] "
 		"[--orphan-grace SECS] [--recall-timeout MS] "
-		"[--lock-lease MS] [--lock-grace MS] [--key FILE] [-v]\n"
+		"[--lock-lease MS] [--lock-grace MS] [--key FILE] "
+		"[--ro-key FILE]... [--no-root-squash] [-v]\n"
 		"\n"
 		"Serve the volume stored in DIR (created on first use) until\n"
 		"SIGTERM or SIGINT. Logs one line per event to stderr.\n"
@@ -53,10 +55,17 @@ static void usage(FILE *f)
 		"                      servers and clients (default\n"
 		"                      DIR/cell.key, created with a new key at\n"
 		"                      the first start; mode 0600 required)\n"
+		"  --ro-key FILE       a further key (repeatable, up to %d):\n"
+		"                      clients holding it may read, and every\n"
+		"                      change they ask for is refused (EROFS);\n"
+		"                      they mount read-only\n"
+		"  --no-root-squash    let root on a client act as root here\n"
+		"                      (by default its requests run as nobody,\n"
+		"                      uid and gid %u)\n"
 		"  -v, --verbose       also log every request\n"
 		"  -h, --help          show this help\n",
 		CAIRN_DEFAULT_PORT, ORPHAN_GRACE_S, TOK_RECALL_TIMEOUT_MS,
-		LK_LEASE_MS, LK_GRACE_MS);
+		LK_LEASE_MS, LK_GRACE_MS, SRV_MAX_RO_KEYS, CRED_NOBODY);
 }
 
 /* optarg as a whole number in [min, max] into *out; else a message and
@@ -90,6 +99,8 @@ int cmd_serve(int argc, char **argv)
 		{ "lock-lease", required_argument, NULL, 'L' },
 		{ "lock-grace", required_argument, NULL, 'G' },
 		{ "key", required_argument, NULL, 'k' },
+		{ "ro-key", required_argument, NULL, 'R' },
+		{ "no-root-squash", no_argument, NULL, 'S' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -130,6 +141,15 @@ int cmd_serve(int argc, char **argv)
 			o.lock_set |= SRV_LOCK_GRACE;
 			break;
 		case 'k': o.key_file = optarg; break;
+		case 'S': o.no_root_squash = 1; break;
+		case 'R':
+			if (o.n_ro_keys == SRV_MAX_RO_KEYS) {
+				fprintf(stderr, "cairn serve: at most %d "
+					"--ro-key\n", SRV_MAX_RO_KEYS);
+				return 2;
+			}
+			o.ro_key_files[o.n_ro_keys++] = optarg;
+			break;
 		case 'v': log_verbose = 1; break;
 		case 'h': usage(stdout); return 0;
 		default:

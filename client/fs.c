@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -54,10 +55,96 @@ void fs_set_call_intr(struct rpc_intr *ir)
 	call_intr = ir;
 }
 
+/*
+ * The credentials of the process a FUSE request is made for
+ * (docs/PROTOCOL.md "Credentials"): uid and gid from the request, the
+ * supplementary groups from /proc/PID/status, cached per process for a
+ * second (a lookup storm costs one read). None (0) for requests no
+ * process made: the kernel's own (pid 0: write-back of dirty pages) and
+ * its threads' (the flusher's time updates); the server takes those as
+ * the cache manager's own.
+ */
+#define CRED_CACHE 64
+#define CRED_CACHE_MS 1000
+static struct cred_slot {
+	pid_t pid;
+	uid_t uid;
+	gid_t gid;
+	int64_t at_ms;
+	int kthread;
+	uint32_t n;
+	uint32_t g[CRED_MAX_GROUPS];
+} cred_cache[CRED_CACHE];
+static pthread_mutex_t cred_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Read pid's groups and kernel-thread flag into s. */
+static void cred_read(struct cred_slot *s, pid_t pid)
+{
+	char path[64], line[4096];
+	FILE *f;
+
+	s->n = 0;
+	s->kthread = 0;
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	if (!(f = fopen(path, "re")))
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		if (!strncmp(line, "Kthread:", 8)) {
+			s->kthread = atoi(line + 8) == 1;
+		} else if (!strncmp(line, "Groups:", 7)) {
+			char *p = line + 7, *end;
+
+			for (;;) {
+				unsigned long g = strtoul(p, &end, 10);
+				if (end == p || s->n == CRED_MAX_GROUPS)
+					break;
+				s->g[s->n++] = (uint32_t)g;
+				p = end;
+			}
+		}
+	}
+	fclose(f);
+}
+
+static int put_cred(fuse_req_t req, struct wbuf *w)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	struct cred_slot *s, copy;
+	int64_t now = clock_mono_ms();
+
+	if (!ctx || ctx->pid <= 0)
+		return 0;
+	s = &cred_cache[(unsigned)ctx->pid % CRED_CACHE];
+	pthread_mutex_lock(&cred_lock);
+	copy = *s;
+	pthread_mutex_unlock(&cred_lock);
+	if (copy.pid != ctx->pid || copy.uid != ctx->uid ||
+	    copy.gid != ctx->gid || now - copy.at_ms > CRED_CACHE_MS) {
+		/* Read without the lock: another thread may read it too. */
+		copy.pid = ctx->pid;
+		copy.uid = ctx->uid;
+		copy.gid = ctx->gid;
+		copy.at_ms = now;
+		cred_read(&copy, ctx->pid);
+		pthread_mutex_lock(&cred_lock);
+		*s = copy;
+		pthread_mutex_unlock(&cred_lock);
+	}
+	if (copy.kthread)
+		return 0;
+	wire_put_u32(w, (uint32_t)copy.uid);
+	wire_put_u32(w, (uint32_t)copy.gid);
+	wire_put_u32(w, copy.n);
+	for (uint32_t i = 0; i < copy.n; i++)
+		wire_put_u32(w, copy.g[i]);
+	return 1;
+}
+
 static int fs_call(fuse_req_t req, struct fs *fs, uint16_t op,
 		   const struct wbuf *w, struct rpc_reply *rep)
 {
 	struct rpc_intr intr;
+	struct wbuf cred;
 	int rc;
 
 	notify_assert_not_held(fs->ntf);
@@ -65,11 +152,14 @@ static int fs_call(fuse_req_t req, struct fs *fs, uint16_t op,
 	if (!req)
 		return call_intr ? rpc_call_intr(fs->rpc, op, w, rep, call_intr)
 				 : rpc_call(fs->rpc, op, w, rep);
+	wbuf_init(&cred);
 	rpc_intr_init(&intr, fs->rpc);
 	/* Calls on_interrupt at once if req was interrupted already (also
 	 * between two calls of one handler): the call then ends at once. */
 	fuse_req_interrupt_func(req, on_interrupt, &intr);
-	rc = rpc_call_intr(fs->rpc, op, w, rep, &intr);
+	rc = rpc_call_cred(fs->rpc, op, put_cred(req, &cred) ? &cred : NULL,
+			   w, rep, &intr);
+	wbuf_free(&cred);
 	/* Takes the same lock as the interrupt path: once this returns,
 	 * on_interrupt is not running and will not run, so intr may go and
 	 * req may be answered (which frees it). */

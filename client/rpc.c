@@ -113,6 +113,7 @@ struct rpc {
 	int ping_out;              /* reader only: a heartbeat is unanswered */
 
 	uint32_t hello_flags;      /* mu; o.hello_flags as of now */
+	uint32_t rep_flags;        /* atomic; HELLO_REP_* the server said */
 	uint32_t said_flags;       /* mu; what the current connection said */
 	void *(*call_begin)(void *arg, uint16_t op, const struct wbuf *req);
 	void (*call_end)(void *arg, void *cookie);
@@ -275,6 +276,7 @@ static int dial(struct rpc *r, uint64_t *epoch, struct cairn_attr *root,
 	}
 	*epoch = hp.epoch;
 	*root = hp.root;
+	__atomic_store_n(&r->rep_flags, hp.flags, __ATOMIC_RELAXED);
 	free(payload);
 	/* Frames are read only once poll() says data is there; a server that
 	 * stalls in the middle of one is lost after dead_ms. */
@@ -717,6 +719,14 @@ static void count_call(struct rpc *r, uint16_t op, const struct pending *p,
 int rpc_call_intr(struct rpc *r, uint16_t op, const struct wbuf *req,
 		  struct rpc_reply *rep, struct rpc_intr *ir)
 {
+	return rpc_call_cred(r, op, NULL, req, rep, ir);
+}
+
+int rpc_call_cred(struct rpc *r, uint16_t op, const struct wbuf *cred,
+		  const struct wbuf *req, struct rpc_reply *rep,
+		  struct rpc_intr *ir)
+{
+	struct wbuf full;         /* cred, then req: what goes out */
 	struct pending p = { 0 };
 	struct timespec dl, sent = { 0 };
 	void *cookie = NULL;
@@ -734,6 +744,16 @@ int rpc_call_intr(struct rpc *r, uint16_t op, const struct wbuf *req,
 	}
 	if (req && req->err)
 		return req->err;
+	wbuf_init(&full);
+	if (cred) {
+		wire_put_bytes(&full, cred->data, cred->len);
+		if (req && req->len)
+			wire_put_bytes(&full, req->data, req->len);
+		if (full.err || cred->err) {
+			wbuf_free(&full);
+			return -ENOMEM;
+		}
+	}
 	hooked = r->call_begin && msg_has(op, MSG_CHANGES);
 	if (hooked)
 		cookie = r->call_begin(r->call_arg, op, req);
@@ -777,7 +797,8 @@ int rpc_call_intr(struct rpc *r, uint16_t op, const struct wbuf *req,
 		int fd = r->fd;
 		pthread_mutex_unlock(&r->mu);
 		clock_gettime(CLOCK_MONOTONIC, &sent);
-		if (send_counted(r, fd, r->tx, op, 0, p.id, req))
+		if (send_counted(r, fd, r->tx, op, cred ? WF_CRED : 0, p.id,
+				 cred ? &full : req))
 			shutdown(fd, SHUT_RDWR); /* the reader cleans up */
 		pthread_mutex_unlock(&r->send_mu);
 
@@ -791,6 +812,7 @@ int rpc_call_intr(struct rpc *r, uint16_t op, const struct wbuf *req,
 		}
 	}
 	pthread_cond_destroy(&p.cv);
+	wbuf_free(&full);
 	if (hooked)
 		r->call_end(r->call_arg, cookie);
 	count_call(r, op, &p, &sent);
@@ -801,6 +823,12 @@ int rpc_call_intr(struct rpc *r, uint16_t op, const struct wbuf *req,
 		free(p.buf);
 	}
 	return ret;
+}
+
+int rpc_read_only(struct rpc *r)
+{
+	return r && (__atomic_load_n(&r->rep_flags, __ATOMIC_RELAXED) &
+		     HELLO_REP_RO);
 }
 
 int rpc_send_ack(struct rpc *r, uint16_t op, uint32_t id)

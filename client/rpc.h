@@ -55,6 +55,9 @@ struct rpc_opts {
  */
 int rpc_connect(const struct rpc_opts *o, struct rpc **out,
 		struct cairn_attr *root, char *err, size_t errsz);
+/* 1 if the server said our key is a read-only export (HELLO_REP_RO):
+ * every change would be refused with -EROFS. */
+int rpc_read_only(struct rpc *r);
 /* Start the reader thread. Returns 0 or a negative errno. */
 int rpc_start(struct rpc *r);
 /* Close the connection, fail waiting calls with -ESHUTDOWN, join threads,
@@ -94,6 +97,11 @@ struct rpc_intr {
 void rpc_intr_init(struct rpc_intr *ir, struct rpc *r);
 int rpc_call_intr(struct rpc *r, uint16_t op, const struct wbuf *req,
 		  struct rpc_reply *rep, struct rpc_intr *ir);
+/* rpc_call_intr on behalf of a user: cred is the credential block
+ * (docs/PROTOCOL.md "Credentials") sent before req, with WF_CRED. */
+int rpc_call_cred(struct rpc *r, uint16_t op, const struct wbuf *cred,
+		  const struct wbuf *req, struct rpc_reply *rep,
+		  struct rpc_intr *ir);
 void rpc_interrupt(struct rpc_intr *ir);
 
 /*

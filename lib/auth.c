@@ -117,6 +117,7 @@ int auth_client(int fd, const uint8_t key[CELLKEY_SIZE], struct seal **tx,
 	int ret;
 
 	*tx = *rx = NULL;
+	cellkey_id(key, q.key_id);
 	if (seal_random(q.nonce, sizeof(q.nonce))) {
 		snprintf(err, errsz, "no random bytes for the handshake");
 		return -EIO;
@@ -150,6 +151,9 @@ int auth_client(int fd, const uint8_t key[CELLKEY_SIZE], struct seal **tx,
 		snprintf(err, errsz, "the server refused the handshake: %s",
 			 h.status == -EPROTONOSUPPORT ?
 			 "it speaks another protocol version" :
+			 h.status == -EACCES ?
+			 "it does not know this key (not its cell key, nor a "
+			 "key it exports)" :
 			 strerror(-h.status));
 		return h.status;
 	}

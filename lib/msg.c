@@ -128,6 +128,7 @@ static void enc_auth_req(struct wbuf *w, const void *m)
 	wire_put_u32(w, a->magic);
 	wire_put_u32(w, a->version);
 	wire_put_bytes(w, a->nonce, sizeof(a->nonce));
+	wire_put_bytes(w, a->key_id, sizeof(a->key_id));
 }
 
 static int dec_auth_req(struct rbuf *r, void *m)
@@ -137,6 +138,7 @@ static int dec_auth_req(struct rbuf *r, void *m)
 	a->magic = wire_get_u32(r);
 	a->version = wire_get_u32(r);
 	get_fixed(r, a->nonce, sizeof(a->nonce));
+	get_fixed(r, a->key_id, sizeof(a->key_id));
 	return dec_end(r);
 }
 
@@ -191,6 +193,7 @@ static void enc_hello_rep(struct wbuf *w, const void *m)
 	wire_put_bytes(w, h->server_id, sizeof(h->server_id));
 	wire_put_u64(w, h->epoch);
 	wire_put_attr(w, &h->root);
+	wire_put_u32(w, h->flags);
 }
 
 static int dec_hello_rep(struct rbuf *r, void *m)
@@ -204,6 +207,7 @@ static int dec_hello_rep(struct rbuf *r, void *m)
 		memcpy(h->server_id, id, sizeof(h->server_id));
 	h->epoch = wire_get_u64(r);
 	wire_get_attr(r, &h->root);
+	h->flags = wire_get_u32(r);
 	return dec_end(r);
 }
 
@@ -1025,7 +1029,8 @@ int msg_cbrec_next(struct rbuf *it, struct msg_cbrec *rec)
 static const struct msg_desc descs[] = {
 	{ OP_HELLO, "HELLO", 0,
 	  "u32 magic (`0x4e524143`), u32 version, 16 bytes client id, u32 flags",
-	  "u32 version, 16 bytes server id, u64 server epoch, attr root",
+	  "u32 version, 16 bytes server id, u64 server epoch, attr root, "
+	  "u32 flags",
 	  CODEC(hello_req, hello_rep) },
 	{ OP_PING, "PING", MSG_INLINE, "–", "–", CODEC(empty, empty) },
 	{ OP_GETATTR, "GETATTR", MSG_INLINE, "fid", "attr",
@@ -1124,7 +1129,8 @@ static const struct msg_desc descs[] = {
 	  "fid, u64 owner, u64 start, u64 end, u32 pid, u32 type, u32 flags",
 	  "u32 type, u64 start, u64 end, u32 pid", CODEC(lock_req, getlk_rep) },
 	{ OP_AUTH, "AUTH", 0,
-	  "u32 magic (`0x4e524143`), u32 version, 32 bytes client nonce",
+	  "u32 magic (`0x4e524143`), u32 version, 32 bytes client nonce, "
+	  "8 bytes key id",
 	  "32 bytes server nonce, 32 bytes server proof",
 	  CODEC(auth_req, auth_rep) },
 	{ OP_CB_BREAK, "CB_BREAK", MSG_PUSH, "u32 count, count × (fid, str name, u8 flags)",

@@ -69,6 +69,7 @@ struct msg_auth_req {
 	uint32_t magic;          /* CAIRN_MAGIC */
 	uint32_t version;        /* CAIRN_PROTO_VERSION */
 	uint8_t nonce[32];       /* the client's, fresh per connection */
+	uint8_t key_id[8];       /* which key (cellkey_id, lib/seal.h) */
 };
 struct msg_auth_rep {
 	uint8_t nonce[32];       /* the server's, fresh per connection */
@@ -79,6 +80,7 @@ struct msg_hello_rep {
 	uint8_t server_id[16];
 	uint64_t epoch;
 	struct cairn_attr root;
+	uint32_t flags;          /* HELLO_REP_* */
 };
 
 struct msg_lookup_req {

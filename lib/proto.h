@@ -36,7 +36,11 @@
 enum {
 	WF_REPLY = 1u << 0, /* a reply to request `id` */
 	WF_PUSH  = 1u << 1, /* server-initiated message (callback break) */
+	WF_CRED  = 1u << 2, /* request: the payload starts with the caller's
+			     * credentials (docs/PROTOCOL.md "Credentials") */
 };
+/* Supplementary groups a credential block carries at most. */
+#define CRED_MAX_GROUPS      32u
 
 /*
  * Opcodes. Requests go client -> server and are answered by a frame with
@@ -96,6 +100,13 @@ enum {
 	 * an object its own WRITE in progress holds (docs/PROTOCOL.md,
 	 * "Callbacks"); the server then waits for it where it could not. */
 	HELLO_CB_NOLOCK = 1u << 2,
+};
+
+/* HELLO reply flags. */
+enum {
+	/* The client's key is a read-only export (cairn serve --ro-key):
+	 * every change is answered -EROFS; mount read-only. */
+	HELLO_REP_RO = 1u << 0,
 };
 
 /* SETATTR valid mask. */

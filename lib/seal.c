@@ -172,6 +172,14 @@ static void derive(const uint8_t key[CELLKEY_SIZE], const char *label,
 		memset(out, 0, 32); /* never matches a real proof */
 }
 
+void cellkey_id(const uint8_t key[CELLKEY_SIZE], uint8_t id[CELLKEY_ID_SIZE])
+{
+	uint8_t none[SEAL_NONCE_SIZE] = { 0 }, out[32];
+
+	derive(key, "cairn key id", none, none, out);
+	memcpy(id, out, CELLKEY_ID_SIZE);
+}
+
 void seal_proof(const uint8_t key[CELLKEY_SIZE],
 		const uint8_t nc[SEAL_NONCE_SIZE],
 		const uint8_t ns[SEAL_NONCE_SIZE], uint8_t out[SEAL_PROOF_SIZE])

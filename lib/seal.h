@@ -51,6 +51,11 @@ const char *cellkey_path(const char *opt);
 /* Fill buf with n random bytes (a nonce); 0 or -EIO. */
 int seal_random(void *buf, size_t n);
 
+#define CELLKEY_ID_SIZE 8u
+/* A key's public name in AUTH: the first 8 bytes of HMAC-SHA256(key,
+ * "cairn key id"). Says which key, reveals nothing of it. */
+void cellkey_id(const uint8_t key[CELLKEY_SIZE], uint8_t id[CELLKEY_ID_SIZE]);
+
 /* HMAC-SHA256(key, "cairn server proof" | nc | ns). */
 void seal_proof(const uint8_t key[CELLKEY_SIZE],
 		const uint8_t nc[SEAL_NONCE_SIZE],

@@ -33,8 +33,9 @@ start() {
 		exit 0
 	fi
 	mkdir -p "$demo/data" "$demo/mnt" "$demo/cache"
+	# Root here is the demo's only user, on loopback: not squashed.
 	"$cairn" serve --data "$demo/data" --listen "127.0.0.1:$port" \
-		>"$demo/serve.log" 2>&1 &
+		--no-root-squash >"$demo/serve.log" 2>&1 &
 	echo $! >"$demo/serve.pid"
 	i=0
 	until grep -q "listening on" "$demo/serve.log" 2>/dev/null; do

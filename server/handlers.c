@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "perm.h"
 #include "../lib/debug.h"
 #include "../lib/log.h"
 #include "../lib/msg.h"
@@ -45,6 +46,7 @@ struct op_req {
 	struct wbuf *w;          /* reply frame, header already begun */
 	struct handler_out *out;
 	const char *bad;         /* not acceptable as a protocol: why */
+	struct cairn_cred cred;  /* the caller's (perm.h); present or not */
 	union msg_any m;         /* the decoded request; strings point into
 				  * the payload */
 };
@@ -236,13 +238,16 @@ static int op_hello(struct op_req *q)
 	conn_set_client_id(q->c, id);
 	cb_client_hello(q->ctx->cb, conn_cb_client(q->c), id, m->flags);
 	memcpy(rep.server_id, q->ctx->server_id, sizeof(rep.server_id));
+	if (conn_read_only(q->c))
+		rep.flags |= HELLO_REP_RO;
 	reply(q, &rep);
 	promise(q, &rep.root.fid);
-	log_info("peer %s: hello, client %02x%02x%02x%02x%02x%02x%02x%02x%s%s",
+	log_info("peer %s: hello, client %02x%02x%02x%02x%02x%02x%02x%02x%s%s%s",
 		 conn_peer(q->c), id[0], id[1], id[2], id[3], id[4], id[5],
 		 id[6], id[7],
 		 m->flags & HELLO_CB_ACK ? ", acknowledges breaks" : "",
-		 conn_drc(q->c) ? ", resends with the same id" : "");
+		 conn_drc(q->c) ? ", resends with the same id" : "",
+		 conn_read_only(q->c) ? ", read-only key" : "");
 	return 0;
 }
 
@@ -334,6 +339,102 @@ static int op_getattr(struct op_req *q)
 	return 0;
 }
 
+/* --- permissions (perm.h) ------------------------------------------------- */
+
+/* The requester has want (PERM_*) on fid; *a (if not NULL) gets its
+ * attributes. A request without credentials is the client daemon's own:
+ * not checked. */
+static int may(struct op_req *q, const struct cairn_fid *fid, int want,
+	       struct cairn_attr *a)
+{
+	struct cairn_attr tmp;
+	int ret;
+
+	if (!q->cred.present)
+		return 0;
+	if (!a)
+		a = &tmp;
+	if ((ret = store_getattr(q->ctx->st, fid, a)))
+		return ret;
+	return perm_check(&q->cred, a, want);
+}
+
+/* Removing (or renaming away) name from dir: write and search on dir,
+ * and the sticky bit's rule for what the name points at. A name that is
+ * not there is the store's to report. */
+static int may_unlink(struct op_req *q, const struct cairn_fid *dir,
+		      const char *name, struct cairn_attr *victim)
+{
+	struct cairn_attr d;
+	int ret;
+
+	if (!q->cred.present)
+		return 0;
+	if ((ret = may(q, dir, PERM_W | PERM_X, &d)))
+		return ret;
+	ret = store_lookup(q->ctx->st, dir, name, victim);
+	if (ret)
+		return ret == -ENOENT ? 1 : ret;
+	return perm_sticky(&q->cred, &d, victim);
+}
+
+/* The owner and group a new object gets: the caller's uid; the group
+ * the client asked for if the caller may give it (one of its groups, or
+ * a set-group-id directory's, inherited), else the caller's. */
+static void new_owner(const struct op_req *q, const struct cairn_fid *dir,
+		      uint32_t *uid, uint32_t *gid)
+{
+	struct cairn_attr d;
+
+	if (!q->cred.present || q->cred.uid == 0)
+		return;
+	*uid = q->cred.uid;
+	if (perm_in_group(&q->cred, *gid))
+		return;
+	if (store_getattr(q->ctx->st, dir, &d) == 0 && (d.mode & S_ISGID) &&
+	    d.gid == *gid)
+		return;
+	*gid = q->cred.gid;
+}
+
+/*
+ * SETATTR as a local file system allows it: mode and explicit times by
+ * the owner (or clearing only set-id bits, which the kernel does after a
+ * write), a new owner by root, a new group by the owner to one of its
+ * groups, the size and "now" times with write permission (or as the
+ * owner: a descriptor opened before a chmod).
+ */
+static int may_setattr(struct op_req *q, const struct msg_setattr_req *m)
+{
+	struct cairn_attr a;
+	int ret;
+
+	if (!q->cred.present)
+		return 0;
+	if ((ret = store_getattr(q->ctx->st, &m->fid, &a)))
+		return ret;
+	int owner = perm_owner(&q->cred, &a);
+	if ((m->valid & SA_MODE) && !owner &&
+	    (m->mode & 07777) != (a.mode & 07777 & ~(S_ISUID | S_ISGID)))
+		return -EPERM;
+	if ((m->valid & SA_UID) && m->uid != a.uid && q->cred.uid != 0)
+		return -EPERM;
+	if ((m->valid & SA_GID) && m->gid != a.gid && q->cred.uid != 0 &&
+	    (!owner || !perm_in_group(&q->cred, m->gid)))
+		return -EPERM;
+	/* Explicit times with a ctime are a write's, which the kernel sends
+	 * later (its write-back cache): whoever may write may. */
+	int wr = owner || !perm_check(&q->cred, &a, PERM_W);
+	if ((m->valid & (SA_ATIME | SA_MTIME)) && !owner &&
+	    !((m->valid & SA_CTIME) && wr))
+		return -EPERM;
+	if ((m->valid & (SA_ATIME_NOW | SA_MTIME_NOW)) && !wr)
+		return -EACCES;
+	if ((m->valid & SA_SIZE) && !wr)
+		return -EACCES;
+	return 0;
+}
+
 static int op_lookup(struct op_req *q)
 {
 	const struct msg_lookup_req *m = &q->m.lookup_req;
@@ -342,6 +443,8 @@ static int op_lookup(struct op_req *q)
 	int ret;
 
 	if ((ret = name_get(&m->name, name)))
+		return ret;
+	if ((ret = may(q, &m->dir, PERM_X, NULL)))
 		return ret;
 	ret = store_lookup(q->ctx->st, &m->dir, name, &rep.attr);
 	if (ret == -ENOENT)
@@ -374,6 +477,8 @@ static int op_setattr(struct op_req *q)
 		return PARKED;
 	if ((m->valid & SA_TOKEN) && (ret = tok_lost(q, &m->fid)))
 		return ret;
+	if ((ret = may_setattr(q, m)))
+		return ret;
 	sa.valid &= ~(uint32_t)SA_TOKEN;
 	ret = store_setattr(q->ctx->st, &m->fid, &sa, &rep.attr);
 	if (ret)
@@ -397,8 +502,12 @@ static int op_create(struct op_req *q)
 		return ret;
 	if (m->flags & ~(uint32_t)(CR_EXCL | CR_TOKEN))
 		return -EINVAL;
+	if ((ret = may(q, &m->dir, PERM_W | PERM_X, NULL)))
+		return ret;
+	uint32_t uid = m->uid, gid = m->gid;
+	new_owner(q, &m->dir, &uid, &gid);
 	tag(q);
-	ret = store_create(q->ctx->st, &m->dir, name, m->mode, m->uid, m->gid,
+	ret = store_create(q->ctx->st, &m->dir, name, m->mode, uid, gid,
 			   m->rdev, m->flags, &created, &rep.child, &rep.dir);
 	untag();
 	if (ret == -EALREADY) {
@@ -451,8 +560,12 @@ static int op_symlink(struct op_req *q)
 	if (memchr(m->target.p, '\0', m->target.len))
 		return -EINVAL;
 	msg_str_copy(target, &m->target);
+	if ((ret = may(q, &m->dir, PERM_W | PERM_X, NULL)))
+		return ret;
+	uint32_t uid = m->uid, gid = m->gid;
+	new_owner(q, &m->dir, &uid, &gid);
 	tag(q);
-	ret = store_symlink(q->ctx->st, &m->dir, name, target, m->uid, m->gid,
+	ret = store_symlink(q->ctx->st, &m->dir, name, target, uid, gid,
 			    &rep.a, &rep.b);
 	untag();
 	if (ret == -EALREADY) {
@@ -497,6 +610,8 @@ static int op_link(struct op_req *q)
 		return ret;
 	if (tok_busy(q, &m->fid))
 		return PARKED;
+	if ((ret = may(q, &m->dir, PERM_W | PERM_X, NULL)))
+		return ret;
 	tag(q);
 	ret = store_link(q->ctx->st, &m->fid, &m->dir, name, &rep.a, &rep.b);
 	untag();
@@ -527,6 +642,9 @@ static int op_remove(struct op_req *q)
 	if ((m->flags & ~(uint32_t)(RM_DIR | RM_KEEP | RM_SELF)) ||
 	    (m->flags & (RM_DIR | RM_SELF)) == (RM_DIR | RM_SELF))
 		return -EINVAL;
+	struct cairn_attr victim;
+	if ((ret = may_unlink(q, &m->dir, name, &victim)) < 0)
+		return ret;
 	/* RM_KEEP: an orphan is held by the requester (conn_client_id). */
 	tag(q);
 	ret = store_remove(q->ctx->st, &m->dir, name, m->flags,
@@ -555,6 +673,31 @@ static int op_remove(struct op_req *q)
 	return 0;
 }
 
+/* Rename: remove from the source, add to (and maybe replace in, or
+ * exchange with) the target; a directory moved to another parent needs
+ * write permission on itself (its ".." changes). */
+static int may_rename(struct op_req *q, const struct msg_rename_req *m,
+		      const char *sname, const char *dname)
+{
+	struct cairn_attr v, t;
+	int ret, tret, dir_moves;
+
+	if (!q->cred.present)
+		return 0;
+	if ((ret = may_unlink(q, &m->sdir, sname, &v)))
+		return ret < 0 ? ret : 0; /* no source: the store says so */
+	if ((tret = may_unlink(q, &m->ddir, dname, &t)) < 0)
+		return tret;
+	dir_moves = memcmp(&m->sdir, &m->ddir, sizeof(m->sdir)) != 0;
+	if (dir_moves && S_ISDIR(v.mode) &&
+	    (ret = perm_check(&q->cred, &v, PERM_W)))
+		return ret;
+	if (dir_moves && tret == 0 && (m->flags & RN_EXCHANGE) &&
+	    S_ISDIR(t.mode) && (ret = perm_check(&q->cred, &t, PERM_W)))
+		return ret;
+	return 0;
+}
+
 static int op_rename(struct op_req *q)
 {
 	const struct msg_rename_req *m = &q->m.rename_req;
@@ -570,6 +713,8 @@ static int op_rename(struct op_req *q)
 	    (m->flags & (RN_NOREPLACE | RN_EXCHANGE)) ==
 	    (RN_NOREPLACE | RN_EXCHANGE))
 		return -EINVAL;
+	if ((ret = may_rename(q, m, sname, dname)))
+		return ret;
 	tag(q);
 	ret = store_rename(q->ctx->st, &m->sdir, sname, &m->ddir, dname,
 			   m->flags, conn_client_id(q->c), &rep.a, &rep.b,
@@ -627,6 +772,8 @@ static int op_readdir(struct op_req *q)
 		return -EINVAL;
 	if (max > HANDLER_READDIR_MAX)
 		max = HANDLER_READDIR_MAX;
+	if ((ret = may(q, &m->dir, PERM_R, NULL)))
+		return ret;
 	at = msg_readdir_rep_begin(q->w);
 	ret = store_readdir(q->ctx->st, &m->dir, m->cookie, max, readdir_entry,
 			    &rs, &eof);
@@ -678,6 +825,12 @@ static int op_bulkstat(struct op_req *q)
 		return -EINVAL;
 	if (bs.cap > CAIRN_BULKSTAT_MAX)
 		bs.cap = CAIRN_BULKSTAT_MAX;
+	/* The client lists with it (read) and answers lookups from it
+	 * (search): either will do. */
+	if ((ret = may(q, &m->dir, PERM_R, NULL)) == -EACCES)
+		ret = may(q, &m->dir, PERM_X, NULL);
+	if (ret)
+		return ret;
 	at = msg_bulkstat_rep_begin(q->w);
 	ret = store_readdir_attr(q->ctx->st, &m->dir, m->cookie,
 				 bs.cap ? UINT32_MAX : 0, m->flags & BS_LIST,
@@ -693,6 +846,24 @@ static int op_bulkstat(struct op_req *q)
 	return 0;
 }
 
+/*
+ * File data: read (or write) permission, or the owner's (a descriptor
+ * opened before a chmod keeps working, as with NFS), and for reads
+ * execute permission too (the kernel reads what it executes).
+ */
+static int may_data(struct op_req *q, const struct cairn_fid *fid, int want)
+{
+	struct cairn_attr a;
+	int ret = may(q, fid, want, &a);
+
+	if (ret != -EACCES)
+		return ret;
+	if (perm_owner(&q->cred, &a) ||
+	    (want == PERM_R && !perm_check(&q->cred, &a, PERM_X)))
+		return 0;
+	return ret;
+}
+
 static int op_read(struct op_req *q)
 {
 	const struct msg_read_req *m = &q->m.read_req;
@@ -704,6 +875,8 @@ static int op_read(struct op_req *q)
 
 	if (m->len > CAIRN_MAX_IO)
 		return -EINVAL;
+	if ((ret = may_data(q, &m->fid, PERM_R)))
+		return ret;
 	/* The store reads straight into the reply frame. */
 	data = msg_read_rep_reserve(q->w, m->len, &at);
 	if (!data)
@@ -732,6 +905,8 @@ static int op_write(struct op_req *q)
 	if (tok_busy(q, &m->fid))
 		return PARKED;
 	if ((m->flags & WR_TOKEN) && (ret = tok_lost(q, &m->fid)))
+		return ret;
+	if ((ret = may_data(q, &m->fid, PERM_W)))
 		return ret;
 	ret = store_write(q->ctx->st, &m->fid, m->off, m->data.p,
 			  (uint32_t)m->data.len, m->flags & ~(uint32_t)WR_TOKEN,
@@ -766,6 +941,8 @@ static int op_fallocate(struct op_req *q)
 		return -EFBIG;
 	if (tok_busy(q, &m->fid))
 		return PARKED;
+	if ((ret = may_data(q, &m->fid, PERM_W)))
+		return ret;
 	ret = store_fallocate(q->ctx->st, &m->fid, m->mode, m->off, m->len,
 			      &rep.attr);
 	if (ret)
@@ -983,6 +1160,28 @@ static int op_atime(struct op_req *q)
 
 /* --- extended attributes -------------------------------------------------------- */
 
+/*
+ * Extended attributes as Linux allows them: user.* need read (to get) or
+ * write (to set, remove) permission on the file; trusted.* and
+ * security.* are set by root only, and trusted.* read by root only
+ * (others see none, -ENODATA).
+ */
+static int may_xattr(struct op_req *q, const struct cairn_fid *fid,
+		     const char *name, int write)
+{
+	if (!q->cred.present)
+		return 0;
+	if (!strncmp(name, "user.", 5))
+		return may(q, fid, write ? PERM_W : PERM_R, NULL);
+	if (q->cred.uid == 0)
+		return 0;
+	if (!strncmp(name, "trusted.", 8))
+		return write ? -EPERM : -ENODATA;
+	if (write && !strncmp(name, "security.", 9))
+		return -EPERM;
+	return 0;
+}
+
 static int op_setxattr(struct op_req *q)
 {
 	const struct msg_setxattr_req *m = &q->m.setxattr_req;
@@ -995,6 +1194,8 @@ static int op_setxattr(struct op_req *q)
 		return -EINVAL;
 	if (m->value.len > CAIRN_XATTR_SIZE_MAX)
 		return -E2BIG;
+	if ((ret = may_xattr(q, &m->fid, name, 1)))
+		return ret;
 	ret = store_setxattr(q->ctx->st, &m->fid, name, m->value.p,
 			     m->value.len, m->flags);
 	if (ret)
@@ -1041,6 +1242,8 @@ static int op_getxattr(struct op_req *q)
 
 	if ((ret = xattr_name_get(&m->name, name)))
 		return ret;
+	if ((ret = may_xattr(q, &m->fid, name, 0)))
+		return ret;
 	return sized_reply(q, &m->fid, name, m->size);
 }
 
@@ -1058,6 +1261,8 @@ static int op_removexattr(struct op_req *q)
 	int ret;
 
 	if ((ret = xattr_name_get(&m->name, name)))
+		return ret;
+	if ((ret = may_xattr(q, &m->fid, name, 1)))
 		return ret;
 	ret = store_removexattr(q->ctx->st, &m->fid, name);
 	if (ret)
@@ -1117,17 +1322,49 @@ static void reply_error(struct wbuf *w, const struct wire_hdr *h, int status)
 	wire_frame_end(w, hdr);
 }
 
-/* Decode the request into q->m and run fn. Returns its status, or
- * -EPROTO with q->bad set. */
+/*
+ * What a read-only export refuses (-EROFS): every change of the volume,
+ * taking a write token, and moving atimes. Giving a token back, dropping
+ * orphans it held, locks and reads are fine.
+ */
+static int refused_read_only(const struct op_req *q)
+{
+	switch (q->op) {
+	case OP_ORPHAN_DROP:
+		return 0;
+	case OP_WTOKEN:
+		return !(q->m.wtoken_req.flags & WT_RETURN);
+	case OP_ATIME:
+		return 1;
+	default:
+		return msg_has(q->op, MSG_CHANGES);
+	}
+}
+
+/* Decode the request (after its credentials, WF_CRED) into q->m and run
+ * fn. Returns its status, or -EPROTO with q->bad set. */
 static int run(struct op_req *q, op_fn fn, const struct wire_hdr *h,
 	       const uint8_t *payload)
 {
 	const char *why = NULL;
+	uint32_t len = h->len;
 
-	if (msg_decode(h->op, 0, payload, h->len, &q->m, &why)) {
+	if (h->flags & WF_CRED) {
+		int n = cred_decode(payload, len, q->ctx->no_root_squash,
+				    &q->cred);
+		if (n < 0) {
+			q->bad = "malformed credentials";
+			return -EPROTO;
+		}
+		payload += n;
+		len -= (uint32_t)n;
+	}
+	if (msg_decode(h->op, 0, payload, len, &q->m, &why)) {
 		q->bad = why;
 		return -EPROTO;
 	}
+	if (conn_read_only(q->c) && refused_read_only(q))
+		return -EROFS;
 	return fn(q);
 }
 

@@ -43,6 +43,7 @@ struct srv_ctx {
 	uint8_t server_id[16];
 	uint64_t epoch;           /* changes every time the server starts */
 	struct timespec started;  /* CLOCK_MONOTONIC */
+	int no_root_squash;       /* uid 0 in credentials stays root */
 };
 
 #define HANDLER_MAX_CHANGES 12

@@ -130,6 +130,8 @@ struct conn {
 	int parked;               /* atomic; changes broadcast icond */
 
 	int auth_done;            /* reader only: AUTH answered */
+	int ro;                   /* its key is a read-only export; set at
+				   * AUTH, before any request runs */
 	struct seal *rx;          /* reader only: opens frames after AUTH */
 	struct seal *tx;          /* set once after AUTH (atomic); seals
 				   * under wlock, in send order */
@@ -180,7 +182,14 @@ struct server {
 	int estop;                 /* guarded by elock */
 
 	struct drc *drc;           /* duplicate request cache (own lock) */
-	uint8_t key[CELLKEY_SIZE]; /* the cell key (lib/seal.h) */
+	/* The keys a client may hold (lib/seal.h): [0] the cell key,
+	 * then the read-only exports. */
+	struct srv_key {
+		uint8_t key[CELLKEY_SIZE];
+		uint8_t id[CELLKEY_ID_SIZE];
+		int ro;
+	} keys[1 + SRV_MAX_RO_KEYS];
+	int nkeys;
 	int64_t authfail_ms;       /* atomic: last failure logged */
 	unsigned authfail_quiet;   /* atomic: failures not logged since */
 };
@@ -234,6 +243,11 @@ const char *conn_peer(const struct conn *c)
 struct cb_client *conn_cb_client(struct conn *c)
 {
 	return &c->cb;
+}
+
+int conn_read_only(const struct conn *c)
+{
+	return c->ro;
 }
 
 int conn_hello_done(const struct conn *c)
@@ -674,7 +688,7 @@ static int conn_read_full(struct conn *c, void *buf, size_t n, size_t *got)
  * replays a recorded handshake. Held a moment (a guesser gets one try a
  * second per connection), logged at most once a second.
  */
-static void auth_failed(struct conn *c)
+static void auth_failed(struct conn *c, const char *why)
 {
 	struct server *s = c->srv;
 	int64_t now = clock_mono_ms();
@@ -688,9 +702,8 @@ static void auth_failed(struct conn *c)
 		if (quiet)
 			log_warn("%u more failed handshakes not logged",
 				 quiet);
-		log_warn("peer %s: handshake failed: its HELLO does not verify "
-			 "(no cell key, a different cell's key, or a replayed "
-			 "handshake); closing", c->peer);
+		log_warn("peer %s: handshake failed: %s; closing", c->peer,
+			 why);
 	} else {
 		__atomic_add_fetch(&s->authfail_quiet, 1, __ATOMIC_RELAXED);
 	}
@@ -711,6 +724,7 @@ static int serve_auth(struct server *s, struct conn *c,
 {
 	struct msg_auth_req q;
 	struct msg_auth_rep rep;
+	const struct srv_key *k = NULL;
 	const char *why = NULL;
 	struct wbuf w;
 	int status = 0;
@@ -725,20 +739,26 @@ static int serve_auth(struct server *s, struct conn *c,
 			  q.magic);
 		return -1;
 	}
+	for (int i = 0; i < s->nkeys && !k; i++)
+		if (!memcmp(s->keys[i].id, q.key_id, CELLKEY_ID_SIZE))
+			k = &s->keys[i];
 	if (q.version != CAIRN_PROTO_VERSION)
 		status = -EPROTONOSUPPORT;
+	else if (!k)
+		status = -EACCES;
 	else if (seal_random(rep.nonce, sizeof(rep.nonce)))
 		status = -EIO;
 	wbuf_init(&w);
 	at = wire_frame_begin(&w, OP_AUTH, WF_REPLY, h->id, status);
 	if (!status) {
-		seal_proof(s->key, q.nonce, rep.nonce, rep.proof);
+		seal_proof(k->key, q.nonce, rep.nonce, rep.proof);
 		msg_encode(OP_AUTH, 1, &w, &rep);
 	}
 	wire_frame_end(&w, at);
 	if (!status) {
-		c->rx = seal_new(s->key, q.nonce, rep.nonce, SEAL_C2S, 0);
-		struct seal *tx = seal_new(s->key, q.nonce, rep.nonce,
+		c->ro = k->ro;
+		c->rx = seal_new(k->key, q.nonce, rep.nonce, SEAL_C2S, 0);
+		struct seal *tx = seal_new(k->key, q.nonce, rep.nonce,
 					   SEAL_S2C, 1);
 		if (!c->rx || !tx) {
 			seal_free(tx);
@@ -760,8 +780,14 @@ static int serve_auth(struct server *s, struct conn *c,
 	}
 	conn_send(c, &w);
 	wbuf_free(&w);
-	conn_fail(c, "unsupported protocol version %u (this server speaks %u)",
-		  q.version, CAIRN_PROTO_VERSION);
+	if (status == -EACCES)
+		auth_failed(c, "it names a key this server does not hold "
+			    "(another cell's key?)");
+	else if (status == -EPROTONOSUPPORT)
+		conn_fail(c, "unsupported protocol version %u (this server "
+			  "speaks %u)", q.version, CAIRN_PROTO_VERSION);
+	else
+		conn_fail(c, "no random bytes for the handshake");
 	return -1;
 }
 
@@ -809,7 +835,7 @@ static int read_frame(struct conn *c, struct wire_hdr *h, uint8_t **payload)
 		}
 		h->len -= SEAL_TAG_SIZE;
 	}
-	if (h->flags & ~(unsigned)(WF_REPLY | WF_PUSH)) {
+	if (h->flags & ~(unsigned)(WF_REPLY | WF_PUSH | WF_CRED)) {
 		conn_fail(c, "unknown flag bits 0x%x", h->flags);
 		return -EPROTO;
 	}
@@ -836,7 +862,7 @@ static int read_frame(struct conn *c, struct wire_hdr *h, uint8_t **payload)
 				  h->id);
 			return -EPROTO;
 		}
-	} else if (h->flags) {
+	} else if (h->flags & ~(unsigned)WF_CRED) {
 		conn_fail(c, "a client sent a %s frame",
 			  h->flags & WF_REPLY ? "reply" : "push");
 		return -EPROTO;
@@ -860,7 +886,9 @@ static int read_frame(struct conn *c, struct wire_hdr *h, uint8_t **payload)
 	if (c->rx && seal_open(c->rx, hb, p, wlen)) {
 		free(p);
 		if (!c->hello_done)
-			auth_failed(c);
+			auth_failed(c, "its HELLO does not verify (no cell "
+				    "key, a different cell's key, or a replayed "
+				    "handshake)");
 		else
 			conn_fail(c, "frame (op %u, id %u) does not verify: "
 				  "altered, replayed or out of order", h->op,
@@ -1409,7 +1437,7 @@ static void server_free(struct server *s)
 	pthread_cond_destroy(&s->qcond);
 	pthread_mutex_destroy(&s->elock);
 	pthread_cond_destroy(&s->econd);
-	seal_wipe(s->key, sizeof(s->key));
+	seal_wipe(s->keys, sizeof(s->keys));
 	free(s);
 }
 
@@ -1448,7 +1476,31 @@ static int load_key(struct server *s, const struct server_opts *o, char *err,
 		else if (ret != -EEXIST)
 			return ret;
 	}
-	return cellkey_load(path, s->key, err, errsz);
+	if ((ret = cellkey_load(path, s->keys[0].key, err, errsz)))
+		return ret;
+	cellkey_id(s->keys[0].key, s->keys[0].id);
+	s->nkeys = 1;
+	for (int i = 0; i < o->n_ro_keys && i < SRV_MAX_RO_KEYS; i++) {
+		struct srv_key *k = &s->keys[s->nkeys];
+
+		if ((ret = cellkey_load(o->ro_key_files[i], k->key, err,
+					errsz)))
+			return ret;
+		cellkey_id(k->key, k->id);
+		for (int j = 0; j < s->nkeys; j++)
+			if (!memcmp(s->keys[j].id, k->id, CELLKEY_ID_SIZE)) {
+				snprintf(err, errsz, "read-only key %s is "
+					 "already a key of this server",
+					 o->ro_key_files[i]);
+				return -EINVAL;
+			}
+		k->ro = 1;
+		s->nkeys++;
+		log_info("read-only export: clients holding %s may read, "
+			 "every change is refused (EROFS)",
+			 o->ro_key_files[i]);
+	}
+	return 0;
 }
 
 int server_start(const struct server_opts *o, struct server **out, char *err,
@@ -1523,6 +1575,9 @@ int server_start(const struct server_opts *o, struct server **out, char *err,
 	    sizeof(s->ctx.epoch))
 		s->ctx.epoch = (uint64_t)time(NULL) ^ (uint64_t)getpid() << 32;
 	clock_gettime(CLOCK_MONOTONIC, &s->ctx.started);
+	s->ctx.no_root_squash = o->no_root_squash;
+	if (o->no_root_squash)
+		log_info("no root squash: root on a client acts as root here");
 
 	s->lfd = net_listen(o->host ? o->host : "", o->port, err, errsz);
 	if (s->lfd < 0) {

@@ -57,7 +57,15 @@ struct server_opts {
 	/* The cell key file (lib/seal.h); NULL = DATA/cell.key, created
 	 * with a new key at the first start. */
 	const char *key_file;
+	/* Further keys, each a read-only export: a client holding one gets
+	 * -EROFS for every change (at most SRV_MAX_RO_KEYS). */
+	const char *ro_key_files[16];
+	int n_ro_keys;
+	/* Keep uid 0 in requests' credentials root (default: squashed to
+	 * nobody, perm.h). */
+	int no_root_squash;
 };
+#define SRV_MAX_RO_KEYS 16
 enum { SRV_LOCK_LEASE = 1, SRV_LOCK_GRACE = 2 };
 
 /*
@@ -119,6 +127,8 @@ const char *conn_peer(const struct conn *c);
 struct cb_client *conn_cb_client(struct conn *c);
 /* 1 once HELLO succeeded. */
 int conn_hello_done(const struct conn *c);
+/* 1 if the connection's key is a read-only export (set at AUTH). */
+int conn_read_only(const struct conn *c);
 
 /* The server's duplicate request cache (server/drc.h). */
 struct drc *server_drc(struct server *s);

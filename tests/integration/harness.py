@@ -209,6 +209,9 @@ class Server:
         self.port = port
         self.extra = list(extra)
         self.key = KEY_FILE   # None: the server's own DATA/cell.key
+        # The suites run as root and test root's POSIX semantics: root
+        # squash off unless a test turns it on (test_auth.py).
+        self.root_squash = False
 
     @property
     def addr(self):
@@ -222,6 +225,8 @@ class Server:
         # `cairn status` find it through $CAIRN_KEY), unless the test
         # gives its own --key.
         key = [] if self.key is None or "--key" in self.extra else ["--key", self.key]
+        if not self.root_squash:
+            key.append("--no-root-squash")
         self.proc = subprocess.Popen(
             [CAIRN, "serve", "--data", self.data, "--listen",
              "127.0.0.1:%d" % self.port] + key + self.extra,

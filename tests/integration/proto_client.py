@@ -54,6 +54,7 @@ MAX_IO = 1 << 20
 
 WF_REPLY = 1
 WF_PUSH = 2
+WF_CRED = 4
 
 SA_MODE, SA_UID, SA_GID, SA_SIZE = 1, 2, 4, 8
 SA_ATIME, SA_MTIME, SA_ATIME_NOW, SA_MTIME_NOW, SA_CTIME = 16, 32, 64, 128, 256
@@ -496,6 +497,15 @@ def server_proof(key, nc, ns):
     return _derive(key, b"cairn server proof", nc, ns)
 
 
+def key_id(key):
+    """The 8 bytes naming a key in AUTH (lib/seal.h cellkey_id)."""
+    return _derive(key, b"cairn key id", bytes(32), bytes(32))[:8]
+
+
+def auth_payload(key, nc, version=VERSION, magic=MAGIC):
+    return u32(magic) + u32(version) + nc + key_id(key)
+
+
 class Seal:
     """One direction: AES-256-GCM, the nonce the count of frames before."""
 
@@ -531,6 +541,9 @@ class Conn:
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.timeout = timeout
         self.tx = self.rx = None
+        # (uid, gid, [groups]) sent with every request (WF_CRED), or None:
+        # requests then go as the client daemon's own.
+        self.cred = None
         self.next_id = 1
         self.replies = {}    # id -> (op, status, payload)
         self.breaks = []     # list of [(fid, name), ...] per CB_BREAK
@@ -547,7 +560,7 @@ class Conn:
         """AUTH: check the server's proof, then seal every frame."""
         nc = nonce or os.urandom(32)
         self.auth_nonce = nc
-        self.sock.sendall(frame(OP_AUTH, u32(MAGIC) + u32(VERSION) + nc))
+        self.sock.sendall(frame(OP_AUTH, auth_payload(key, nc)))
         op, flags, id, status, payload = self.recv_frame()
         if op != OP_AUTH or not flags & WF_REPLY:
             raise ProtocolError("unexpected answer to AUTH (op %d)" % op)
@@ -649,7 +662,12 @@ class Conn:
         """Send a request; returns its id (see wait)."""
         id = self.next_id
         self.next_id = (self.next_id + 1) & 0xFFFFFFFF or 1
-        self.send_raw(frame(op, payload, id=id))
+        if self.cred:
+            uid, gid, groups = self.cred
+            block = u32(uid) + u32(gid) + u32(len(groups)) + b"".join(u32(g) for g in groups)
+            self.send_raw(frame(op, block + payload, flags=WF_CRED, id=id))
+        else:
+            self.send_raw(frame(op, payload, id=id))
         return id
 
     def wait(self, id):
@@ -722,13 +740,15 @@ class Conn:
         self.server_id = rep["server_id"]
         self.epoch = rep["server_epoch"]
         self.version = rep["version"]
+        self.hello_flags = rep["flags"]
         return rep["root"]
 
     def auth(self, nonce=None):
         """AUTH once more on an authenticated connection (the server
         answers -EISCONN: see authenticate for the handshake)."""
         return self.request("AUTH", magic=MAGIC, version=VERSION,
-                            client_nonce=nonce or os.urandom(32))
+                            client_nonce=nonce or os.urandom(32),
+                            key_id=bytes(8))
 
     def ping(self):
         self.request("PING")

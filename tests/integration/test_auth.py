@@ -37,6 +37,11 @@ def write_key(path, mode=0o600, key=None):
     return key
 
 
+def suite_key():
+    with open(H.KEY_FILE) as f:
+        return bytes.fromhex(f.read().strip())
+
+
 def mount_fails(ctx, srv, name, extra=(), env=None):
     """Run `cairn mount` that must fail; returns its stderr."""
     mnt = ctx.path(name)
@@ -88,7 +93,7 @@ def server_creates_a_private_key_at_first_start(ctx):
            "the server does not say where it created the key")
     # The suite's key is not this server's: refused. Its own key works.
     err = mount_fails(ctx, srv, "wrong")
-    expect("does not prove it holds this cell's key" in err,
+    expect("does not know this key" in err,
            "error for a mount with another cell's key: %r" % err)
     m = ctx.mount(srv, "right", extra=["--key", srv_key])
     H.write_file(m.p("f"), b"keyed")
@@ -135,18 +140,24 @@ def missing_and_group_readable_keys_refused(ctx):
 def wrong_key_gets_nothing(ctx):
     srv = ctx.server()
     other = os.urandom(32)
-    # The protocol client checks the proof like a mount does: refused.
+    # A key the server does not hold: AUTH refused with EACCES, logged.
+    mark = len(srv.log_lines())
     try:
         P.Conn("127.0.0.1", srv.port, key=other)
-        fail("a client with another key accepted the server's proof")
-    except P.ProtocolError as e:
-        expect("does not prove" in str(e), "wrong key: %s" % e)
+        fail("AUTH with an unknown key was answered")
+    except P.CairnError as e:
+        expect_eq(e.errno, errno.EACCES, "errno of AUTH with an unknown key")
+    expect(log_has(srv, "names a key this server does not hold", mark),
+           "no log line about the unknown key")
+    time.sleep(1.1)   # failures are logged at most once a second
     # One that ignores the proof and says HELLO sealed with its own key:
     # the server logs it and closes; no HELLO reply (no root FID) comes.
     mark = len(srv.log_lines())
     s = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
     nc = os.urandom(32)
-    s.sendall(P.frame(P.OP_AUTH, P.u32(P.MAGIC) + P.u32(P.VERSION) + nc))
+    # It names the suite's key (known to the server) but holds another.
+    s.sendall(P.frame(P.OP_AUTH, P.u32(P.MAGIC) + P.u32(P.VERSION) + nc
+                      + P.key_id(suite_key())))
     hdr = recv_exact(s, P.HDR_SIZE)
     n, op, flags, rid, status = P.HDR.unpack(hdr)
     expect_eq((op, status, n), (P.OP_AUTH, 0, 64), "(op, status, len) of the AUTH reply")
@@ -184,7 +195,7 @@ def replayed_handshake_refused(ctx):
         key = bytes.fromhex(f.read().strip())
     c = P.Conn("127.0.0.1", srv.port, auth=False)
     nc = os.urandom(32)
-    sent = [P.frame(P.OP_AUTH, P.u32(P.MAGIC) + P.u32(P.VERSION) + nc)]
+    sent = [P.frame(P.OP_AUTH, P.auth_payload(key, nc))]
     seal_stream = c.seal_stream
 
     def recorded(data):
@@ -222,7 +233,7 @@ def hello_without_auth_refused(ctx):
     expect(log_has(srv, "first frame is not an AUTH", mark), "no log line for a HELLO without AUTH")
     # AUTH with a version the server does not speak: a clear refusal.
     c = P.Conn("127.0.0.1", srv.port, auth=False)
-    c.sock.sendall(P.frame(P.OP_AUTH, P.u32(P.MAGIC) + P.u32(99) + os.urandom(32)))
+    c.sock.sendall(P.frame(P.OP_AUTH, P.auth_payload(suite_key(), os.urandom(32), version=99)))
     op, flags, rid, status, payload = c.recv_frame()
     expect_eq((op, status, payload), (P.OP_AUTH, -errno.EPROTONOSUPPORT, b""),
               "(op, status, payload) of AUTH version 99")
@@ -266,6 +277,71 @@ def altered_frame_closes_the_connection(ctx):
     c.sock.sendall(ping)
     expect(c.closed_by_server(5), "connection open after a frame sent twice")
     c.close()
+
+
+@test
+def read_only_export_refuses_every_change(ctx):
+    ro = ctx.path("ro.key")
+    rokey = write_key(ro)
+    srv = ctx.server(extra=["--ro-key", ro])
+    expect(log_has(srv, "read-only export: clients holding " + ro),
+           "the server does not log its read-only export")
+    rw = ctx.mount(srv, "rw")
+    H.write_file(rw.p("f"), b"shared")
+    os.mkdir(rw.p("d"))
+    m = ctx.mount(srv, "ro", extra=["--key", ro])
+    expect_eq(H.read_file(m.p("f")), b"shared", "read through the read-only key")
+    expect_eq(sorted(os.listdir(m.path)), ["d", "f"], "listing through the read-only key")
+    # The mount is read-only: the kernel says EROFS to every change.
+    attempts = {
+        "create": lambda: open(m.p("new"), "w"),
+        "open for writing": lambda: open(m.p("f"), "r+b"),
+        "mkdir": lambda: os.mkdir(m.p("x")),
+        "unlink": lambda: os.unlink(m.p("f")),
+        "rmdir": lambda: os.rmdir(m.p("d")),
+        "chmod": lambda: os.chmod(m.p("f"), 0o600),
+        "rename": lambda: os.rename(m.p("f"), m.p("g")),
+        "symlink": lambda: os.symlink("f", m.p("s")),
+        "setxattr": lambda: os.setxattr(m.p("f"), "user.a", b"1"),
+    }
+    for what, fn in attempts.items():
+        try:
+            fn()
+            fail("%s on the read-only mount succeeded" % what)
+        except OSError as e:
+            expect_eq(e.errno, errno.EROFS, "errno of %s on the read-only mount" % what)
+    # The server refuses them itself, whatever a client's kernel does.
+    c = P.Conn("127.0.0.1", srv.port, key=rokey)
+    root = c.hello()
+    expect(c.hello_flags & 1, "HELLO reply to a read-only key lacks HELLO_REP_RO")
+    f = c.lookup(root["fid"], "f")
+    changes = {
+        "CREATE": lambda: c.create(root["fid"], "n", 0o100644),
+        "SETATTR": lambda: c.setattr(f["fid"], P.SA_MODE, mode=0o100600),
+        "WRITE": lambda: c.write(f["fid"], 0, b"x"),
+        "REMOVE": lambda: c.remove(root["fid"], "f"),
+        "RENAME": lambda: c.rename(root["fid"], "f", root["fid"], "g"),
+        "LINK": lambda: c.link(f["fid"], root["fid"], "l"),
+        "SYMLINK": lambda: c.symlink(root["fid"], "s", "f"),
+        "SETXATTR": lambda: c.setxattr(f["fid"], "user.a", b"1"),
+        "REMOVEXATTR": lambda: c.removexattr(f["fid"], "user.a"),
+        "FALLOCATE": lambda: c.fallocate(f["fid"], 0, 0, 4096),
+        "WTOKEN": lambda: c.wtoken(f["fid"]),
+        "ATIME": lambda: c.atime([f["fid"]]),
+    }
+    for what, fn in changes.items():
+        try:
+            fn()
+            fail("%s with a read-only key succeeded" % what)
+        except P.CairnError as e:
+            expect_eq(e.errno, errno.EROFS, "errno of %s with a read-only key" % what)
+    c.ping()
+    expect_eq(c.read(f["fid"], 0, 6)["data"], b"shared", "READ with a read-only key")
+    c.close()
+    # Nothing changed; the read-write client still writes.
+    expect_eq(sorted(os.listdir(rw.path)), ["d", "f"], "names after the refused changes")
+    H.write_file(rw.p("f"), b"changed")
+    expect_eq(H.read_file(rw.p("f")), b"changed", "a write through the cell key")
 
 
 class Relay:

@@ -65,6 +65,7 @@ class AckConn(P.Conn):
         self.server_id = r.take(16)
         self.epoch = r.u64()
         root = r.attr()
+        self.hello_flags = r.u32()
         r.end()
         return root
 

@@ -43,6 +43,7 @@ def connect(ctx, cid, flags=HELLO_REPLAY):
     r.take(16)
     r.u64()
     root = r.attr()
+    r.u32()          # reply flags (HELLO_REP_RO)
     r.end()
     c.root = root["fid"]
     return c

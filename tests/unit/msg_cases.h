@@ -353,6 +353,7 @@ static void fill_auth_req(struct fill *f, void *m)
 	a->magic = CAIRN_MAGIC;  /* the doc gives its value */
 	a->version = v32(f, "version");
 	fill_bytes(f, "client nonce", a->nonce, 32);
+	fill_bytes(f, "key id", a->key_id, 8);
 }
 
 static int eq_auth_req(const void *a, const void *b)
@@ -360,7 +361,8 @@ static int eq_auth_req(const void *a, const void *b)
 	const struct msg_auth_req *x = a, *y = b;
 
 	return x->magic == y->magic && x->version == y->version &&
-	       !memcmp(x->nonce, y->nonce, 32);
+	       !memcmp(x->nonce, y->nonce, 32) &&
+	       !memcmp(x->key_id, y->key_id, 8);
 }
 
 static void fill_auth_rep(struct fill *f, void *m)
@@ -387,6 +389,7 @@ static void fill_hello_rep(struct fill *f, void *m)
 	fill_id(f, "server id", h->server_id);
 	h->epoch = v64(f, "server epoch");
 	fill_attr(f, &h->root);
+	h->flags = v32(f, "flags");
 }
 
 static int eq_hello_rep(const void *a, const void *b)
@@ -395,7 +398,8 @@ static int eq_hello_rep(const void *a, const void *b)
 
 	return x->version == y->version &&
 	       !memcmp(x->server_id, y->server_id, 16) &&
-	       x->epoch == y->epoch && attr_eq(&x->root, &y->root);
+	       x->epoch == y->epoch && attr_eq(&x->root, &y->root) &&
+	       x->flags == y->flags;
 }
 
 static void fill_lookup_req(struct fill *f, void *m)
