@@ -106,7 +106,9 @@ static void cred_read(struct cred_slot *s, pid_t pid)
 	fclose(f);
 }
 
-static int put_cred(fuse_req_t req, struct wbuf *w)
+/* The credentials of req's process into *out: 1, or 0 when it has none
+ * (see above). */
+static int req_cred(fuse_req_t req, struct cred_slot *out)
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	struct cred_slot *s, copy;
@@ -132,12 +134,90 @@ static int put_cred(fuse_req_t req, struct wbuf *w)
 	}
 	if (copy.kthread)
 		return 0;
-	wire_put_u32(w, (uint32_t)copy.uid);
-	wire_put_u32(w, (uint32_t)copy.gid);
-	wire_put_u32(w, copy.n);
-	for (uint32_t i = 0; i < copy.n; i++)
-		wire_put_u32(w, copy.g[i]);
+	*out = copy;
 	return 1;
+}
+
+static void encode_cred(struct wbuf *w, const struct cred_slot *c)
+{
+	wire_put_u32(w, (uint32_t)c->uid);
+	wire_put_u32(w, (uint32_t)c->gid);
+	wire_put_u32(w, c->n);
+	for (uint32_t i = 0; i < c->n; i++)
+		wire_put_u32(w, c->g[i]);
+}
+
+static int put_cred(fuse_req_t req, struct wbuf *w)
+{
+	struct cred_slot c;
+
+	if (!req_cred(req, &c))
+		return 0;
+	encode_cred(w, &c);
+	return 1;
+}
+
+/*
+ * Who opened a file for writing last (docs/PROTOCOL.md "Credentials"):
+ * the write-back shippers take its write token with these credentials, so
+ * the server grants it only to someone who may write, and the stores
+ * under it need none. A direct-mapped table by vnode: a file whose slot
+ * was taken since, or opened before the cache manager started, goes
+ * without (the cache manager's own request).
+ */
+#define OPENERS 1024
+static struct opener {
+	uint64_t vnode;
+	struct cred_slot c;
+} openers[OPENERS];
+
+void fs_note_opener(fuse_req_t req, uint64_t vnode)
+{
+	struct opener o = { .vnode = vnode };
+
+	if (!req_cred(req, &o.c))
+		return;
+	pthread_mutex_lock(&cred_lock);
+	openers[vnode % OPENERS] = o;
+	pthread_mutex_unlock(&cred_lock);
+}
+
+/* The opener's credential block for vnode into w: 1, or 0 if unknown. */
+static int opener_cred(uint64_t vnode, struct wbuf *w)
+{
+	struct opener o;
+
+	pthread_mutex_lock(&cred_lock);
+	o = openers[vnode % OPENERS];
+	pthread_mutex_unlock(&cred_lock);
+	if (o.vnode != vnode || !vnode)
+		return 0;
+	encode_cred(w, &o.c);
+	return 1;
+}
+
+int fs_rpc_opener(struct fs *fs, uint64_t vnode, uint16_t op,
+		  const void *reqm, void *repm)
+{
+	struct rpc_reply rep = { 0 };
+	union msg_any unused;
+	struct wbuf w, cred;
+	int rc;
+
+	wbuf_init(&w);
+	wbuf_init(&cred);
+	msg_encode(op, 0, &w, reqm);
+	rc = w.err ? w.err
+		   : rpc_call_cred(fs->rpc, op,
+				   opener_cred(vnode, &cred) ? &cred : NULL,
+				   &w, &rep, call_intr);
+	wbuf_free(&w);
+	wbuf_free(&cred);
+	if (!rc && msg_decode(op, 1, rep.buf, rep.len, repm ? repm : &unused,
+			      NULL))
+		rc = fs_bad_reply(op);
+	rpc_reply_free(&rep);
+	return rc;
 }
 
 static int fs_call(fuse_req_t req, struct fs *fs, uint16_t op,

@@ -17,6 +17,7 @@
  * server nothing while the promise stands.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
@@ -49,6 +50,10 @@ void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 	rc = itab_open_begin(fs->itab, ino, 1, &fid);
 	if (rc < 0)
 		goto out;
+	/* Whoever may write it takes its write token (fs_note_opener). */
+	if (!isdir && ((fi->flags & O_ACCMODE) != O_RDONLY ||
+		       (fi->flags & O_TRUNC)))
+		fs_note_opener(req, fid.vnode);
 	if (rc == 1) {
 		fi->keep_cache = 1;
 		fuse_reply_open(req, fi);

@@ -163,6 +163,14 @@ static inline void reply_error(fuse_req_t req, int rc)
  */
 int fs_rpc(fuse_req_t req, struct fs *fs, uint16_t op, const void *reqm,
 	   void *repm, struct rpc_reply *keep);
+/* fs_rpc for the cache manager's own call on vnode's behalf (a write
+ * token for the journal's changes), with the credentials of whoever last
+ * opened it for writing (fs_note_opener), or none if unknown. No reply
+ * buffer is kept. */
+int fs_rpc_opener(struct fs *fs, uint64_t vnode, uint16_t op,
+		  const void *reqm, void *repm);
+/* Remember req's process as the one that opened vnode for writing. */
+void fs_note_opener(fuse_req_t req, uint64_t vnode);
 /* Log that a well-formed reply to op holds a value no server may send;
  * returns -EIO. */
 int fs_bad_reply(uint16_t op);

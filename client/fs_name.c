@@ -13,6 +13,7 @@
  * version).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -79,6 +80,8 @@ static void reply_entry(fuse_req_t req, struct fs *fs, uint64_t seq,
 		 * the kernel reads next is of this version either way. */
 		fi->keep_cache = created && fresh;
 		itab_open_end(fs->itab, e.ino, a, fresh);
+		if ((fi->flags & O_ACCMODE) != O_RDONLY)
+			fs_note_opener(req, a->fid.vnode);
 		rc = fuse_reply_create(req, &e, fi);
 	} else {
 		rc = fuse_reply_entry(req, &e);

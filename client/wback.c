@@ -664,7 +664,9 @@ static int grant(struct wb *w, const struct cairn_fid *fid, int with_dv,
 				    .flags = with_dv ? WT_DV : 0 };
 	struct msg_attr p;
 	uint64_t seq = notify_seq(w->fs->ntf);
-	int rc = fs_rpc(NULL, w->fs, OP_WTOKEN, &q, &p, NULL);
+	/* As the file's last writing opener: the server grants the token
+	 * only to someone who may write, and takes the stores under it. */
+	int rc = fs_rpc_opener(w->fs, fid->vnode, OP_WTOKEN, &q, &p);
 
 	if (rc)
 		return rc;

@@ -976,6 +976,10 @@ static int op_wtoken(struct op_req *q)
 		promise(q, &rep.attr.fid);
 		return 0;
 	}
+	/* The token authorizes the stores under it (which carry no
+	 * credentials): it goes only to someone who may write the file. */
+	if ((ret = may_data(q, &m->fid, PERM_W)))
+		return ret;
 	ret = tok_acquire(q->ctx->tok, q->c, &m->fid, &fresh);
 	if (ret == 1) {
 		q->out->park = 1;

@@ -91,6 +91,8 @@ def forged_credentials_get_no_more_than_the_user_may(ctx):
                c.getxattr, t["secret"], "user.note")
     expect_err("SETXATTR trusted.* as bob", errno.EPERM,
                c.setxattr, t["victim"], "trusted.x", b"1")
+    expect_err("write token for alice's 0600 file as bob", errno.EACCES,
+               c.wtoken, t["secret"])
     expect_err("chown as alice to bob", errno.EPERM,
                lambda: (setattr(c, "cred", (ALICE, ALICE, [])),
                         c.setattr(t["secret"], P.SA_UID, 0, BOB))[1])
@@ -99,6 +101,8 @@ def forged_credentials_get_no_more_than_the_user_may(ctx):
     # alice's group reads a group-readable file.
     c.cred = (ALICE, ALICE, [])
     expect_eq(c.read(t["secret"], 0, 100)["data"], b"alice's secret", "alice reads her file")
+    c.wtoken(t["secret"])                       # she may: granted
+    c.wtoken(t["secret"], flags=P.WT_RETURN)
     c.setxattr(t["secret"], "user.note", b"alice's note")
     c.cred = (BOB, BOB, [])
     mine = c.create(t["tmp"], "bobs", REG | 0o644, BOB, BOB)["child"]
@@ -116,6 +120,32 @@ def forged_credentials_get_no_more_than_the_user_may(ctx):
     c.cred = None
     expect_eq(c.read(t["secret"], 0, 100)["data"], b"alice's secret", "alice's file afterwards")
     expect_eq(c.lookup(t["tmp"], "hers")["uid"], ALICE, "alice's file in the sticky directory")
+    c.close()
+
+
+@test
+def write_back_ships_as_the_opener(ctx):
+    # Through a mount: a user writes a file (the kernel's write-back, the
+    # journal, then a write token taken with the opener's credentials);
+    # the server grants it and the data arrives.
+    srv = ctx.server()
+    m = ctx.mount(srv, "wb")
+    d = m.p("shared")
+    os.mkdir(d)
+    os.chmod(d, 0o777)
+    path = os.path.join(d, "bobs")
+
+    def write_as_bob():
+        with open(path, "wb") as f:
+            f.write(b"bob's data" * 1000)
+            os.fsync(f.fileno())
+    expect_eq(H.user_errno(BOB, BOB, write_as_bob), 0, "bob writes his file")
+    st = os.stat(path)
+    expect_eq((st.st_uid, st.st_size), (BOB, 10000), "owner and size of bob's file")
+    c = P.Conn("127.0.0.1", srv.port)
+    root = c.hello()["fid"]
+    f = c.lookup(c.lookup(root, "shared")["fid"], "bobs")
+    expect_eq(c.read(f["fid"], 0, 10)["data"], b"bob's data", "bob's data on the server")
     c.close()
 
 
