@@ -196,32 +196,10 @@ static int opener_cred(uint64_t vnode, struct wbuf *w)
 	return 1;
 }
 
-int fs_rpc_opener(struct fs *fs, uint64_t vnode, uint16_t op,
-		  const void *reqm, void *repm)
-{
-	struct rpc_reply rep = { 0 };
-	union msg_any unused;
-	struct wbuf w, cred;
-	int rc;
-
-	wbuf_init(&w);
-	wbuf_init(&cred);
-	msg_encode(op, 0, &w, reqm);
-	rc = w.err ? w.err
-		   : rpc_call_cred(fs->rpc, op,
-				   opener_cred(vnode, &cred) ? &cred : NULL,
-				   &w, &rep, call_intr);
-	wbuf_free(&w);
-	wbuf_free(&cred);
-	if (!rc && msg_decode(op, 1, rep.buf, rep.len, repm ? repm : &unused,
-			      NULL))
-		rc = fs_bad_reply(op);
-	rpc_reply_free(&rep);
-	return rc;
-}
-
-static int fs_call(fuse_req_t req, struct fs *fs, uint16_t op,
-		   const struct wbuf *w, struct rpc_reply *rep)
+/* A call for req's process, or (req NULL) the cache manager's own, with
+ * the credential block as (NULL: none). */
+static int fs_call(fuse_req_t req, struct fs *fs, const struct wbuf *as,
+		   uint16_t op, const struct wbuf *w, struct rpc_reply *rep)
 {
 	struct rpc_intr intr;
 	struct wbuf cred;
@@ -230,8 +208,7 @@ static int fs_call(fuse_req_t req, struct fs *fs, uint16_t op,
 	notify_assert_not_held(fs->ntf);
 	LOCK_ASSERT_NOT_HELD(&fs->sf_lock);
 	if (!req)
-		return call_intr ? rpc_call_intr(fs->rpc, op, w, rep, call_intr)
-				 : rpc_call(fs->rpc, op, w, rep);
+		return rpc_call_cred(fs->rpc, op, as, w, rep, call_intr);
 	wbuf_init(&cred);
 	rpc_intr_init(&intr, fs->rpc);
 	/* Calls on_interrupt at once if req was interrupted already (also
@@ -358,8 +335,9 @@ static void note_change(struct fs *fs, uint16_t op, const void *reqm, int rc)
 		forget_dirs(fs, op, reqm);
 }
 
-int fs_rpc(fuse_req_t req, struct fs *fs, uint16_t op, const void *reqm,
-	   void *repm, struct rpc_reply *keep)
+static int fs_rpc_as(fuse_req_t req, struct fs *fs, const struct wbuf *as,
+		     uint16_t op, const void *reqm, void *repm,
+		     struct rpc_reply *keep)
 {
 	struct rpc_reply rep = { 0 };
 	union msg_any unused;
@@ -371,7 +349,7 @@ int fs_rpc(fuse_req_t req, struct fs *fs, uint16_t op, const void *reqm,
 		*keep = rep;
 	wbuf_init(&w);
 	msg_encode(op, 0, &w, reqm);
-	rc = w.err ? w.err : fs_call(req, fs, op, &w, &rep);
+	rc = w.err ? w.err : fs_call(req, fs, as, op, &w, &rep);
 	wbuf_free(&w);
 	if (rc && msg_has(op, MSG_CHANGES))
 		note_change(fs, op, reqm, rc);
@@ -390,6 +368,25 @@ int fs_rpc(fuse_req_t req, struct fs *fs, uint16_t op, const void *reqm,
 		*keep = rep;
 	else
 		rpc_reply_free(&rep);
+	return rc;
+}
+
+int fs_rpc(fuse_req_t req, struct fs *fs, uint16_t op, const void *reqm,
+	   void *repm, struct rpc_reply *keep)
+{
+	return fs_rpc_as(req, fs, NULL, op, reqm, repm, keep);
+}
+
+int fs_rpc_opener(struct fs *fs, uint64_t vnode, uint16_t op,
+		  const void *reqm, void *repm)
+{
+	struct wbuf cred;
+	int rc;
+
+	wbuf_init(&cred);
+	rc = fs_rpc_as(NULL, fs, opener_cred(vnode, &cred) ? &cred : NULL,
+		       op, reqm, repm, NULL);
+	wbuf_free(&cred);
 	return rc;
 }
 
