@@ -768,7 +768,8 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		struct cairn_time ct = cairn_time_of(&attr->st_ctim);
 
 		rc = wb_setattr(fs->wbk, &fid, valid, (uint64_t)attr->st_size,
-				&mt, &ct);
+				&mt, &ct,
+				!fi && itab_wopen(fs->itab, ino, 0) > 0);
 		if (rc == 0) {
 			struct stat st;
 

@@ -56,7 +56,7 @@ void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 		fs_note_opener(req, fid.vnode);
 	if (rc == 1) {
 		fi->keep_cache = 1;
-		fuse_reply_open(req, fi);
+		fs_reply_open(req, fs, ino, NULL, fi);
 		return;
 	}
 	if ((rc = fs_getattr(req, fs, &fid, &a)))
@@ -64,7 +64,7 @@ void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 	fresh = notify_reply_begin(fs->ntf, seq);
 	itab_open_end(fs->itab, ino, &a, fresh);
 	fi->keep_cache = 0;
-	fuse_reply_open(req, fi);
+	fs_reply_open(req, fs, ino, NULL, fi);
 	notify_reply_end(fs->ntf);
 	return;
 out:
@@ -541,7 +541,23 @@ void fs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct fs *fs = req_fs(req);
 
 	fuse_reply_err(req, 0);
+	if ((fi->flags & O_ACCMODE) != O_RDONLY)
+		itab_wopen(fs->itab, ino, -1);
 	fs_lock_release(NULL, fs, ino, fi);
+}
+
+int fs_reply_open(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
+		  const struct fuse_entry_param *e, struct fuse_file_info *fi)
+{
+	int w = (fi->flags & O_ACCMODE) != O_RDONLY, rc;
+
+	if (w)
+		itab_wopen(fs->itab, ino, 1);
+	rc = e ? fuse_reply_create(req, e, fi) : fuse_reply_open(req, fi);
+	/* Interrupted: no RELEASE will come. */
+	if (rc < 0 && w)
+		itab_wopen(fs->itab, ino, -1);
+	return rc;
 }
 
 void fs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,

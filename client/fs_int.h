@@ -240,6 +240,10 @@ void fs_forget(struct fs *fs, uint64_t ino, uint64_t nlookup);
 void fs_orphan_release(struct fs *fs, const struct cairn_fid *fid);
 void fs_orphan_hook(void *arg, const struct cairn_fid *fid);
 /* open and opendir (fs_file.c). */
+/* Reply to OPEN (e NULL) or CREATE, counting an open for writing until
+ * its RELEASE (itab_wopen). Returns what fuse_reply_* returned. */
+int fs_reply_open(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
+		  const struct fuse_entry_param *e, struct fuse_file_info *fi);
 void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 	     int isdir);
 

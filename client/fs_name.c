@@ -82,7 +82,7 @@ static void reply_entry(fuse_req_t req, struct fs *fs, uint64_t seq,
 		itab_open_end(fs->itab, e.ino, a, fresh);
 		if ((fi->flags & O_ACCMODE) != O_RDONLY)
 			fs_note_opener(req, a->fid.vnode);
-		rc = fuse_reply_create(req, &e, fi);
+		rc = fs_reply_open(req, fs, e.ino, &e, fi);
 	} else {
 		rc = fuse_reply_entry(req, &e);
 	}

@@ -102,6 +102,7 @@ struct inode {
 				       * size or times since the kernel
 				       * loaded this incarnation */
 	struct cairn_attr *gone;      /* itab_set_gone, else NULL */
+	uint32_t wopen;               /* open for writing (itab_wopen) */
 };
 
 struct htab {
@@ -1086,6 +1087,24 @@ int itab_gone(struct itab *t, uint64_t ino, struct cairn_attr *a)
 	}
 	table_unlock(t);
 	return rc;
+}
+
+unsigned itab_wopen(struct itab *t, uint64_t ino, int delta)
+{
+	struct inode *n;
+	unsigned ret = 0;
+
+	table_lock(t);
+	n = find(t, ino);
+	if (n) {
+		if (delta > 0)
+			n->wopen++;
+		else if (delta < 0 && n->wopen)
+			n->wopen--;
+		ret = n->wopen;
+	}
+	table_unlock(t);
+	return ret;
 }
 
 /* Mark every incarnation of fid (lock held); 1 if there was one. */

@@ -271,6 +271,15 @@ void itab_take_orphans(struct itab *t,
 int itab_set_gone(struct itab *t, uint64_t ino, const struct cairn_attr *a);
 int itab_gone(struct itab *t, uint64_t ino, struct cairn_attr *a);
 
+/*
+ * Opens for writing of node id ino the kernel has told us of (OPEN and
+ * CREATE, until their RELEASE): add delta (+1, -1, or 0 to read) and
+ * return the count (0 for an unknown ino). The kernel's O_TRUNC reaches
+ * us as a SETATTR without a file handle, like truncate(2); a file open
+ * for writing tells the two apart (client/fs.c).
+ */
+unsigned itab_wopen(struct itab *t, uint64_t ino, int delta);
+
 /* State of one inode: 0, or -ENOENT. */
 int itab_info(struct itab *t, uint64_t ino, struct itab_info *out);
 /* Number of inodes in the table (the root included). */

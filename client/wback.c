@@ -1426,12 +1426,6 @@ static int journal(struct wb *w, struct wfile *f, struct jrec *h,
 	}
 	o->ready = 1;
 	f->last_ms = clock_mono_ms();
-	/* A truncate begins a rewrite (O_TRUNC): until its close, a recall
-	 * waits for the rest of it (close_pending). Changes in place (a
-	 * database, a log kept open) do not wait for a close that may
-	 * never come; programs that update in place use locks. */
-	if (o->type == JR_ATTR && (o->valid & SA_SIZE))
-		f->open_dirty = 1;
 	if (o->type == JR_WRITE && f->psz && o->off + o->len > f->psize)
 		f->psize = o->off + o->len;
 	if (o->type == JR_ATTR && (o->valid & SA_SIZE)) {
@@ -1502,7 +1496,7 @@ out:
 
 int wb_setattr(struct wb *w, const struct cairn_fid *fid, uint32_t valid,
 	       uint64_t size, const struct cairn_time *mtime,
-	       const struct cairn_time *ctime)
+	       const struct cairn_time *ctime, int rewrite)
 {
 	struct wfile *f;
 	struct jrec h;
@@ -1534,6 +1528,13 @@ int wb_setattr(struct wb *w, const struct cairn_fid *fid, uint32_t valid,
 		h.cnsec = ctime->nsec;
 	}
 	rc = journal(w, f, &h, NULL) ? -ENOSYS : 0;
+	/* O_TRUNC begins a rewrite: until its close, a recall waits for
+	 * the rest of it (close_pending). truncate(2) has no close to wait
+	 * for; changes in place (ftruncate of a database, a log kept open)
+	 * do not wait for a close that may never come either: programs that
+	 * update in place use locks. */
+	if (rc == 0 && (valid & SA_SIZE) && rewrite)
+		f->open_dirty = 1;
 	file_maybe_free(w, f);
 out:
 	pthread_mutex_unlock(&w->lock);

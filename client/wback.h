@@ -92,12 +92,13 @@ int wb_write(struct wb *w, const struct cairn_fid *fid, const char *buf,
 /*
  * A SETATTR that changes only size, mtime and ctime (valid: SA_SIZE,
  * SA_MTIME, SA_CTIME, SA_KEEPTIME) of a regular file: journal it, 0. Else
- * -ENOSYS: the caller sends it itself after wb_drain. Caller holds the
- * file's fs.wlock stripe.
+ * -ENOSYS: the caller sends it itself after wb_drain. rewrite: it is the
+ * kernel's O_TRUNC of an open, so a size change begins a rewrite that the
+ * file's close (wb_closed) ends. Caller holds the file's fs.wlock stripe.
  */
 int wb_setattr(struct wb *w, const struct cairn_fid *fid, uint32_t valid,
 	       uint64_t size, const struct cairn_time *mtime,
-	       const struct cairn_time *ctime);
+	       const struct cairn_time *ctime, int rewrite);
 
 /* Anything kept or held at all? (an atomic read; w may be NULL) */
 int wb_busy(struct wb *w);
