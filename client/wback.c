@@ -136,6 +136,7 @@ struct wfile {
 	int err;                  /* why the last send failed; 0 after one
 				   * succeeded */
 	unsigned fails;           /* sends failed so far (err set) */
+	unsigned refusals;        /* refused_error()s in a row */
 	uint64_t recalls;         /* CB_RECALLs seen */
 	int64_t last_ms;          /* last change journaled or sent */
 	int64_t retry_ms;         /* not before this, after an error */
@@ -853,6 +854,14 @@ static int applied_already(struct wb *w, struct wfile *f,
 	return ok;
 }
 
+/* What the server answers when it will not take a change however often
+ * it is sent (until someone frees space or changes the export). */
+static int refused_error(int err)
+{
+	return err == -ENOSPC || err == -EDQUOT || err == -EROFS ||
+	       err == -EFBIG;
+}
+
 /*
  * Send what f holds, take its token again first if it was lost, give it
  * back when recalled (or idle, with nothing left). Called by a shipper
@@ -954,6 +963,7 @@ static void ship_file(struct wb *w, struct wfile *f, uint8_t *buf)
 			f->known_dv = a.dv;
 			f->known_size = a.size;
 			f->err = 0;
+			f->refusals = 0;
 			f->last_ms = clock_mono_ms();
 			pop_op(w, f);
 			pthread_cond_broadcast(&w->done);
@@ -986,7 +996,29 @@ failed:
 		f->err = rc;
 		f->fails++;
 		w->st.errors++;
-		f->retry_ms = clock_mono_ms() + 1000;
+		if (!refused_error(rc)) {
+			f->refusals = 0;
+			f->retry_ms = clock_mono_ms() + 1000;
+			pthread_cond_broadcast(&w->done);
+			return;
+		}
+		/* The server's answer (out of space), not a passing
+		 * trouble: try again less and less often (a close or fsync
+		 * tries at once), and give a recalled token back now
+		 * rather than hold the other client's request for the
+		 * whole recall timeout. The changes stay in the journal;
+		 * the next grant asks for the version they start from. */
+		f->refusals += f->refusals < 5;
+		f->retry_ms = clock_mono_ms() + (1000 << (f->refusals - 1));
+		if (f->tok == TK_RECALLED) {
+			set_tok(w, f, TK_NONE);
+			f->open_dirty = 0;
+			pthread_mutex_unlock(&w->lock);
+			rc = give_back(w, &f->fid);
+			pthread_mutex_lock(&w->lock);
+			if (rc == 0)
+				w->st.returns++;
+		}
 		pthread_cond_broadcast(&w->done);
 		return;
 	}
@@ -1215,10 +1247,7 @@ void wb_stop(struct wb *w)
 			for (struct wfile *f = w->buckets[i]; f; f = f->hnext)
 				if (f->err) {
 					failing = 1;
-					refused &= f->err == -ENOSPC ||
-						   f->err == -EDQUOT ||
-						   f->err == -EROFS ||
-						   f->err == -EFBIG;
+					refused &= refused_error(f->err);
 				}
 		if (!failing || w->st.sent != sent)
 			failing_since = 0;
