@@ -774,6 +774,15 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 			struct stat st;
 
 			pthread_mutex_unlock(wl);
+			/* The change itself, not only through wb_patch: a
+			 * shipper may have sent it already, and the kernel
+			 * takes a truncate's size from this reply. */
+			if (valid & SA_SIZE)
+				a.size = (uint64_t)attr->st_size;
+			if (valid & SA_MTIME)
+				a.mtime = mt;
+			if (valid & SA_CTIME)
+				a.ctime = ct;
 			attr_to_stat(&a, &st);
 			fuse_reply_attr(req, &st, current ? FS_CACHE_TIMEOUT : 0);
 			return;

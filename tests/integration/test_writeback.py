@@ -967,6 +967,34 @@ def other_client_sees_every_close_at_once(ctx):
 
 
 @test(timeout=120)
+def o_trunc_rewrite_after_the_other_client_wrote_is_whole(ctx):
+    """A creates f; B rewrites it longer (O_TRUNC) and lists the
+    directory; A rewrites it shorter (O_TRUNC): every time, B then sees
+    A's short file, on both mounts the size and the bytes. The kernel
+    takes a truncate's size from the SETATTR reply; a daemon that built
+    that reply from attributes read before the truncate went to the
+    journal (a shipper had sent it meanwhile) left the kernel with the
+    old size, so the short write kept the old tail (found by test_model,
+    seeds 3941710074 and 951025687)."""
+    srv = ctx.server()
+    a = ctx.mount(srv, "a")
+    b = ctx.mount(srv, "b")
+    os.mkdir(a.p("d"))
+    short, longer = os.urandom(279), os.urandom(2586)
+    for i in range(300):
+        write_file(a.p("d", "f"), os.urandom(143))
+        expect_eq(os.lstat(b.p("d", "f")).st_size, 143, "round %d: size on B after A's create" % i)
+        write_file(b.p("d", "f"), longer)
+        os.listdir(b.p("d"))
+        write_file(a.p("d", "f"), short)
+        expect_eq(os.lstat(b.p("d", "f")).st_size, len(short),
+                  "round %d: size on B after A's shorter rewrite" % i)
+        same_bytes(read_file(b.p("d", "f")), short, "round %d: f on B" % i)
+        same_bytes(read_file(a.p("d", "f")), short, "round %d: f on A" % i)
+        os.unlink((a if i % 2 else b).p("d", "f"))
+
+
+@test(timeout=120)
 def conflict_after_kill_keeps_both_versions(ctx):
     """A's changes are in its journal only (the server is stopped) when
     its daemon is killed; B then rewrites the file. When A mounts again,
