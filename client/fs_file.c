@@ -54,8 +54,8 @@ void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 	if (!isdir && ((fi->flags & O_ACCMODE) != O_RDONLY ||
 		       (fi->flags & O_TRUNC)))
 		fs_note_opener(req, fid.vnode);
-	if (rc == 1) {
-		fi->keep_cache = 1;
+	if (rc >= 1) {
+		fi->keep_cache = rc == 1;
 		fs_reply_open(req, fs, ino, NULL, fi);
 		return;
 	}

@@ -840,6 +840,16 @@ int itab_open_begin(struct itab *t, uint64_t ino, int keep,
 		*fid = n->fid;
 		rc = keep && n->promise && n->cache_valid &&
 		     n->cache_dv == n->dv;
+		/* The pages are of an unknown version (dropped, or never
+		 * filled under this promise), but the attributes are
+		 * current: no need to ask the server. The kernel drops its
+		 * pages and refills them at this version. */
+		if (!rc && keep && n->promise && n->attr_valid &&
+		    n->attr.dv == n->dv) {
+			n->cache_valid = 1;
+			n->cache_dv = n->dv;
+			rc = 2;
+		}
 	}
 	table_unlock(t);
 	return rc;

@@ -164,8 +164,12 @@ void itab_set_atime(struct itab *t, uint64_t ino, struct cairn_time when);
  * FID. With keep set, when the kernel may keep its page cache (the promise
  * stands and the data version has not changed since the cache was filled),
  * the open is done here and 1 returned; the caller answers with
- * keep_cache. Else 0: the caller fetches attributes and finishes with itab_open_end. -ESTALE when the
- * kernel should not know ino.
+ * keep_cache. When the promise stands and the attributes are current but
+ * the page cache is of no known version, the open is done here too and 2
+ * returned: the caller answers without keep_cache (the kernel refills its
+ * pages at the current version). Else 0: the caller fetches attributes
+ * and finishes with itab_open_end. -ESTALE when the kernel should not
+ * know ino.
  */
 int itab_open_begin(struct itab *t, uint64_t ino, int keep,
 		    struct cairn_fid *fid);

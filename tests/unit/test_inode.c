@@ -261,7 +261,9 @@ static void t_callback_state(void)
 	struct itab_info info;
 
 	CHECK_EQ(add(t, 1, "f", 40, 5, 1), 0);
-	CHECK_EQ(keeps(t, 40), 0); /* never opened */
+	/* Never opened: opened without the server (attributes current),
+	 * the kernel's pages dropped. */
+	CHECK_EQ(keeps(t, 40), 2);
 	itab_open_end(t, 40, &a, 1); /* opened after a fresh GETATTR */
 	CHECK_EQ(keeps(t, 40), 1);
 	/* Our own write: the page cache follows the new version. */
@@ -284,10 +286,11 @@ static void t_callback_state(void)
 	itab_set_promised(t, 40);
 	CHECK_EQ(promised(t, 40), 1);
 	itab_update(t, &a, 0);
-	/* A fresh reply restores the promise but not the cache. */
+	/* A fresh reply restores the promise but not the cache: the
+	 * next open drops the kernel's pages, asking the server nothing. */
 	a.dv = 9;
 	itab_update(t, &a, 1);
-	CHECK_EQ(keeps(t, 40), 0);
+	CHECK_EQ(keeps(t, 40), 2);
 	/* An open whose GETATTR raced with a break: nothing is trusted
 	 * (the cache only ever stands with the promise). */
 	itab_open_end(t, 40, &a, 0);
@@ -408,11 +411,19 @@ static void t_open(void)
 
 	CHECK_EQ(itab_open_begin(t, 50, 1, &fid), -ESTALE);
 	CHECK_EQ(add(t, 1, "f", 50, 3, 1), 0);
-	/* Never opened: the caller fetches attributes. */
+	/* Never opened, but its attributes are current under the promise:
+	 * opened here without the server, the kernel's pages dropped (2),
+	 * and what it reads next is of this version. */
 	memset(&fid, 0, sizeof(fid));
-	CHECK_EQ(itab_open_begin(t, 50, 1, &fid), 0);
+	CHECK_EQ(itab_open_begin(t, 50, 1, &fid), 2);
 	CHECK_EQ(fid.vnode, 50);
 	CHECK_EQ(fid.uniq, 50 * 7 + 1);
+	CHECK_EQ(itab_info(t, 50, &info), 0);
+	CHECK_EQ(info.cache_valid, 1);
+	CHECK_EQ(info.cache_dv, 3);
+	/* Known without a promise: the caller fetches attributes. */
+	CHECK_EQ(add(t, 1, "g", 52, 5, 0), 0);
+	CHECK_EQ(itab_open_begin(t, 52, 1, &fid), 0);
 	itab_open_end(t, 50, &a, 1);
 	CHECK_EQ(itab_info(t, 50, &info), 0);
 	CHECK_EQ(info.cache_valid, 1);
