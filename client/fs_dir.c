@@ -504,6 +504,22 @@ int fs_atime_due(struct fs *fs, fuse_ino_t ino, int unknown)
 	       (int64_t)time(NULL) - a.atime.sec >= 24 * 3600;
 }
 
+void fs_touch_cached_atime(struct fs *fs, fuse_ino_t ino)
+{
+	struct cairn_fid fid;
+	struct timespec now;
+
+	if (itab_fid(fs->itab, ino, &fid))
+		return;
+	/* The kernel asks for attributes right after (it marks atime
+	 * stale): the table answers with our clock until the server's
+	 * value comes back. */
+	clock_gettime(CLOCK_REALTIME, &now);
+	itab_set_atime(fs->itab, ino, (struct cairn_time){
+		(int64_t)now.tv_sec, (uint32_t)now.tv_nsec });
+	fs_touch_atime(fs, &fid);
+}
+
 /* Entries of a reply that may fit size bytes (names average well under
  * 32 bytes; a plus entry is ~150). */
 static size_t page_entries(size_t size, int plus)
@@ -514,9 +530,10 @@ static size_t page_entries(size_t size, int plus)
 /*
  * readdir and readdirplus from the cached listing. Returns 0 when
  * answered (with entries or an error); -EAGAIN (nothing answered) when no
- * listing is cached, or when with check_atime the listing starts at 0
- * and relatime owes the directory an atime. With plus, every entry but
- * "." and ".." is handed to the kernel as readdir_server does.
+ * listing is cached. With check_atime, a listing from its start moves the
+ * directory's atime where relatime owes one (fs_touch_cached_atime; a
+ * fetch moves it itself, BS_LIST). With plus, every entry but "." and
+ * ".." is handed to the kernel as readdir_server does.
  */
 static int readdir_cached(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
 			  size_t size, off_t off, int plus, int check_atime)
@@ -537,10 +554,8 @@ static int readdir_cached(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
 		goto out;
 	}
 	notify_reply_begin(fs->ntf, 0);
-	if (check_atime && cookie == 0 && fs_atime_due(fs, ino, 1))
-		rc = -EAGAIN;
-	else if ((rc = dcache_read(fs->dc, ino, cookie, max, &ents, &n,
-				   &eof)) == -ENOENT)
+	if ((rc = dcache_read(fs->dc, ino, cookie, max, &ents, &n,
+			      &eof)) == -ENOENT)
 		rc = -EAGAIN;
 	if (rc == -EAGAIN || rc) {
 		notify_reply_end(fs->ntf);
@@ -583,6 +598,11 @@ static int readdir_cached(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
 	for (size_t i = 0; i < ncounted; i++)
 		fs_forget(fs, counted[i], 1);
 	notify_reply_end(fs->ntf);
+	/* Listed without the server: relatime may owe the directory an
+	 * atime, moved in the background as for a file read from the
+	 * cache (fs_op_read), not by fetching the listing again. */
+	if (!rc && check_atime && cookie == 0 && fs_atime_due(fs, ino, 1))
+		fs_touch_cached_atime(fs, ino);
 out:
 	if (rc && rc != -EAGAIN)
 		reply_error(req, rc);

@@ -346,14 +346,8 @@ static int read_cached(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
 	/* Read without the server: relatime may still owe an atime. The
 	 * kernel asks for it right after the read (it marks atime stale),
 	 * so the table answers with our clock until the server's comes. */
-	if (from_cache && !have_a && fs_atime_due(fs, ino, 0)) {
-		struct timespec now;
-
-		clock_gettime(CLOCK_REALTIME, &now);
-		itab_set_atime(fs->itab, ino, (struct cairn_time){
-			(int64_t)now.tv_sec, (uint32_t)now.tv_nsec });
-		fs_touch_atime(fs, &info.fid);
-	}
+	if (from_cache && !have_a && fs_atime_due(fs, ino, 0))
+		fs_touch_cached_atime(fs, ino);
 	/* The kernel has its answer; now keep what was fetched. */
 	for (size_t i = 0; i < n; i++)
 		if (ps[i].store_len) {

@@ -220,6 +220,10 @@ void fs_dir_ahead(struct fs *fs, fuse_ino_t ino, unsigned min_hits);
  * server decides (store_atime_due): atime not after mtime or ctime, or a
  * day old; `unknown` when the table holds no current attributes. */
 int fs_atime_due(struct fs *fs, fuse_ino_t ino, int unknown);
+/* Read or listed without the server while relatime owes ino an atime:
+ * our clock's time in the table until the server's comes back, and an
+ * ATIME call in the background (fs_touch_atime). */
+void fs_touch_cached_atime(struct fs *fs, fuse_ino_t ino);
 /* A read was answered from the chunk cache, without the server, and
  * relatime owes fid an atime: let the server move it (ATIME, batched and
  * sent in the background; fs_dir.c). */
