@@ -2,19 +2,21 @@
  * fs_file.c - FUSE operations on open files: open, read, write, release,
  * fsync, fallocate (see fs_int.h).
  *
- * Opening and closing a file never enters the daemon (no_open): the first
- * OPEN is answered ENOSYS, after which the kernel opens with file handle 0
- * and keeps its page cache, and sends no RELEASE. There is no flush
- * handler either: writes go through before write() returns, so close()
- * has nothing to wait for, and libfuse's ENOSYS makes the kernel stop
- * sending FLUSH. Close-to-open then rests on invalidation alone: the
- * kernel may keep pages and attributes only while the promise stands, and
- * everything that ends a promise (a break, a reconnect) invalidates them
- * in the kernel; a READ whose data may have raced a break invalidates the
- * pages it filled (fs_op_read). The server learns nothing from opens:
- * an unlinked file stays on it while the kernel holds it (fs_orphan.c).
- * A kernel without no_open gets the open below, which still asks the
- * server nothing while the promise stands.
+ * Opening a file asks the server nothing while the promise stands
+ * (fs_open). The kernel's OPEN, FLUSH and RELEASE reach the daemon
+ * because locks need them (fs_lock.c: a close's FLUSH releases the
+ * process's POSIX locks, a RELEASE the open file's flock and OFD
+ * locks); with --local-locks the first OPEN is answered ENOSYS and the
+ * kernel opens with file handle 0, keeps its page cache and sends no
+ * OPEN, FLUSH or RELEASE again (no_open). Close-to-open rests on
+ * invalidation either way: the kernel may keep pages and attributes only
+ * while the promise stands, and everything that ends a promise (a break,
+ * a reconnect) invalidates them in the kernel; a READ whose data may
+ * have raced a break invalidates the pages it filled (fs_op_read).
+ * WRITEs go to the write-back journal while the file's write token is
+ * held (wback.h), else to the server before they are answered. The
+ * server learns nothing from opens: an unlinked file stays on it while
+ * the kernel holds it (fs_orphan.c).
  */
 #include <errno.h>
 #include <fcntl.h>
