@@ -32,6 +32,7 @@
 #include "../client/ctl.h"
 #include "../client/ccache.h"
 #include "../client/fs.h"
+#include "../client/fuseio.h"
 #include "../client/inode.h"
 #include "../client/notify.h"
 #include "../client/wback.h"
@@ -662,6 +663,11 @@ int cmd_mount(int argc, char **argv)
 	}
 	m.mounted = 1;
 	snprintf(m.mnt, sizeof(m.mnt), "%s", mnt);
+	if ((rc = fuseio_attach(m.se)) < 0) {
+		fprintf(stderr, "cairn mount: cannot hook the FUSE device: "
+			"%s\n", strerror(-rc));
+		goto out;
+	}
 	if (!a.foreground) {
 		/* The parent exits in here once the child serves. */
 		if ((rc = daemonize(cache, &m.ready_fd)) < 0) {

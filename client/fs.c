@@ -14,6 +14,7 @@
 #include "ccache.h"
 #include "dircache.h"
 #include "fs_int.h"
+#include "fuseio.h"
 #include "../lib/clock.h"
 #include "inode.h"
 #include "notify.h"
@@ -560,7 +561,8 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 		fs->no_open = (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) != 0;
 	}
 	log_info("kernel FUSE protocol %u.%u, max_write %u, max_readahead %u, "
-		 "max_background %u, opens %s, writes %s, locks %s",
+		 "max_background %u, opens %s, writes %s, locks %s, "
+		 "set-user-ID cleared by %s",
 		 conn->proto_major,
 		 conn->proto_minor, conn->max_write, conn->max_readahead,
 		 conn->max_background,
@@ -568,7 +570,9 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 		 fs->wb ? "cached (writeback cache)" : "sent through",
 		 !fs->global_locks ? "local to this client (--local-locks)" :
 		 (conn->want & FUSE_CAP_POSIX_LOCKS) ? "across clients" :
-		 "NOT across clients (the kernel does not offer it)");
+		 "NOT across clients (the kernel does not offer it)",
+		 fuseio_killpriv() ? "the server (no capability check "
+				     "before each write)" : "the kernel");
 	pthread_mutex_lock(&fs->init_lock);
 	fs->inited = 1;
 	pthread_cond_broadcast(&fs->init_cond);
@@ -758,11 +762,14 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	wl = &fs->wlock[fid.vnode % FS_WLOCKS];
 	pthread_mutex_lock(wl);
 	/* Size and times of a regular file go to the write-back journal
-	 * (the kernel's O_TRUNC, ftruncate, and its times after writes):
+	 * (the kernel's O_TRUNC, ftruncate, and its times after writes),
+	 * unless the kernel wants set-user-ID cleared (fuseio.h: the
+	 * server does it for a truncate with the caller's credentials):
 	 * answered with what the table holds, the change applied
 	 * (attr_to_stat); for a short while only if that is not known
 	 * current (our own WRITE's reply may have crossed a break). */
-	if (fs_wb_on(fs) && itab_attr_last(fs->itab, ino, &a, &current) == 0 &&
+	if (fs_wb_on(fs) && !fuseio_req_kill() &&
+	    itab_attr_last(fs->itab, ino, &a, &current) == 0 &&
 	    S_ISREG(a.mode) && a.fid.uniq == fid.uniq) {
 		struct cairn_time mt = cairn_time_of(&attr->st_mtim);
 		struct cairn_time ct = cairn_time_of(&attr->st_ctim);

@@ -26,6 +26,7 @@
 #include <time.h>
 #include "ccache.h"
 #include "fs_int.h"
+#include "fuseio.h"
 #include "inode.h"
 #include "notify.h"
 #include "wback.h"
@@ -449,7 +450,7 @@ void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	struct cairn_attr a, before;
 	size_t done = 0, nsteps = 0;
 	pthread_mutex_t *wl;
-	int rc, known;
+	int rc, known, kill;
 
 	if ((rc = itab_fid(fs->itab, ino, &fid)))
 		goto out;
@@ -459,7 +460,10 @@ void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	 * kernel's WRITEs of one file go in parallel (different pages).
 	 * O_SYNC writes, and files whose token cannot be had, go through,
 	 * after what the journal holds of the file. */
-	if (fs_wb_on(fs) && !(flags & WR_SYNC) &&
+	/* A write the kernel wants set-user-ID cleared for goes through
+	 * with the writer's credentials: the server clears it. */
+	kill = fuseio_req_kill();
+	if (fs_wb_on(fs) && !(flags & WR_SYNC) && !kill &&
 	    wb_write(fs->wbk, &fid, buf, size, (uint64_t)off) == 0) {
 		fuse_reply_write(req, size);
 		return;
@@ -516,6 +520,9 @@ void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 				     steps[i].data, steps[i].n);
 		pthread_mutex_unlock(wl);
 		fuse_reply_write(req, done);
+		/* The kernel still has the mode with set-user-ID. */
+		if (kill)
+			notify_inval_inode(fs->ntf, ino);
 		return;
 	}
 	pthread_mutex_unlock(wl);

@@ -378,6 +378,31 @@ static int may_unlink(struct op_req *q, const struct cairn_fid *dir,
 	return perm_sticky(&q->cred, &d, victim);
 }
 
+/*
+ * A write or truncate by anyone but root clears set-user-ID, and the
+ * set-group-ID of a group-executable file, as Linux does for a process
+ * without CAP_FSETID: the client's kernel leaves it to us
+ * (FUSE_HANDLE_KILLPRIV_V2, client/fuseio.h) and sends such a write
+ * through, with the writer's credentials. Stores under a write token
+ * carry none and clear nothing. A change of its own (the data version
+ * moves once more), before the write.
+ */
+static int kill_suid(struct op_req *q, const struct cairn_fid *fid)
+{
+	struct store_setattr sa = { .valid = SA_MODE | SA_KEEPTIME };
+	struct cairn_attr a;
+
+	if (!q->cred.present || q->cred.uid == 0 ||
+	    store_getattr(q->ctx->st, fid, &a) || !S_ISREG(a.mode) ||
+	    !((a.mode & S_ISUID) ||
+	      ((a.mode & S_ISGID) && (a.mode & S_IXGRP))))
+		return 0;
+	sa.mode = a.mode & 07777 & ~(uint32_t)S_ISUID;
+	if (sa.mode & S_IXGRP)
+		sa.mode &= ~(uint32_t)S_ISGID;
+	return store_setattr(q->ctx->st, fid, &sa, &a);
+}
+
 /* The owner and group a new object gets: the caller's uid; the group
  * the client asked for if the caller may give it (one of its groups, or
  * a set-group-id directory's, inherited), else the caller's. */
@@ -478,6 +503,9 @@ static int op_setattr(struct op_req *q)
 	if ((m->valid & SA_TOKEN) && (ret = tok_lost(q, &m->fid)))
 		return ret;
 	if ((ret = may_setattr(q, m)))
+		return ret;
+	if ((m->valid & SA_SIZE) && !(m->valid & SA_MODE) &&
+	    (ret = kill_suid(q, &m->fid)))
 		return ret;
 	sa.valid &= ~(uint32_t)SA_TOKEN;
 	ret = store_setattr(q->ctx->st, &m->fid, &sa, &rep.attr);
@@ -906,7 +934,8 @@ static int op_write(struct op_req *q)
 		return PARKED;
 	if ((m->flags & WR_TOKEN) && (ret = tok_lost(q, &m->fid)))
 		return ret;
-	if ((ret = may_data(q, &m->fid, PERM_W)))
+	if ((ret = may_data(q, &m->fid, PERM_W)) ||
+	    (ret = kill_suid(q, &m->fid)))
 		return ret;
 	ret = store_write(q->ctx->st, &m->fid, m->off, m->data.p,
 			  (uint32_t)m->data.len, m->flags & ~(uint32_t)WR_TOKEN,

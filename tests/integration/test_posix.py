@@ -1385,6 +1385,47 @@ def atime_rules(ctx):
     _run_rules(ctx, rules, "a")
 
 
+def _append(p, data):
+    fd = os.open(p, os.O_WRONLY | os.O_APPEND)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
+@test
+def write_or_truncate_by_another_user_clears_setuid(ctx):
+    """Set-user-ID, and set-group-ID with group execute, go when a user
+    other than root writes to or truncates the file, and stay when root
+    does, as on the local disk. Cairn's server clears them (the kernel
+    leaves it to the file system: FUSE_HANDLE_KILLPRIV_V2, which spares
+    a capability lookup before every write); both mounts see the mode."""
+    m, l = fresh(ctx, "suid")
+    rel = os.path.relpath(m, ctx.A.path)
+    steps = [
+        ("write by uid 1001", lambda p: H.as_user(1001, 1000, _append, p, b"y" * 10)),
+        ("truncate by uid 1001", lambda p: H.as_user(1001, 1000, os.truncate, p, 3)),
+        ("O_TRUNC open by uid 1001", lambda p: H.as_user(
+            1001, 1000, lambda q: os.close(os.open(q, os.O_WRONLY | os.O_TRUNC)), p)),
+        ("write by root", lambda p: _append(p, b"z" * 10)),
+        ("truncate by root", lambda p: os.truncate(p, 2)),
+    ]
+    for mode in (0o6775, 0o4755 | 0o020, 0o2765):
+        for what, op in steps:
+            got = {}
+            for base in (l, m):
+                p = os.path.join(base, "f")
+                write_file(p, b"x" * 100)
+                os.chown(p, 1000, 1000)
+                os.chmod(p, mode)
+                res = op(p)
+                expect(res is None or res[0] == "ok", "%s on %s: %r" % (what, base, res))
+                got[base] = "%04o" % (os.stat(p).st_mode & 0o7777)
+            expect_eq(got[m], got[l], "mode %o after %s" % (mode, what))
+            expect_eq("%04o" % (os.stat(ctx.B.p(rel, "f")).st_mode & 0o7777), got[l],
+                      "mode %o after %s, seen on mount B" % (mode, what))
+
+
 @test
 def new_file_times_and_cross_mount(ctx):
     m, _ = fresh(ctx)

@@ -1,0 +1,33 @@
+/*
+ * fuseio.h - the session's reads and writes of /dev/fuse, through
+ * libfuse's custom I/O hooks, for what libfuse 3.14 does not pass on.
+ *
+ * FUSE_HANDLE_KILLPRIV_V2: the kernel then marks a file system SB_NOSEC,
+ * and an inode without set-user-ID, set-group-ID or file capabilities is
+ * marked S_NOSEC after its first write; without it the kernel asks the
+ * daemon for security.capability (a GETXATTR round trip into the daemon,
+ * 20-50 us here) before every write(2). libfuse 3.14 has no capability
+ * for it, so the INIT reply gets the flag here when the kernel offered
+ * it. In exchange the file system clears set-user-ID and set-group-ID
+ * itself where the kernel asks (FUSE_WRITE_KILL_SUIDGID on a WRITE,
+ * FATTR_KILL_SUIDGID on a SETATTR): libfuse drops those flags too, so
+ * the read hook notes them for the handler of that request
+ * (fuseio_req_kill), which sends the change to the server with the
+ * caller's credentials; the server clears the bits on a write or
+ * truncate by anyone but root (server/handlers.c).
+ */
+#ifndef CAIRN_CLIENT_FUSEIO_H
+#define CAIRN_CLIENT_FUSEIO_H
+
+struct fuse_session;
+
+/* Use the hooks on se's /dev/fuse descriptor (after fuse_session_mount,
+ * before the session loop). 0 or a negative errno. */
+int fuseio_attach(struct fuse_session *se);
+/* The request this thread handles asked for set-user-ID and set-group-ID
+ * to go (a WRITE or SETATTR by a process without CAP_FSETID). */
+int fuseio_req_kill(void);
+/* The kernel offered FUSE_HANDLE_KILLPRIV_V2 and the INIT reply took it. */
+int fuseio_killpriv(void);
+
+#endif
