@@ -545,14 +545,14 @@ struct setattr_args {
 	struct sinode ino;
 };
 
-/* chown of a regular file drops set-user-ID and (group-executable)
- * set-group-ID, as the kernel does; a mode given alongside wins. */
+/* chown (an owner or group given, changed or not) of anything but a
+ * directory drops set-user-ID and (group-executable) set-group-ID, as
+ * Linux's chown does; a mode given alongside wins. The client's kernel
+ * leaves this to us (FUSE_HANDLE_KILLPRIV_V2, client/fuseio.h). */
 static void setattr_owner(struct sinode *ino, const struct store_setattr *sa)
 {
-	int changes = ((sa->valid & SA_UID) && sa->uid != ino->uid) ||
-		      ((sa->valid & SA_GID) && sa->gid != ino->gid);
-
-	if (changes && S_ISREG(ino->mode) && !(sa->valid & SA_MODE)) {
+	if ((sa->valid & (SA_UID | SA_GID)) && !S_ISDIR(ino->mode) &&
+	    !(sa->valid & SA_MODE)) {
 		ino->mode &= ~(uint32_t)S_ISUID;
 		if (ino->mode & S_IXGRP)
 			ino->mode &= ~(uint32_t)S_ISGID;

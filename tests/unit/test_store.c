@@ -203,6 +203,22 @@ static void t_setgid_chown(void)
 	CHECK_EQ(store_setattr(st, &f.fid, &sa, &f), 0);
 	CHECK_EQ(f.mode & 07777, 0755);
 	CHECK_EQ(f.uid, 9);
+	/* Also when the owner stays the same, as chown(2) does. */
+	sa = (struct store_setattr){ .valid = SA_MODE, .mode = 06755 };
+	CHECK_EQ(store_setattr(st, &f.fid, &sa, &f), 0);
+	sa = (struct store_setattr){ .valid = SA_GID, .gid = f.gid };
+	CHECK_EQ(store_setattr(st, &f.fid, &sa, &f), 0);
+	CHECK_EQ(f.mode & 07777, 0755);
+	/* A fifo too; a directory keeps them. */
+	CHECK_EQ(mk(&d.fid, "fifo", S_IFIFO | 06755, &f), 0);
+	sa = (struct store_setattr){ .valid = SA_UID, .uid = 9 };
+	CHECK_EQ(store_setattr(st, &f.fid, &sa, &f), 0);
+	CHECK_EQ(f.mode & 07777, 0755);
+	sa = (struct store_setattr){ .valid = SA_MODE, .mode = 06755 };
+	CHECK_EQ(store_setattr(st, &sub.fid, &sa, &sub), 0);
+	sa = (struct store_setattr){ .valid = SA_UID, .uid = 9 };
+	CHECK_EQ(store_setattr(st, &sub.fid, &sa, &sub), 0);
+	CHECK_EQ(sub.mode & 07777, 06755);
 }
 
 struct names {
@@ -987,10 +1003,10 @@ static void t_readdir_atime(void)
 
 static void t_write_keeps_setid(void)
 {
-	/* The kernel clears set-user-ID / set-group-ID before an
-	 * unprivileged write (a SETATTR, since the client does not take
-	 * HANDLE_KILLPRIV) and keeps them for root; the store must not
-	 * second-guess it. */
+	/* A write or fallocate leaves set-user-ID / set-group-ID alone in
+	 * the store: clearing them for an unprivileged writer is the
+	 * handler's, on the request's credentials (kill_suid in
+	 * server/handlers.c). */
 	struct store_setattr sa = { .valid = SA_MODE, .mode = 0755 };
 	struct cairn_attr f, a;
 
