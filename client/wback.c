@@ -685,19 +685,24 @@ static int give_back(struct wb *w, const struct cairn_fid *fid)
 	return rc == -ESTALE || rc == -ENOENT ? 0 : rc;
 }
 
-/* Apply f's changes, in order, to a new sparse file under conflicts/.
- * Under no lock; f is busy (ours). */
+/* Apply f's changes, in order, to a new sparse file under conflicts/:
+ * written under a dot name, synced (it is then the only copy: the
+ * journal lets go of them) and renamed, so that a file under its own
+ * name there is whole. Under no lock; f is busy (ours). */
 static void save_conflict(struct wb *w, struct wfile *f, struct wop *ops)
 {
-	char path[PATH_MAX + 64];
+	char path[PATH_MAX + 64], tmp[PATH_MAX + 64];
 	uint8_t *buf = malloc(CAIRN_MAX_IO);
+	long long now = (long long)time(NULL);
 	int fd = -1, rc = 0;
 
 	if (mkdir(w->conflicts, 0700) < 0 && errno != EEXIST)
 		rc = -errno;
 	snprintf(path, sizeof(path), "%s/%" PRIu64 ".%u.%lld", w->conflicts,
-		 f->fid.vnode, f->fid.uniq, (long long)time(NULL));
-	if (!rc && (fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+		 f->fid.vnode, f->fid.uniq, now);
+	snprintf(tmp, sizeof(tmp), "%s/.%" PRIu64 ".%u.%lld.tmp",
+		 w->conflicts, f->fid.vnode, f->fid.uniq, now);
+	if (!rc && (fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
 			      0600)) < 0)
 		rc = -errno;
 	for (struct wop *o = ops; !rc && o; o = o->next) {
@@ -716,8 +721,14 @@ static void save_conflict(struct wb *w, struct wfile *f, struct wop *ops)
 			}
 		}
 	}
+	if (!rc && fdatasync(fd) < 0)
+		rc = -errno;
 	if (fd >= 0 && close(fd) < 0 && !rc)
 		rc = -errno;
+	if (!rc && rename(tmp, path) < 0)
+		rc = -errno;
+	if (rc && fd >= 0)
+		unlink(tmp);
 	free(buf);
 	if (rc)
 		log_error("write-back conflict on vnode %" PRIu64 ": another "

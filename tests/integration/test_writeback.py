@@ -1023,9 +1023,14 @@ def conflict_after_kill_keeps_both_versions(ctx):
     write_file(b.p("f"), theirs, fsync=True)
     remount(a)
     conflicts = os.path.join(a.cache, "conflicts")
-    wait_for(lambda: os.path.isdir(conflicts) and os.listdir(conflicts), 15,
-             "a conflict file in %s" % conflicts)
-    names = os.listdir(conflicts)
+    # A conflict file appears under its own name only once whole (it is
+    # written under a dot name and renamed).
+    def saved_names():
+        if not os.path.isdir(conflicts):
+            return []
+        return [n for n in os.listdir(conflicts) if not n.startswith(".")]
+    wait_for(saved_names, 15, "a conflict file in %s" % conflicts)
+    names = saved_names()
     saved = open(os.path.join(conflicts, names[0]), "rb").read()
     same_bytes(saved[:len(mine)], mine, "A's changes saved in %s" % names[0])
     same_bytes(read_file(b.p("f")), theirs, "the file on B after A came back")
