@@ -76,7 +76,7 @@ static int call(int fd, struct seal *tx, struct seal *rx, uint16_t op,
 	*terr = 0;
 	wbuf_init(&w);
 	msg_encode(op, 0, &w, m);
-	ret = w.err ? w.err : frame_send(fd, tx, op, 0, id, &w);
+	ret = w.err ? w.err : frame_send(fd, tx, op, 0, id, NULL, &w);
 	wbuf_free(&w);
 	if (ret)
 		goto fail;

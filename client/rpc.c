@@ -153,10 +153,12 @@ static void set_rcv_timeout(int fd, int ms)
 
 /* send_frame, counting the frame's bytes once it is written. */
 static int send_counted(struct rpc *r, int fd, struct seal *tx, uint16_t op,
-			uint16_t flags, uint32_t id, const struct wbuf *req)
+			uint16_t flags, uint32_t id, const struct wbuf *pre,
+			const struct wbuf *req)
 {
-	uint64_t bytes = WIRE_HDR_SIZE + (req ? req->len : 0);
-	int ret = frame_send(fd, tx, op, flags, id, req);
+	uint64_t bytes = WIRE_HDR_SIZE + (pre ? pre->len : 0) +
+			 (req ? req->len : 0);
+	int ret = frame_send(fd, tx, op, flags, id, pre, req);
 
 	if (ret == 0) {
 		ST_ADD(r->st.bytes_out, bytes);
@@ -232,7 +234,7 @@ static int dial(struct rpc *r, uint64_t *epoch, struct cairn_attr *root,
 	memcpy(hq.client_id, r->o.client_id, sizeof(hq.client_id));
 	wbuf_init(&req);
 	msg_encode(OP_HELLO, 0, &req, &hq);
-	ret = req.err ? req.err : send_counted(r, fd, tx, OP_HELLO, 0, 0, &req);
+	ret = req.err ? req.err : send_counted(r, fd, tx, OP_HELLO, 0, 0, NULL, &req);
 	wbuf_free(&req);
 	if (ret == 0)
 		ret = frame_read(fd, rx, &h, &payload);
@@ -457,7 +459,7 @@ static int wait_readable(struct rpc *r, int fd)
 		 * is not reading either, and dead_ms will tell. */
 		if (!r->ping_out && pthread_mutex_trylock(&r->send_mu) == 0) {
 			if (send_counted(r, fd, r->tx, OP_PING, 0, PING_ID,
-					 NULL) == 0) {
+					 NULL, NULL) == 0) {
 				r->ping_out = 1;
 				ST_ADD(r->st.op[OP_PING].calls, 1);
 			}
@@ -726,7 +728,6 @@ int rpc_call_cred(struct rpc *r, uint16_t op, const struct wbuf *cred,
 		  const struct wbuf *req, struct rpc_reply *rep,
 		  struct rpc_intr *ir)
 {
-	struct wbuf full;         /* cred, then req: what goes out */
 	struct pending p = { 0 };
 	struct timespec dl, sent = { 0 };
 	void *cookie = NULL;
@@ -744,16 +745,8 @@ int rpc_call_cred(struct rpc *r, uint16_t op, const struct wbuf *cred,
 	}
 	if (req && req->err)
 		return req->err;
-	wbuf_init(&full);
-	if (cred) {
-		wire_put_bytes(&full, cred->data, cred->len);
-		if (req && req->len)
-			wire_put_bytes(&full, req->data, req->len);
-		if (full.err || cred->err) {
-			wbuf_free(&full);
-			return -ENOMEM;
-		}
-	}
+	if (cred && cred->err)
+		return cred->err;
 	hooked = r->call_begin && msg_has(op, MSG_CHANGES);
 	if (hooked)
 		cookie = r->call_begin(r->call_arg, op, req);
@@ -798,7 +791,7 @@ int rpc_call_cred(struct rpc *r, uint16_t op, const struct wbuf *cred,
 		pthread_mutex_unlock(&r->mu);
 		clock_gettime(CLOCK_MONOTONIC, &sent);
 		if (send_counted(r, fd, r->tx, op, cred ? WF_CRED : 0, p.id,
-				 cred ? &full : req))
+				 cred, req))
 			shutdown(fd, SHUT_RDWR); /* the reader cleans up */
 		pthread_mutex_unlock(&r->send_mu);
 
@@ -812,7 +805,6 @@ int rpc_call_cred(struct rpc *r, uint16_t op, const struct wbuf *cred,
 		}
 	}
 	pthread_cond_destroy(&p.cv);
-	wbuf_free(&full);
 	if (hooked)
 		r->call_end(r->call_arg, cookie);
 	count_call(r, op, &p, &sent);
@@ -845,7 +837,7 @@ int rpc_send_ack(struct rpc *r, uint16_t op, uint32_t id)
 	int fd = r->state == RPC_UP ? r->fd : -1;
 	ret = r->state == RPC_SHUTDOWN ? -ESHUTDOWN : fd < 0 ? -ENOTCONN : 0;
 	pthread_mutex_unlock(&r->mu);
-	if (!ret && send_counted(r, fd, r->tx, op, WF_REPLY, id, NULL)) {
+	if (!ret && send_counted(r, fd, r->tx, op, WF_REPLY, id, NULL, NULL)) {
 		shutdown(fd, SHUT_RDWR); /* the reader cleans up */
 		ret = -ENOTCONN;
 	}

@@ -49,11 +49,12 @@ int frame_read(int fd, struct seal *rx, struct wire_hdr *h,
 }
 
 int frame_send(int fd, struct seal *tx, uint16_t op, uint16_t flags,
-		      uint32_t id, const struct wbuf *req)
+	       uint32_t id, const struct wbuf *pre, const struct wbuf *req)
 {
-	size_t len = req ? req->len : 0;
+	size_t npre = pre ? pre->len : 0, nreq = req ? req->len : 0;
+	size_t len = npre + nreq;
 	uint8_t hb[WIRE_HDR_SIZE], *sealed = NULL;
-	struct iovec iov[2];
+	struct iovec iov[3], *v = iov;
 	int n = 1, ret = 0;
 
 	if (len > WIRE_MAX_PAYLOAD)
@@ -69,21 +70,26 @@ int frame_send(int fd, struct seal *tx, uint16_t op, uint16_t flags,
 	if (tx) {
 		if (!(sealed = malloc(len + SEAL_TAG_SIZE)))
 			return -ENOMEM;
-		if (seal_frame(tx, hb, len ? req->data : NULL, len, sealed,
-			       sealed + len)) {
+		if (seal_frame2(tx, hb, npre ? pre->data : NULL, npre,
+				nreq ? req->data : NULL, nreq, sealed,
+				sealed + len)) {
 			free(sealed);
 			return -EIO;
 		}
-		iov[1].iov_base = sealed;
-		iov[1].iov_len = len + SEAL_TAG_SIZE;
-		n = 2;
-	} else if (len) {
-		iov[1].iov_base = req->data;
-		iov[1].iov_len = len;
-		n = 2;
+		iov[n].iov_base = sealed;
+		iov[n++].iov_len = len + SEAL_TAG_SIZE;
+	} else {
+		if (npre) {
+			iov[n].iov_base = pre->data;
+			iov[n++].iov_len = npre;
+		}
+		if (nreq) {
+			iov[n].iov_base = req->data;
+			iov[n++].iov_len = nreq;
+		}
 	}
 	while (n > 0) {
-		struct msghdr mh = { .msg_iov = iov, .msg_iovlen = (size_t)n };
+		struct msghdr mh = { .msg_iov = v, .msg_iovlen = (size_t)n };
 		ssize_t w = sendmsg(fd, &mh, MSG_NOSIGNAL);
 		if (w < 0) {
 			if (errno == EINTR)
@@ -91,14 +97,14 @@ int frame_send(int fd, struct seal *tx, uint16_t op, uint16_t flags,
 			ret = -errno;
 			break;
 		}
-		while (n > 0 && (size_t)w >= iov[0].iov_len) {
-			w -= (ssize_t)iov[0].iov_len;
-			iov[0] = iov[1];
+		while (n > 0 && (size_t)w >= v->iov_len) {
+			w -= (ssize_t)v->iov_len;
+			v++;
 			n--;
 		}
 		if (n > 0) {
-			iov[0].iov_base = (uint8_t *)iov[0].iov_base + w;
-			iov[0].iov_len -= (size_t)w;
+			v->iov_base = (uint8_t *)v->iov_base + w;
+			v->iov_len -= (size_t)w;
 		}
 	}
 	free(sealed);
@@ -124,7 +130,7 @@ int auth_client(int fd, const uint8_t key[CELLKEY_SIZE], struct seal **tx,
 	}
 	wbuf_init(&w);
 	msg_encode(OP_AUTH, 0, &w, &q);
-	ret = w.err ? w.err : frame_send(fd, NULL, OP_AUTH, 0, 0, &w);
+	ret = w.err ? w.err : frame_send(fd, NULL, OP_AUTH, 0, 0, NULL, &w);
 	wbuf_free(&w);
 	if (ret == 0)
 		ret = frame_read(fd, NULL, &h, &payload);

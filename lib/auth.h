@@ -21,10 +21,11 @@
 int frame_read(int fd, struct seal *rx, struct wire_hdr *h,
 	       uint8_t **payload);
 
-/* Send one frame with payload req (NULL: empty), sealed with tx when
- * not NULL (frames must then be sent in the order sealed). */
+/* Send one frame whose payload is pre then req (either NULL: none),
+ * sealed with tx when not NULL (frames must then be sent in the order
+ * sealed). */
 int frame_send(int fd, struct seal *tx, uint16_t op, uint16_t flags,
-	       uint32_t id, const struct wbuf *req);
+	       uint32_t id, const struct wbuf *pre, const struct wbuf *req);
 
 /*
  * AUTH on a new connection: send a fresh nonce, check the server's proof

@@ -240,14 +240,22 @@ static void next_iv(struct seal *s, uint8_t iv[GCM_IV_SIZE])
 int seal_frame(struct seal *s, const uint8_t *hdr, const uint8_t *in,
 	       size_t n, uint8_t *out, uint8_t tag[SEAL_TAG_SIZE])
 {
+	return seal_frame2(s, hdr, NULL, 0, in, n, out, tag);
+}
+
+int seal_frame2(struct seal *s, const uint8_t *hdr, const uint8_t *pre,
+		size_t npre, const uint8_t *in, size_t n, uint8_t *out,
+		uint8_t tag[SEAL_TAG_SIZE])
+{
 	uint8_t iv[GCM_IV_SIZE];
 	int l;
 
 	next_iv(s, iv);
 	if (!EVP_EncryptInit_ex(s->ctx, NULL, NULL, NULL, iv) ||
 	    !EVP_EncryptUpdate(s->ctx, NULL, &l, hdr, 16) ||
-	    (n && !EVP_EncryptUpdate(s->ctx, out, &l, in, (int)n)) ||
-	    !EVP_EncryptFinal_ex(s->ctx, out + n, &l) ||
+	    (npre && !EVP_EncryptUpdate(s->ctx, out, &l, pre, (int)npre)) ||
+	    (n && !EVP_EncryptUpdate(s->ctx, out + npre, &l, in, (int)n)) ||
+	    !EVP_EncryptFinal_ex(s->ctx, out + npre + n, &l) ||
 	    !EVP_CIPHER_CTX_ctrl(s->ctx, EVP_CTRL_GCM_GET_TAG, SEAL_TAG_SIZE,
 				 tag))
 		return -EIO;

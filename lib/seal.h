@@ -88,6 +88,11 @@ void seal_free(struct seal *s);
  */
 int seal_frame(struct seal *s, const uint8_t *hdr, const uint8_t *in,
 	       size_t n, uint8_t *out, uint8_t tag[SEAL_TAG_SIZE]);
+/* The same for a payload in two pieces, pre (npre bytes) then in (n):
+ * out gets npre + n bytes (may not overlap either piece). */
+int seal_frame2(struct seal *s, const uint8_t *hdr, const uint8_t *pre,
+		size_t npre, const uint8_t *in, size_t n, uint8_t *out,
+		uint8_t tag[SEAL_TAG_SIZE]);
 
 /*
  * Open one frame in place: p holds len bytes, the ciphertext followed by
