@@ -19,39 +19,50 @@ static __thread int req_kill;
 static uint64_t init_unique;   /* the INIT request's; 0 once answered */
 static int kernel_offers;      /* its flags had FUSE_HANDLE_KILLPRIV_V2 */
 
+/* The u32 at offset off of a request's argument (alen bytes), or 0 when
+ * the argument is shorter. */
+static uint32_t arg_u32(const char *arg, size_t alen, size_t off)
+{
+	uint32_t v = 0;
+
+	if (off + sizeof(v) <= alen)
+		memcpy(&v, arg + off, sizeof(v));
+	return v;
+}
+
 static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
 {
 	ssize_t n = read(fd, buf, len);
 	const struct fuse_in_header *h = buf;
 	const char *arg = (const char *)buf + sizeof(*h);
+	size_t alen;
 
 	(void)userdata;
 	req_kill = 0;
 	if (n < (ssize_t)sizeof(*h))
 		return n;
+	alen = (size_t)n - sizeof(*h);
 	switch (h->opcode) {
 	case FUSE_INIT:
-		if ((size_t)n >= sizeof(*h) + offsetof(struct fuse_init_in,
-							 flags) + 4) {
-			const struct fuse_init_in *in = (const void *)arg;
-
-			kernel_offers = in->major == 7 && in->minor >= 33 &&
-					(in->flags & FUSE_HANDLE_KILLPRIV_V2);
-			__atomic_store_n(&init_unique, h->unique,
-					 __ATOMIC_RELEASE);
-		}
+		kernel_offers =
+			arg_u32(arg, alen, offsetof(struct fuse_init_in,
+						    major)) == 7 &&
+			arg_u32(arg, alen, offsetof(struct fuse_init_in,
+						    minor)) >= 33 &&
+			(arg_u32(arg, alen, offsetof(struct fuse_init_in,
+						     flags)) &
+			 FUSE_HANDLE_KILLPRIV_V2);
+		__atomic_store_n(&init_unique, h->unique, __ATOMIC_RELEASE);
 		break;
 	case FUSE_WRITE:
-		if ((size_t)n >= sizeof(*h) + sizeof(struct fuse_write_in))
-			req_kill = (((const struct fuse_write_in *)(const void *)
-					     arg)->write_flags &
-				    FUSE_WRITE_KILL_SUIDGID) != 0;
+		req_kill = (arg_u32(arg, alen, offsetof(struct fuse_write_in,
+							write_flags)) &
+			    FUSE_WRITE_KILL_SUIDGID) != 0;
 		break;
 	case FUSE_SETATTR:
-		if ((size_t)n >= sizeof(*h) + sizeof(struct fuse_setattr_in))
-			req_kill = (((const struct fuse_setattr_in *)(const void *)
-					     arg)->valid &
-				    FATTR_KILL_SUIDGID) != 0;
+		req_kill = (arg_u32(arg, alen, offsetof(struct fuse_setattr_in,
+							valid)) &
+			    FATTR_KILL_SUIDGID) != 0;
 		break;
 	}
 	return n;
