@@ -272,6 +272,8 @@ static void enc_create_req(struct wbuf *w, const void *m)
 	wire_put_u32(w, q->gid);
 	wire_put_u32(w, q->rdev);
 	wire_put_u32(w, q->flags);
+	wire_put_fid(w, &q->fid);
+	wire_put_time(w, &q->time);
 }
 
 static int dec_create_req(struct rbuf *r, void *m)
@@ -285,6 +287,36 @@ static int dec_create_req(struct rbuf *r, void *m)
 	q->gid = wire_get_u32(r);
 	q->rdev = wire_get_u32(r);
 	q->flags = wire_get_u32(r);
+	wire_get_fid(r, &q->fid);
+	wire_get_time(r, &q->time);
+	return dec_end(r);
+}
+
+static void enc_fids_req(struct wbuf *w, const void *m)
+{
+	wire_put_u32(w, ((const struct msg_fids_req *)m)->count);
+}
+
+static int dec_fids_req(struct rbuf *r, void *m)
+{
+	((struct msg_fids_req *)m)->count = wire_get_u32(r);
+	return dec_end(r);
+}
+
+static void enc_fids_rep(struct wbuf *w, const void *m)
+{
+	const struct msg_fids_rep *p = m;
+
+	wire_put_fid(w, &p->first);
+	wire_put_u32(w, p->count);
+}
+
+static int dec_fids_rep(struct rbuf *r, void *m)
+{
+	struct msg_fids_rep *p = m;
+
+	wire_get_fid(r, &p->first);
+	p->count = wire_get_u32(r);
 	return dec_end(r);
 }
 
@@ -1041,7 +1073,8 @@ static const struct msg_desc descs[] = {
 	  "fid, u32 valid, u32 mode, u32 uid, u32 gid, u64 size, time atime, "
 	  "time mtime, time ctime", "attr", CODEC(setattr_req, attr) },
 	{ OP_CREATE, "CREATE", MSG_CHANGES | MSG_DRC,
-	  "fid dir, str name, u32 mode, u32 uid, u32 gid, u32 rdev, u32 flags",
+	  "fid dir, str name, u32 mode, u32 uid, u32 gid, u32 rdev, u32 flags, "
+	  "fid new fid, time new time",
 	  "u8 created, attr child, attr dir", CODEC(create_req, create_rep) },
 	{ OP_SYMLINK, "SYMLINK", MSG_CHANGES | MSG_DRC,
 	  "fid dir, str name, str target, u32 uid, u32 gid",
@@ -1133,6 +1166,11 @@ static const struct msg_desc descs[] = {
 	  "8 bytes key id",
 	  "32 bytes server nonce, 32 bytes server proof",
 	  CODEC(auth_req, auth_rep) },
+	/* Reserves object numbers (a store change: the volume's next vnode
+	 * moves) but needs no duplicate request cache: a resend reserves
+	 * others, and those it never uses are simply never used. */
+	{ OP_FIDS, "FIDS", MSG_CHANGES, "u32 count", "fid first, u32 count",
+	  CODEC(fids_req, fids_rep) },
 	{ OP_CB_BREAK, "CB_BREAK", MSG_PUSH, "u32 count, count × (fid, str name, u8 flags)",
 	  "acknowledged: an empty `WF_REPLY` frame with the push's id "
 	  "(see Callbacks)", CODEC(cb_break, empty) },

@@ -101,6 +101,8 @@ struct msg_create_req {
 	struct msg_str name;
 	uint32_t mode, uid, gid, rdev;
 	uint32_t flags;          /* CR_* */
+	struct cairn_fid fid;    /* CR_FID: the new object's; else zero */
+	struct cairn_time time;  /* CR_FID: its times; else zero */
 };
 struct msg_create_rep {
 	uint8_t created;         /* 0: the name existed (no CR_EXCL) */
@@ -198,6 +200,16 @@ struct msg_write_req {
 struct msg_fsync_req {
 	struct cairn_fid fid;
 	uint32_t flags;          /* FS_* */
+};
+
+/* FIDS: count FIDs for objects the client will name ahead (CR_FID):
+ * first, then first.vnode + 1 ... with the same vol and uniq. */
+struct msg_fids_req {
+	uint32_t count;
+};
+struct msg_fids_rep {
+	struct cairn_fid first;
+	uint32_t count;
 };
 
 /* WTOKEN request: fid, the data version it expects (WT_DV), WT_* flags. */
@@ -318,6 +330,8 @@ union msg_any {
 	struct msg_write_req write_req;
 	struct msg_fsync_req fsync_req;
 	struct msg_wtoken_req wtoken_req;
+	struct msg_fids_req fids_req;
+	struct msg_fids_rep fids_rep;
 	struct msg_lock_req lock_req;
 	struct msg_getlk_rep getlk_rep;
 	struct msg_statfs_rep statfs_rep;

@@ -14,7 +14,7 @@
 #include <stddef.h>
 
 #define CAIRN_MAGIC          0x4e524143u /* "CARN" read little-endian */
-#define CAIRN_PROTO_VERSION  7u
+#define CAIRN_PROTO_VERSION  8u
 #define CAIRN_DEFAULT_PORT   7070
 
 /* Frame header: u32 len | u16 op | u16 flags | u32 id | i32 status. */
@@ -80,6 +80,7 @@ enum cairn_op {
 	OP_LOCK,
 	OP_GETLK,
 	OP_AUTH,            /* first frame: the handshake (lib/seal.h) */
+	OP_FIDS,
 	OP__COUNT,          /* number of request opcodes + 1 */
 	OP_CB_BREAK = 64,
 	OP_CB_RECALL,
@@ -130,8 +131,15 @@ enum {
 
 /* CREATE flags. CR_TOKEN: a regular file the request creates comes with
  * its write token for the requester (WTOKEN), unless the server's token
- * table is full (the first WR_TOKEN write then answers -ECANCELED). */
-enum { CR_EXCL = 1u << 0, CR_TOKEN = 1u << 1 };
+ * table is full (the first WR_TOKEN write then answers -ECANCELED).
+ * CR_FID: the new object gets the request's fid, one that FIDS handed
+ * out, and the request's time as its atime, mtime and ctime (and the
+ * directory's mtime and ctime); a CR_FID CREATE whose object exists
+ * already is answered as done and changes nothing (docs/PROTOCOL.md,
+ * "Objects named ahead"). */
+enum { CR_EXCL = 1u << 0, CR_TOKEN = 1u << 1, CR_FID = 1u << 2 };
+/* At most this many FIDs per FIDS request. */
+#define CAIRN_FIDS_MAX 4096u
 /* REMOVE flags. RM_KEEP: the requester may still have the file open; a
  * non-directory whose last link goes is kept as an orphan held by the
  * requester's client id until it sends ORPHAN_DROP (docs/PROTOCOL.md).

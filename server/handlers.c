@@ -469,6 +469,8 @@ static int op_lookup(struct op_req *q)
 
 	if ((ret = name_get(&m->name, name)))
 		return ret;
+	if (tok_busy(q, &m->dir))
+		return PARKED;
 	if ((ret = may(q, &m->dir, PERM_X, NULL)))
 		return ret;
 	ret = store_lookup(q->ctx->st, &m->dir, name, &rep.attr);
@@ -528,16 +530,30 @@ static int op_create(struct op_req *q)
 
 	if ((ret = name_get(&m->name, name)))
 		return ret;
-	if (m->flags & ~(uint32_t)(CR_EXCL | CR_TOKEN))
+	if (m->flags & ~(uint32_t)(CR_EXCL | CR_TOKEN | CR_FID))
 		return -EINVAL;
+	if (tok_busy(q, &m->dir))
+		return PARKED;
 	if ((ret = may(q, &m->dir, PERM_W | PERM_X, NULL)))
 		return ret;
 	uint32_t uid = m->uid, gid = m->gid;
 	new_owner(q, &m->dir, &uid, &gid);
 	tag(q);
-	ret = store_create(q->ctx->st, &m->dir, name, m->mode, uid, gid,
-			   m->rdev, m->flags, &created, &rep.child, &rep.dir);
+	ret = store_create_fid(q->ctx->st, &m->dir, name, m->mode, uid, gid,
+			       m->rdev, m->flags,
+			       m->flags & CR_FID ? &m->fid : NULL, m->time,
+			       &created, &rep.child, &rep.dir);
 	untag();
+	if (ret == 0 && created == 2) {
+		/* CR_FID, made by an earlier copy of this request: done,
+		 * nothing changed, and no token comes with it (the creator
+		 * takes it again with WT_DV, as for any token lost). */
+		rep.created = 1;
+		reply(q, &rep);
+		promise(q, &rep.child.fid);
+		promise(q, &rep.dir.fid);
+		return 0;
+	}
 	if (ret == -EALREADY) {
 		struct store_applied ap;
 
@@ -588,6 +604,8 @@ static int op_symlink(struct op_req *q)
 	if (memchr(m->target.p, '\0', m->target.len))
 		return -EINVAL;
 	msg_str_copy(target, &m->target);
+	if (tok_busy(q, &m->dir))
+		return PARKED;
 	if ((ret = may(q, &m->dir, PERM_W | PERM_X, NULL)))
 		return ret;
 	uint32_t uid = m->uid, gid = m->gid;
@@ -636,7 +654,7 @@ static int op_link(struct op_req *q)
 
 	if ((ret = name_get(&m->name, name)))
 		return ret;
-	if (tok_busy(q, &m->fid))
+	if (tok_busy(q, &m->fid) || tok_busy(q, &m->dir))
 		return PARKED;
 	if ((ret = may(q, &m->dir, PERM_W | PERM_X, NULL)))
 		return ret;
@@ -670,6 +688,8 @@ static int op_remove(struct op_req *q)
 	if ((m->flags & ~(uint32_t)(RM_DIR | RM_KEEP | RM_SELF)) ||
 	    (m->flags & (RM_DIR | RM_SELF)) == (RM_DIR | RM_SELF))
 		return -EINVAL;
+	if (tok_busy(q, &m->dir))
+		return PARKED;
 	struct cairn_attr victim;
 	if ((ret = may_unlink(q, &m->dir, name, &victim)) < 0)
 		return ret;
@@ -741,6 +761,8 @@ static int op_rename(struct op_req *q)
 	    (m->flags & (RN_NOREPLACE | RN_EXCHANGE)) ==
 	    (RN_NOREPLACE | RN_EXCHANGE))
 		return -EINVAL;
+	if (tok_busy(q, &m->sdir) || tok_busy(q, &m->ddir))
+		return PARKED;
 	if ((ret = may_rename(q, m, sname, dname)))
 		return ret;
 	tag(q);
@@ -800,6 +822,8 @@ static int op_readdir(struct op_req *q)
 		return -EINVAL;
 	if (max > HANDLER_READDIR_MAX)
 		max = HANDLER_READDIR_MAX;
+	if (tok_busy(q, &m->dir))
+		return PARKED;
 	if ((ret = may(q, &m->dir, PERM_R, NULL)))
 		return ret;
 	at = msg_readdir_rep_begin(q->w);
@@ -853,6 +877,8 @@ static int op_bulkstat(struct op_req *q)
 		return -EINVAL;
 	if (bs.cap > CAIRN_BULKSTAT_MAX)
 		bs.cap = CAIRN_BULKSTAT_MAX;
+	if (tok_busy(q, &m->dir))
+		return PARKED;
 	/* The client lists with it (read) and answers lookups from it
 	 * (search): either will do. */
 	if ((ret = may(q, &m->dir, PERM_R, NULL)) == -EACCES)
@@ -984,9 +1010,9 @@ static int op_fallocate(struct op_req *q)
 
 /*
  * WTOKEN: grant (another holder: wait for it, recalled) or return
- * (WT_RETURN) a regular file's write token. A grant breaks the other
- * clients' promises on the file: their next look at it reaches the
- * server, and waits for the token there.
+ * (WT_RETURN) a regular file's or a directory's write token. A grant
+ * breaks the other clients' promises on it: their next look at it
+ * reaches the server, and waits for the token there.
  */
 static int op_wtoken(struct op_req *q)
 {
@@ -1006,8 +1032,16 @@ static int op_wtoken(struct op_req *q)
 		return 0;
 	}
 	/* The token authorizes the stores under it (which carry no
-	 * credentials): it goes only to someone who may write the file. */
-	if ((ret = may_data(q, &m->fid, PERM_W)))
+	 * credentials): it goes only to someone who may write the file, or
+	 * change the directory's entries. */
+	struct cairn_attr cur;
+	if ((ret = store_getattr(q->ctx->st, &m->fid, &cur)))
+		return ret;
+	if (!S_ISREG(cur.mode) && !S_ISDIR(cur.mode))
+		return -EINVAL;
+	if ((ret = S_ISDIR(cur.mode)
+			 ? may(q, &m->fid, PERM_W | PERM_X, NULL)
+			 : may_data(q, &m->fid, PERM_W)))
 		return ret;
 	ret = tok_acquire(q->ctx->tok, q->c, &m->fid, &fresh);
 	if (ret == 1) {
@@ -1019,7 +1053,7 @@ static int op_wtoken(struct op_req *q)
 		return ret;
 	/* Read once we hold it: nobody else can change it now. */
 	ret = store_getattr(q->ctx->st, &m->fid, &rep.attr);
-	if (!ret && !S_ISREG(rep.attr.mode))
+	if (!ret && !S_ISREG(rep.attr.mode) && !S_ISDIR(rep.attr.mode))
 		ret = -EINVAL;
 	if (!ret && (m->flags & WT_DV) && rep.attr.dv != m->dv)
 		ret = -ECANCELED; /* changed since the version it expects */
@@ -1105,6 +1139,20 @@ static int op_getlk(struct op_req *q)
 	lk_test(q->ctx->lk, cl, &m->fid, &e, &out);
 	rep = (struct msg_getlk_rep){ .type = out.type, .start = out.start,
 				      .end = out.end, .pid = out.pid };
+	reply(q, &rep);
+	return 0;
+}
+
+/* FIDS: object numbers handed out for CR_FID creates (store_fids). */
+static int op_fids(struct op_req *q)
+{
+	struct msg_fids_rep rep;
+	int ret;
+
+	ret = store_fids(q->ctx->st, q->m.fids_req.count, &rep.first);
+	if (ret)
+		return ret;
+	rep.count = q->m.fids_req.count;
 	reply(q, &rep);
 	return 0;
 }
@@ -1338,6 +1386,7 @@ static const op_fn handlers[OP__COUNT] = {
 	[OP_WRETURN] = op_wreturn,
 	[OP_LOCK] = op_lock,
 	[OP_GETLK] = op_getlk,
+	[OP_FIDS] = op_fids,
 };
 
 static op_fn handler_of(unsigned op)

@@ -338,31 +338,92 @@ static int meta_put_u64(struct store *st, MDB_txn *txn, const char *key,
 	return meta_put(st, txn, key, b, sizeof(b));
 }
 
-int store_inode_new(struct store *st, MDB_txn *txn, uint32_t mode,
-		    uint64_t *vn, struct sinode *ino)
+/* next_vnode, checked: every vnode in use (and every one handed out by
+ * store_fids) is below it. */
+static int next_vnode_get(struct store *st, MDB_txn *txn, uint64_t *next)
 {
 	MDB_val v;
-	uint64_t next;
 	int rc;
 
 	rc = meta_get(st, txn, "next_vnode", &v);
 	if (rc)
 		return rc == -ENOENT ? -EUCLEAN : rc;
-	if ((rc = store_rec_meta_u64_decode(v.mv_data, v.mv_size, &next)))
+	if ((rc = store_rec_meta_u64_decode(v.mv_data, v.mv_size, next)))
 		return rc;
-	if (next <= STORE_ROOT || next == UINT64_MAX)
+	if (*next <= STORE_ROOT || *next == UINT64_MAX)
 		return -EUCLEAN;
-	rc = meta_put_u64(st, txn, "next_vnode", next + 1);
-	if (rc)
-		return rc;
+	return 0;
+}
+
+void store_inode_init(uint32_t mode, struct cairn_time now,
+		      struct sinode *ino)
+{
 	memset(ino, 0, sizeof(*ino));
 	ino->mode = mode;
 	ino->nlink = S_ISDIR(mode) ? 2 : 1;
 	ino->uniq = uniq_new();
 	ino->dv = 1;
 	ino->next_cookie = S_ISDIR(mode) ? CAIRN_COOKIE_FIRST : 0;
-	ino->atime = ino->mtime = ino->ctime = store_now();
+	ino->atime = ino->mtime = ino->ctime = now;
+}
+
+int store_inode_new(struct store *st, MDB_txn *txn, uint32_t mode,
+		    uint64_t *vn, struct sinode *ino)
+{
+	uint64_t next;
+	int rc;
+
+	if ((rc = next_vnode_get(st, txn, &next)) ||
+	    (rc = meta_put_u64(st, txn, "next_vnode", next + 1)))
+		return rc;
+	store_inode_init(mode, store_now(), ino);
 	*vn = next;
+	return 0;
+}
+
+int store_vnode_handed_out(struct store *st, MDB_txn *txn, uint64_t vn)
+{
+	uint64_t next;
+	int rc;
+
+	if ((rc = next_vnode_get(st, txn, &next)))
+		return rc;
+	return vn > STORE_ROOT && vn < next ? 0 : -EINVAL;
+}
+
+struct fids_args {
+	uint32_t count;
+	struct cairn_fid first;
+};
+
+static int fids_tx(struct store *st, MDB_txn *txn, void *arg)
+{
+	struct fids_args *a = arg;
+	uint64_t next;
+	int rc;
+
+	if ((rc = next_vnode_get(st, txn, &next)))
+		return rc;
+	if (UINT64_MAX - next <= a->count)
+		return -ENOSPC;
+	if ((rc = meta_put_u64(st, txn, "next_vnode", next + a->count)))
+		return rc;
+	a->first.vol = STORE_VOL;
+	a->first.vnode = next;
+	a->first.uniq = uniq_new();
+	return 0;
+}
+
+int store_fids(struct store *st, uint32_t count, struct cairn_fid *first)
+{
+	struct fids_args a = { .count = count };
+	int rc;
+
+	if (count == 0 || count > CAIRN_FIDS_MAX)
+		return -EINVAL;
+	if ((rc = store_tx(st, fids_tx, &a)))
+		return rc;
+	*first = a.first;
 	return 0;
 }
 

@@ -111,6 +111,24 @@ int store_create(struct store *st, const struct cairn_fid *dir,
 		 const char *name, uint32_t mode, uint32_t uid, uint32_t gid,
 		 uint32_t rdev, uint32_t flags, int *created,
 		 struct cairn_attr *out, struct cairn_attr *dir_out);
+/*
+ * store_create with CR_FID (docs/PROTOCOL.md, "Objects named ahead"): the
+ * new object is fid (a vnode store_fids handed out: else -EINVAL) with
+ * times t, and the directory's mtime and ctime become t. If an object
+ * with fid exists already the call is answered as done (*created = 2,
+ * its attributes and the directory's) and changes nothing; another
+ * object of that vnode, or the name existing: -EEXIST.
+ */
+int store_create_fid(struct store *st, const struct cairn_fid *dir,
+		     const char *name, uint32_t mode, uint32_t uid,
+		     uint32_t gid, uint32_t rdev, uint32_t flags,
+		     const struct cairn_fid *fid, struct cairn_time t,
+		     int *created, struct cairn_attr *out,
+		     struct cairn_attr *dir_out);
+/* Hand out count (1 .. CAIRN_FIDS_MAX) FIDs for CR_FID creates: first,
+ * and the vnodes after it with the same uniq. No vnode is handed out
+ * twice. */
+int store_fids(struct store *st, uint32_t count, struct cairn_fid *first);
 int store_symlink(struct store *st, const struct cairn_fid *dir,
 		  const char *name, const char *target, uint32_t uid,
 		  uint32_t gid, struct cairn_attr *out,

@@ -217,6 +217,8 @@ struct create_args {
 	const struct cairn_fid *dir;
 	const char *name, *target;
 	uint32_t mode, uid, gid, rdev, flags;
+	const struct cairn_fid *want;   /* CR_FID: the new object's FID */
+	struct cairn_time t;            /* CR_FID: its times */
 	int created;
 	uint64_t vn;
 	struct sinode ino, dino;
@@ -242,6 +244,30 @@ static int create_existing(struct store *st, MDB_txn *txn,
 	return rc;
 }
 
+/*
+ * CR_FID: the object a->want, if it exists, was made by an earlier copy
+ * of this request (a resend after a reconnect, or a replay after a
+ * restart): answer as done (1). 0: it does not exist and may be made.
+ */
+static int create_fid_done(struct store *st, MDB_txn *txn,
+			   struct create_args *a)
+{
+	int rc;
+
+	if (a->want->vol != STORE_VOL)
+		return -EINVAL;
+	rc = store_inode_get(st, txn, a->want->vnode, &a->ino);
+	if (rc == -ENOENT)
+		return store_vnode_handed_out(st, txn, a->want->vnode);
+	if (rc)
+		return rc;
+	if (a->ino.uniq != a->want->uniq)
+		return -EEXIST;
+	a->created = 2;
+	a->vn = a->want->vnode;
+	return 1;
+}
+
 static int create_tx(struct store *st, MDB_txn *txn, void *arg)
 {
 	struct create_args *a = arg;
@@ -253,15 +279,24 @@ static int create_tx(struct store *st, MDB_txn *txn, void *arg)
 
 	if ((rc = dir_get(st, txn, a->dir, &a->dino)))
 		return rc;
+	if (a->want && (rc = create_fid_done(st, txn, a)))
+		return rc < 0 ? rc : 0;
 	rc = store_dirent_get(st, txn, dvn, a->name, &child, &cookie, &type);
 	if (rc == 0)
-		return create_existing(st, txn, a, child, type);
+		return a->want ? -EEXIST
+			       : create_existing(st, txn, a, child, type);
 	if (rc != -ENOENT)
 		return rc;
 	if (S_ISDIR(a->mode) && a->dino.nlink >= STORE_MAXLINK)
 		return -EMLINK;
-	if ((rc = store_inode_new(st, txn, a->mode, &a->vn, &a->ino)))
+	if (a->want) {
+		store_inode_init(a->mode, a->t, &a->ino);
+		a->ino.uniq = a->want->uniq;
+		a->vn = a->want->vnode;
+	} else if ((rc = store_inode_new(st, txn, a->mode, &a->vn,
+					 &a->ino))) {
 		return rc;
+	}
 	a->ino.uid = a->uid;
 	a->ino.gid = a->gid;
 	if (S_ISCHR(a->mode) || S_ISBLK(a->mode))
@@ -316,10 +351,27 @@ int store_create(struct store *st, const struct cairn_fid *dir,
 		 uint32_t rdev, uint32_t flags, int *created,
 		 struct cairn_attr *out, struct cairn_attr *dir_out)
 {
+	struct cairn_time t = { 0, 0 };
+
+	return store_create_fid(st, dir, name, mode, uid, gid, rdev,
+				flags & ~(uint32_t)CR_FID, NULL, t, created,
+				out, dir_out);
+}
+
+int store_create_fid(struct store *st, const struct cairn_fid *dir,
+		     const char *name, uint32_t mode, uint32_t uid,
+		     uint32_t gid, uint32_t rdev, uint32_t flags,
+		     const struct cairn_fid *fid, struct cairn_time t,
+		     int *created, struct cairn_attr *out,
+		     struct cairn_attr *dir_out)
+{
 	struct create_args a = { .dir = dir, .name = name, .uid = uid,
-				 .gid = gid, .rdev = rdev, .flags = flags };
+				 .gid = gid, .rdev = rdev, .flags = flags,
+				 .want = fid, .t = t };
 	int rc;
 
+	if (!!(flags & CR_FID) != !!fid)
+		return -EINVAL;
 	if ((mode & S_IFMT) == 0)
 		mode |= S_IFREG;
 	switch (mode & S_IFMT) {

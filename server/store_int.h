@@ -157,6 +157,11 @@ void store_attr_fill(struct store *st, uint64_t vn, const struct sinode *ino,
 void store_fid_make(uint64_t vn, const struct sinode *ino,
 		    struct cairn_fid *fid);
 /* A new inode: vnode from the meta counter, fresh uniq, times = now. */
+void store_inode_init(uint32_t mode, struct cairn_time now,
+		      struct sinode *ino);
+/* 0 if vn was handed out (below next_vnode, above the root), else
+ * -EINVAL: a CR_FID CREATE may use it. */
+int store_vnode_handed_out(struct store *st, MDB_txn *txn, uint64_t vn);
 int store_inode_new(struct store *st, MDB_txn *txn, uint32_t mode,
 		    uint64_t *vn, struct sinode *ino);
 /* Delete an inode record with its xattrs and symlink target. */

@@ -47,7 +47,7 @@ import sys
 import time
 
 MAGIC = 0x4E524143
-VERSION = 7
+VERSION = 8
 MAX_PAYLOAD = (4 << 20) + 4096
 TAG_SIZE = 16
 MAX_IO = 1 << 20
@@ -60,6 +60,7 @@ SA_MODE, SA_UID, SA_GID, SA_SIZE = 1, 2, 4, 8
 SA_ATIME, SA_MTIME, SA_ATIME_NOW, SA_MTIME_NOW, SA_CTIME = 16, 32, 64, 128, 256
 CR_EXCL = 1
 CR_TOKEN = 2
+CR_FID = 4
 RM_DIR, RM_KEEP, RM_SELF = 1, 2, 4
 CB_ORPHANED = 1   # CB_BREAK record flags (lib/proto.h)
 CB_ATTRS_ONLY = 2
@@ -765,9 +766,11 @@ class Conn:
                             uid=uid, gid=gid, size=size, atime=atime,
                             mtime=mtime, ctime=ctime)["attr"]
 
-    def create(self, d, name, mode, uid=0, gid=0, rdev=0, flags=0):
+    def create(self, d, name, mode, uid=0, gid=0, rdev=0, flags=0,
+               fid=(0, 0, 0), time=(0, 0)):
         rep = self.request("CREATE", dir=d, name=name, mode=mode, uid=uid,
-                           gid=gid, rdev=rdev, flags=flags)
+                           gid=gid, rdev=rdev, flags=flags, new_fid=fid,
+                           new_time=time)
         return {"created": rep["created"], "child": rep["child"],
                 "dir": rep["dir"]}
 
@@ -827,6 +830,12 @@ class Conn:
     def write(self, f, off, data, flags=0):
         return self.request("WRITE", fid=f, offset=off, flags=flags,
                             data=data)["attr"]
+
+    def fids(self, count):
+        """FIDS: count object ids for CR_FID creates, as a list."""
+        rep = self.request("FIDS", count=count)
+        vol, vnode, uniq = rep["first"]
+        return [(vol, vnode + i, uniq) for i in range(rep["count"])]
 
     def wtoken(self, f, dv=0, flags=0):
         """Take (or with WT_RETURN give back) f's write token; the

@@ -12,9 +12,12 @@ answers WT_RETURN is what B then sees. A holder that stays silent loses
 the token after the recall timeout (logged, counted) and its WR_TOKEN
 and SA_TOKEN changes are refused with ECANCELED; one whose connection
 ends loses it at once. WT_DV grants only at the expected data version;
-bad flags and non-files give EINVAL; a parked change of a HELLO_REPLAY
+bad flags and symlinks give EINVAL; a parked change of a HELLO_REPLAY
 client runs once; CREATE with CR_TOKEN hands the new file's token to its
-creator (not for a directory or a name that existed). The server stops cleanly and `cairn fsck` passes.
+creator (not for a directory or a name that existed). A directory's token
+holds off other clients' lookups, listings and changes in it the same way
+while the holder creates in it with FIDs taken ahead (FIDS, CR_FID), which
+are idempotent. The server stops cleanly and `cairn fsck` passes.
 """
 
 import errno
@@ -178,7 +181,9 @@ def changes_wait_for_recall(ctx):
     recall_case(ctx, "CREATE", lambda d, f: {"dir": d, "name": "f",
                                              "mode": 0o100644, "uid": 0,
                                              "gid": 0, "rdev": 0,
-                                             "flags": 0},
+                                             "flags": 0,
+                                             "new_fid": (0, 0, 0),
+                                             "new_time": (0, 0)},
                 lambda r, d, f: expect_eq((r["created"],
                                            r["child"]["size"]), (0, 7),
                                           "O_CREAT of the existing file"))
@@ -296,7 +301,8 @@ def grant_conditions(ctx):
         expect_eq(a.wtoken(f["fid"], dv=f["dv"], flags=P.WT_DV)["dv"],
                   f["dv"], "WT_DV at the file's version")
         a.wtoken(f["fid"], flags=P.WT_RETURN)
-        expect_eq(err_of(a.wtoken, d), errno.EINVAL, "a directory's token")
+        ln = a.symlink(d, "ln", "f")["child"]["fid"]
+        expect_eq(err_of(a.wtoken, ln), errno.EINVAL, "a symlink's token")
         expect_eq(err_of(a.wtoken, f["fid"], flags=8), errno.EINVAL,
                   "an undefined flag")
         expect_eq(err_of(a.wtoken, f["fid"], flags=P.WT_RETURN | P.WT_DV),
@@ -310,6 +316,150 @@ def grant_conditions(ctx):
         expect_eq(b.write(f["fid"], 0, b"B", P.WR_TOKEN)["size"], 3,
                   "B still holds it after A's stray return")
         b.wtoken(f["fid"], flags=P.WT_RETURN)
+    finally:
+        a.close()
+        b.close()
+
+
+def dir_recall_case(ctx, op, fields, check):
+    """A holds directory d's token and creates "mine" in it with CR_FID;
+    B's op on d (fields from d) waits; A is recalled and returns the
+    token; B's reply (or its CairnError) then comes and sees "mine"
+    (check(reply, b, d, fid of "mine"))."""
+    a, b = conn(ctx), conn(ctx)
+    try:
+        ctx.n += 1
+        d = a.mkdir(a.root, "t%02d" % ctx.n)["child"]["fid"]
+        a.create(d, "old", 0o100644)
+        b.getattr(d)                             # B holds a promise on d
+        b.drain_breaks()
+        a.wtoken(d)
+        expect(b.expect_break((d, ""), 2.0),
+               "B got no CB_BREAK when A took the directory's token")
+        id = parked(b, op, **fields(d))
+        expect(a.expect_recall(d, 2.0), "A got no CB_RECALL of the directory")
+        fid = a.fids(1)[0]
+        a.create(d, "mine", 0o100644, flags=P.CR_EXCL | P.CR_FID, fid=fid,
+                 time=(1700000000, 5))
+        expect(b.reply_of(op, id, timeout=0.2) is None,
+               "B was answered before A returned the directory's token")
+        a.wtoken(d, flags=P.WT_RETURN)
+        try:
+            rep = b.reply_of(op, id, timeout=5)
+        except P.CairnError as e:
+            rep = e
+        expect(rep is not None, "B's %s not answered after the return" % op)
+        check(rep, b, d, fid)
+    finally:
+        a.close()
+        b.close()
+
+
+@test
+def directory_token_holds_off_other_clients(ctx):
+    dir_recall_case(ctx, "LOOKUP", lambda d: {"dir": d, "name": "mine"},
+                    lambda r, b, d, f: expect_eq(r["child"]["mtime"],
+                                           (1700000000, 5),
+                                           "mtime of the entry B looks up"))
+    dir_recall_case(ctx, "BULKSTAT",
+                    lambda d: {"dir": d, "cookie": 0,
+                               "max_bytes": P.BULKSTAT_MAX, "flags": 0},
+                    lambda r, b, d, f: expect_eq(
+                        sorted(e["name"] for e in r["items"]),
+                        [b"mine", b"old"], "names BULKSTAT gives"))
+    dir_recall_case(ctx, "READDIR",
+                    lambda d: {"dir": d, "cookie": 0, "max_entries": 100},
+                    lambda r, b, d, f: expect_eq(
+                        sorted(e["name"] for e in r["items"]),
+                        [b"mine", b"old"], "names READDIR gives"))
+    dir_recall_case(ctx, "GETATTR", lambda d: {"fid": d},
+                    lambda r, b, d, f: expect_eq(r["attr"]["mtime"],
+                                           (1700000000, 5),
+                                           "the directory's mtime"))
+    # B's own create of the name A made waits, then finds it taken.
+    dir_recall_case(ctx, "CREATE",
+                    lambda d: {"dir": d, "name": "mine", "mode": 0o100644,
+                               "uid": 0, "gid": 0, "rdev": 0,
+                               "flags": P.CR_EXCL, "new_fid": (0, 0, 0),
+                               "new_time": (0, 0)},
+                    lambda r, b, d, f: expect_eq(getattr(r, "errno", None),
+                                                 errno.EEXIST,
+                                                 "B's CR_EXCL create of the "
+                                                 "name A made"))
+    dir_recall_case(ctx, "REMOVE",
+                    lambda d: {"dir": d, "name": "old", "flags": 0},
+                    lambda r, b, d, f: expect_eq(b.listdir(d), ["mine"],
+                                                 "names after B's unlink"))
+    dir_recall_case(ctx, "RENAME",
+                    lambda d: {"src_dir": d, "src_name": "mine",
+                               "dst_dir": d, "dst_name": "moved",
+                               "flags": 0},
+                    lambda r, b, d, f: expect_eq(
+                        tuple(b.lookup(d, "moved")["fid"]), tuple(f),
+                        "FID of the entry B renamed"))
+
+
+@test
+def fids_and_creates_named_ahead(ctx):
+    a, b = conn(ctx), conn(ctx)
+    try:
+        ctx.n += 1
+        d = a.mkdir(a.root, "t%02d" % ctx.n)["child"]["fid"]
+        f1 = a.fids(3)
+        f2 = b.fids(2)
+        expect_eq(len(f1) + len(f2), 5, "FIDs handed out")
+        expect(not set(x[1] for x in f1) & set(x[1] for x in f2),
+               "two FIDS answers overlap: %r %r" % (f1, f2))
+        for n in (0, 4097):
+            expect_eq(err_of(a.fids, n), errno.EINVAL, "FIDS of %d" % n)
+        t = (1700000001, 123456789)
+        r = a.create(d, "ahead", 0o100640, flags=P.CR_EXCL | P.CR_FID,
+                     fid=f1[0], time=t)
+        c = r["child"]
+        expect_eq((r["created"], tuple(c["fid"]), c["mtime"], c["ctime"],
+                   c["atime"], c["mode"], c["size"]),
+                  (1, tuple(f1[0]), t, t, t, 0o100640, 0),
+                  "the object CR_FID made")
+        expect_eq((r["dir"]["mtime"], r["dir"]["ctime"]), (t, t),
+                  "the directory's times")
+        # Another client finds it under that FID.
+        expect_eq(tuple(b.lookup(d, "ahead")["fid"]), tuple(f1[0]),
+                  "FID of B's lookup")
+        dv = b.getattr(d)["dv"]
+        # The same request again (a resend, a replay): done, unchanged.
+        again = a.create(d, "ahead", 0o100640, flags=P.CR_EXCL | P.CR_FID,
+                         fid=f1[0], time=t)
+        expect_eq((again["created"], tuple(again["child"]["fid"])),
+                  (1, tuple(f1[0])), "a CR_FID create resent")
+        a.rename(d, "ahead", d, "renamed")
+        again = a.create(d, "ahead", 0o100640, flags=P.CR_EXCL | P.CR_FID,
+                         fid=f1[0], time=t)
+        expect_eq(a.listdir(d), ["renamed"],
+                  "entries after a replay of a create renamed since")
+        expect_eq(b.getattr(d)["dv"], dv + 1,
+                  "directory version (only the rename changed it)")
+        # Refused: an existing name, a vnode never handed out, a known
+        # vnode with another uniq.
+        expect_eq(err_of(a.create, d, "renamed", 0o100644,
+                         flags=P.CR_FID, fid=f1[1], time=t),
+                  errno.EEXIST, "CR_FID on an existing name")
+        vol, vn, uq = f2[-1]
+        expect_eq(err_of(a.create, d, "x", 0o100644, flags=P.CR_FID,
+                         fid=(vol, vn + 1000, uq), time=t),
+                  errno.EINVAL, "CR_FID with a vnode never handed out")
+        expect_eq(err_of(a.create, d, "y", 0o100644, flags=P.CR_FID,
+                         fid=(f1[0][0], f1[0][1], f1[0][2] ^ 1), time=t),
+                  errno.EEXIST, "CR_FID with another uniq")
+        # A directory named ahead; CR_TOKEN hands over a file's token.
+        sub = a.create(d, "sub", 0o040755, flags=P.CR_EXCL | P.CR_FID,
+                       fid=f1[1], time=t)["child"]
+        expect_eq((tuple(sub["fid"]), sub["nlink"]), (tuple(f1[1]), 2),
+                  "a directory made with CR_FID")
+        g = a.create(d, "tok", 0o100644,
+                     flags=P.CR_EXCL | P.CR_FID | P.CR_TOKEN, fid=f1[2],
+                     time=t)["child"]
+        expect_eq(a.write(g["fid"], 0, b"held", P.WR_TOKEN)["size"], 4,
+                  "WR_TOKEN write to a CR_FID | CR_TOKEN file")
     finally:
         a.close()
         b.close()

@@ -453,6 +453,8 @@ static void fill_create_req(struct fill *f, void *m)
 	q->gid = v32(f, "gid");
 	q->rdev = v32(f, "rdev");
 	q->flags = v32(f, "flags");
+	fill_fid(f, &q->fid);
+	fill_time(f, &q->time);
 }
 
 static int eq_create_req(const void *a, const void *b)
@@ -461,7 +463,8 @@ static int eq_create_req(const void *a, const void *b)
 
 	return fid_eq(&x->dir, &y->dir) && str_eq(&x->name, &y->name) &&
 	       x->mode == y->mode && x->uid == y->uid && x->gid == y->gid &&
-	       x->rdev == y->rdev && x->flags == y->flags;
+	       x->rdev == y->rdev && x->flags == y->flags &&
+	       fid_eq(&x->fid, &y->fid) && time_eq(&x->time, &y->time);
 }
 
 static void fill_create_rep(struct fill *f, void *m)
@@ -787,6 +790,32 @@ static int eq_wtoken_req(const void *a, const void *b)
 	       x->flags == y->flags;
 }
 
+static void fill_fids_req(struct fill *f, void *m)
+{
+	((struct msg_fids_req *)m)->count = v32(f, "count");
+}
+
+static int eq_fids_req(const void *a, const void *b)
+{
+	return ((const struct msg_fids_req *)a)->count ==
+	       ((const struct msg_fids_req *)b)->count;
+}
+
+static void fill_fids_rep(struct fill *f, void *m)
+{
+	struct msg_fids_rep *p = m;
+
+	fill_fid(f, &p->first);
+	p->count = v32(f, "count");
+}
+
+static int eq_fids_rep(const void *a, const void *b)
+{
+	const struct msg_fids_rep *x = a, *y = b;
+
+	return fid_eq(&x->first, &y->first) && x->count == y->count;
+}
+
 static void fill_lock_req(struct fill *f, void *m)
 {
 	struct msg_lock_req *q = m;
@@ -1051,7 +1080,8 @@ SHAPE(getxattr_req); SHAPE(listxattr_req); SHAPE(sized_rep);
 SHAPE(removexattr_req); SHAPE(fallocate_req); SHAPE(status_rep);
 SHAPE(cb_break); SHAPE(bulkstat_req); SHAPE(bulkstat_rep);
 SHAPE(orphan_drop_req); SHAPE(wtoken_req); SHAPE(lock_req);
-SHAPE(getlk_rep); SHAPE(auth_req); SHAPE(auth_rep);
+SHAPE(getlk_rep); SHAPE(auth_req); SHAPE(auth_rep); SHAPE(fids_req);
+SHAPE(fids_rep);
 
 /* The struct of each opcode's request (push) and reply (ack). Every
  * descriptor must have a row here (test_case_table). */
@@ -1089,6 +1119,7 @@ static const struct tcase {
 	{ OP_LOCK,        { &S_lock_req,        &S_attrm } },
 	{ OP_GETLK,       { &S_lock_req,        &S_getlk_rep } },
 	{ OP_AUTH,        { &S_auth_req,        &S_auth_rep } },
+	{ OP_FIDS,        { &S_fids_req,        &S_fids_rep } },
 	{ OP_CB_BREAK,    { &S_cb_break,        &S_empty } },
 	{ OP_CB_RECALL,   { &S_orphan_drop_req, &S_empty } },
 	{ OP_CB_LOCKWAKE, { &S_orphan_drop_req, &S_empty } },
