@@ -1793,6 +1793,69 @@ static void t_applied_once(void)
 	CHECK_EQ(n, 2);
 }
 
+/* FIDS and CR_FID (docs/PROTOCOL.md, "Directory tokens and objects named
+ * ahead"): ids are never handed out twice, even across a restart; a
+ * CR_FID create takes the id and the time, and once more is done. */
+static void t_create_fid(void)
+{
+	struct cairn_fid f1, f2, bad;
+	struct cairn_attr a, b, d, dir;
+	struct cairn_time t = { 1700000000, 42 };
+	int created;
+
+	CHECK_EQ(mk(&root, "ahead", S_IFDIR | 0755, &dir), 0);
+	CHECK_EQ(store_fids(st, 0, &f1), -EINVAL);
+	CHECK_EQ(store_fids(st, CAIRN_FIDS_MAX + 1, &f1), -EINVAL);
+	CHECK_EQ(store_fids(st, 3, &f1), 0);
+	reopen();
+	CHECK_EQ(store_fids(st, 1, &f2), 0);
+	CHECK(f2.vnode >= f1.vnode + 3);
+	CHECK_EQ(mk(&root, "plain", S_IFREG | 0600, &a), 0);
+	CHECK(a.fid.vnode > f2.vnode);
+	CHECK_EQ(store_create_fid(st, &dir.fid, "f", S_IFREG | 0640, 5, 6, 0,
+				  CR_EXCL | CR_FID, &f1, t, &created, &a, &d),
+		 0);
+	CHECK_EQ(created, 1);
+	CHECK(fid_eq(&a.fid, &f1));
+	CHECK(a.mtime.sec == t.sec && a.mtime.nsec == t.nsec);
+	CHECK(a.ctime.sec == t.sec && a.atime.nsec == t.nsec);
+	CHECK(d.mtime.sec == t.sec && d.ctime.nsec == t.nsec);
+	CHECK_EQ(a.uid, 5);
+	CHECK_EQ(a.gid, 6);
+	/* Done already: answered, nothing changes (not even the dir). */
+	CHECK_EQ(store_create_fid(st, &dir.fid, "f", S_IFREG | 0640, 5, 6, 0,
+				  CR_EXCL | CR_FID, &f1, t, &created, &b, &dir),
+		 0);
+	CHECK_EQ(created, 2);
+	CHECK(fid_eq(&b.fid, &f1));
+	CHECK_EQ(dir.dv, d.dv);
+	/* The name taken, a vnode never handed out, another uniq. */
+	f2.vnode = f1.vnode + 1;
+	f2.uniq = f1.uniq;
+	CHECK_EQ(store_create_fid(st, &dir.fid, "f", S_IFREG | 0640, 0, 0, 0,
+				  CR_FID, &f2, t, &created, &b, &d), -EEXIST);
+	bad = a.fid;
+	bad.vnode += 1000;
+	CHECK_EQ(store_create_fid(st, &dir.fid, "g", S_IFREG | 0640, 0, 0, 0,
+				  CR_FID, &bad, t, &created, &b, &d), -EINVAL);
+	bad = f1;
+	bad.uniq ^= 1;
+	CHECK_EQ(store_create_fid(st, &dir.fid, "g", S_IFREG | 0640, 0, 0, 0,
+				  CR_FID, &bad, t, &created, &b, &d), -EEXIST);
+	/* CR_FID without an id, or an id without CR_FID. */
+	CHECK_EQ(store_create_fid(st, &dir.fid, "g", S_IFREG | 0640, 0, 0, 0,
+				  CR_FID, NULL, t, &created, &b, &d), -EINVAL);
+	CHECK_EQ(store_create_fid(st, &dir.fid, "g", S_IFREG | 0640, 0, 0, 0,
+				  0, &f2, t, &created, &b, &d), -EINVAL);
+	/* A directory under an id handed out. */
+	CHECK_EQ(store_create_fid(st, &dir.fid, "sub", S_IFDIR | 0755, 0, 0,
+				  0, CR_EXCL | CR_FID, &f2, t, &created, &b,
+				  &d), 0);
+	CHECK_EQ(b.nlink, 2);
+	CHECK(fid_eq(&b.fid, &f2));
+	CHECK_EQ(fsck_quiet(), 0);
+}
+
 int main(void)
 {
 	char err[256], cmd[256];
@@ -1839,6 +1902,7 @@ int main(void)
 	run("dir_sync_error_sticky", t_dir_sync_error_sticky);
 	run("server_id_stable_and_adopted", t_server_id);
 	run("applied_changes_run_once", t_applied_once);
+	run("fids_and_create_fid", t_create_fid);
 	run("fsck_clean_and_detects", t_fsck);
 	store_close(st);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
