@@ -50,10 +50,33 @@ static void on_interrupt(fuse_req_t req, void *data)
  * reader, which needs seq_lock for writing), not sf_lock. The inode
  * table's lock is held only inside inode.c. */
 static __thread struct rpc_intr *call_intr;
+static __thread int is_shipper;
 
 void fs_set_call_intr(struct rpc_intr *ir)
 {
 	call_intr = ir;
+}
+
+void fs_set_shipper(void)
+{
+	is_shipper = 1;
+}
+
+/*
+ * Requests that may run before the creates the journal holds reached the
+ * server (wb_barrier): those that name no object, or only give back.
+ * Every other one may name a file created here, or read a directory
+ * whose listing the server does not have whole yet.
+ */
+static int needs_creates_first(uint16_t op)
+{
+	switch (op) {
+	case OP_PING: case OP_STATFS: case OP_STATUS: case OP_FIDS:
+	case OP_WRETURN: case OP_HELLO:
+		return 0;
+	default:
+		return 1;
+	}
 }
 
 /*
@@ -158,6 +181,11 @@ static int put_cred(fuse_req_t req, struct wbuf *w)
 	return 1;
 }
 
+int fs_req_cred(fuse_req_t req, struct wbuf *w)
+{
+	return put_cred(req, w);
+}
+
 /*
  * Who opened a file for writing last (docs/PROTOCOL.md "Credentials"):
  * the write-back shippers take its write token with these credentials, so
@@ -208,6 +236,8 @@ static int fs_call(fuse_req_t req, struct fs *fs, const struct wbuf *as,
 
 	notify_assert_not_held(fs->ntf);
 	LOCK_ASSERT_NOT_HELD(&fs->sf_lock);
+	if (!is_shipper && fs->wbk && needs_creates_first(op))
+		wb_barrier(fs->wbk);
 	if (!req)
 		return rpc_call_cred(fs->rpc, op, as, w, rep, call_intr);
 	wbuf_init(&cred);
@@ -388,6 +418,21 @@ int fs_rpc_opener(struct fs *fs, uint64_t vnode, uint16_t op,
 	rc = fs_rpc_as(NULL, fs, opener_cred(vnode, &cred) ? &cred : NULL,
 		       op, reqm, repm, NULL);
 	wbuf_free(&cred);
+	return rc;
+}
+
+int fs_rpc_cred(struct fs *fs, const void *cred, size_t credlen,
+		uint16_t op, const void *reqm, void *repm)
+{
+	struct wbuf w;
+	int rc;
+
+	wbuf_init(&w);
+	if (credlen)
+		wire_put_bytes(&w, cred, credlen);
+	rc = w.err ? w.err : fs_rpc_as(NULL, fs, credlen ? &w : NULL, op,
+				       reqm, repm, NULL);
+	wbuf_free(&w);
 	return rc;
 }
 

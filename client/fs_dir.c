@@ -216,6 +216,33 @@ static int dir_fetch(fuse_req_t req, struct fs *fs, const struct cairn_fid *fid,
 	return installed ? 0 : rc ? rc : -EAGAIN;
 }
 
+/* A directory we just made (its attributes a, from a reply read after
+ * seq) is empty: its listing is known without asking, so that the first
+ * lookup and create in it need no BULKSTAT. Not when any break came since
+ * seq (someone may have made something in it already). */
+void fs_dir_made(struct fs *fs, uint64_t seq, const struct cairn_attr *a)
+{
+	struct dcache_listing *l;
+	uint64_t ino = a->fid.vnode;
+	int fresh;
+
+	if (dcache_fetch_begin_absent(fs->dc, ino))
+		return;
+	if (dcache_listing_new(&l)) {
+		dcache_fetch_end(fs->dc, ino, NULL, 0, 0, 0, 0);
+		return;
+	}
+	fresh = notify_reply_begin(fs->ntf, seq);
+	if (fresh)
+		dcache_fetch_end(fs->dc, ino, l, a->dv, CAIRN_COOKIE_FIRST, 1,
+				 0);
+	else
+		dcache_fetch_end(fs->dc, ino, NULL, 0, 0, 0, 0);
+	notify_reply_end(fs->ntf);
+	if (!fresh)
+		dcache_listing_free(l);
+}
+
 /* How long a request waits for another thread's fetch of its directory
  * before it asks the server itself. */
 #define AHEAD_WAIT_MS 2000

@@ -171,6 +171,14 @@ int fs_rpc_opener(struct fs *fs, uint64_t vnode, uint16_t op,
 		  const void *reqm, void *repm);
 /* Remember req's process as the one that opened vnode for writing. */
 void fs_note_opener(fuse_req_t req, uint64_t vnode);
+/* req's credential block (docs/PROTOCOL.md "Credentials") appended to w:
+ * 1, or 0 when the request has none (a kernel thread's). */
+int fs_req_cred(fuse_req_t req, struct wbuf *w);
+/* fs_rpc for the cache manager's own call with a credential block kept
+ * from an earlier request (cred of credlen bytes; none if credlen is 0).
+ * No reply buffer is kept. */
+int fs_rpc_cred(struct fs *fs, const void *cred, size_t credlen,
+		uint16_t op, const void *reqm, void *repm);
 /* Log that a well-formed reply to op holds a value no server may send;
  * returns -EIO. */
 int fs_bad_reply(uint16_t op);
@@ -231,6 +239,9 @@ void fs_touch_atime(struct fs *fs, const struct cairn_fid *fid);
 /* Calls made with req NULL on this thread use ir, so that another thread
  * can end them with rpc_interrupt (read-ahead threads; fs.c). */
 void fs_set_call_intr(struct rpc_intr *ir);
+/* This thread is a write-back shipper: its calls do not wait for the
+ * creates the journal holds (wb_barrier). */
+void fs_set_shipper(void);
 
 /* FUSE forget of ino (fs_orphan.c): drop nlookup references; when that
  * frees an inode we removed a name of (itab_set_orphan), queue its FID
@@ -309,6 +320,8 @@ void fs_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
  * or it is too big to cache; -EAGAIN when a break on it (or a change
  * between pages) spoilt the fetch; or the call's error.
  */
+/* A directory this client just made is known empty (fs_dir.c). */
+void fs_dir_made(struct fs *fs, uint64_t seq, const struct cairn_attr *a);
 int fs_dir_fetch(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
 		 uint32_t flags);
 /* After fs_dir_fetch failed with rc: is it worth asking the server name

@@ -260,6 +260,78 @@ static int create_rpc(struct fs *fs, fuse_req_t req, fuse_ino_t parent,
 }
 
 /*
+ * A regular file created here, without the server (docs/ARCHITECTURE.md,
+ * "Namespace changes without a round trip each"): in a directory whose
+ * listing we have whole and whose token we hold (taken now if need be),
+ * with a FID taken ahead and the attributes the server will give it,
+ * journaled before the kernel hears of it and sent later. 0 when req was
+ * answered; -EAGAIN (or another error) when it was not: create on the
+ * server then.
+ */
+static int make_local(fuse_req_t req, struct fs *fs, fuse_ino_t parent,
+		      const char *name, size_t len, uint32_t mode,
+		      struct fuse_file_info *fi, uint64_t seq)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	struct cairn_attr dir, child, tmp;
+	struct timespec now;
+	struct wbuf cred;
+	int rc;
+
+	/* Set-id bits and root squashed to nobody: the server decides
+	 * those, so it is asked. */
+	if (!fs->wbk || (mode & (S_ISUID | S_ISGID)) ||
+	    (ctx->uid == 0 && !rpc_root_ok(fs->rpc)))
+		return -EAGAIN;
+	/* The directory's current attributes, and its listing without
+	 * the name. */
+	if (itab_getattr(fs->itab, parent, &dir) || !S_ISDIR(dir.mode) ||
+	    dcache_lookup(fs->dc, parent, name, len, &tmp) != 0)
+		return -EAGAIN;
+	wbuf_init(&cred);
+	if (!fs_req_cred(req, &cred) || cred.err) {
+		wbuf_free(&cred);
+		return -EAGAIN;
+	}
+	rc = wb_dir_token(fs->wbk, &dir.fid, cred.data, cred.len);
+	/* Again, now that nobody else can change it. */
+	if (!rc && (itab_getattr(fs->itab, parent, &dir) ||
+		    dcache_lookup(fs->dc, parent, name, len, &tmp) != 0))
+		rc = -EAGAIN;
+	if (!rc)
+		rc = wb_fid_take(fs->wbk, &child.fid);
+	if (rc) {
+		wbuf_free(&cred);
+		return rc;
+	}
+	/* The kernel's clock for times (current_time): a write within the
+	 * same tick then leaves mtime as it is, and sends no SETATTR. */
+	clock_gettime(CLOCK_REALTIME_COARSE, &now);
+	/* What the server's CREATE with CR_FID makes (store_create_fid). */
+	child.mode = mode;
+	child.nlink = 1;
+	child.uid = ctx->uid;
+	child.gid = (dir.mode & S_ISGID) ? dir.gid : ctx->gid;
+	child.rdev = 0;
+	child.size = 0;
+	child.blocks = 0;
+	child.atime.sec = now.tv_sec;
+	child.atime.nsec = (uint32_t)now.tv_nsec;
+	child.mtime = child.ctime = child.atime;
+	child.dv = 1;
+	rc = wb_create(fs->wbk, &dir.fid, name, len, &child, cred.data,
+		       cred.len);
+	wbuf_free(&cred);
+	if (rc)
+		return rc;
+	dir.dv++;
+	dir.mtime = dir.ctime = child.mtime;
+	fi->fh = fs_lock_next_fh(fs);
+	reply_entry(req, fs, seq, parent, name, len, &child, &dir, fi, 1);
+	return 0;
+}
+
+/*
  * mknod, mkdir and create: CREATE, then hand the kernel the entry. With fi
  * (create), an existing regular file is opened unless O_EXCL, truncated
  * for O_TRUNC, and fi is answered too.
@@ -277,13 +349,19 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name,
 	size_t len;
 	int created, rc;
 
-	if ((rc = check_name(name, &len)) ||
-	    (rc = create_rpc(fs, req, parent, name, len, mode, rdev,
+	if ((rc = check_name(name, &len)))
+		goto out;
+	if (tok && fi && make_local(req, fs, parent, name, len, mode, fi,
+				    seq) == 0)
+		return;
+	if ((rc = create_rpc(fs, req, parent, name, len, mode, rdev,
 			     flags | (tok ? CR_TOKEN : 0), &created, &child,
 			     &dir)))
 		goto out;
 	if (tok && created && S_ISREG(child.mode))
 		wb_created(fs->wbk, &child.fid, child.dv, child.size);
+	if (created && S_ISDIR(child.mode) && !fi)
+		fs_dir_made(fs, seq, &child);
 	if (fi) {
 		if (!S_ISREG(child.mode)) {
 			rc = -EEXIST;

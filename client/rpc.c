@@ -823,6 +823,12 @@ int rpc_read_only(struct rpc *r)
 		     HELLO_REP_RO);
 }
 
+int rpc_root_ok(struct rpc *r)
+{
+	return r && (__atomic_load_n(&r->rep_flags, __ATOMIC_RELAXED) &
+		     HELLO_REP_ROOT);
+}
+
 int rpc_send_ack(struct rpc *r, uint16_t op, uint32_t id)
 {
 	int ret;

@@ -58,6 +58,8 @@ int rpc_connect(const struct rpc_opts *o, struct rpc **out,
 /* 1 if the server said our key is a read-only export (HELLO_REP_RO):
  * every change would be refused with -EROFS. */
 int rpc_read_only(struct rpc *r);
+/* The server lets root be root (HELLO_REP_ROOT, no root squash). */
+int rpc_root_ok(struct rpc *r);
 /* Start the reader thread. Returns 0 or a negative errno. */
 int rpc_start(struct rpc *r);
 /* Close the connection, fail waiting calls with -ESHUTDOWN, join threads,

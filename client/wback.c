@@ -12,6 +12,11 @@
  *   JR_ATTR   SETATTR of valid (SA_SIZE, SA_MTIME, SA_CTIME) with size
  *             off and the times
  *   JR_DONE   a change that reached the server (its header rewritten)
+ *   JR_CREATE the file's creation, answered here (wb_create): mode in
+ *             valid, time in msec/mnsec, data the parent's FID, owner,
+ *             name and the creator's credentials (struct crec); tbase
+ *             the file's first data version and tidx -1, so the changes
+ *             after it count from 0. Always the file's first change.
  * Each change also carries the data version the file had when its token
  * was granted (tbase) and its place among the changes made under that
  * token (tidx): the server applies each change as one version step, so
@@ -55,7 +60,17 @@
 #include "../lib/log.h"
 
 #define JR_MAGIC 0x4a425743u /* "CWBJ" read little-endian */
-enum { JR_WRITE = 1, JR_ATTR = 2, JR_DONE = 3 };
+enum { JR_WRITE = 1, JR_ATTR = 2, JR_DONE = 3, JR_CREATE = 4 };
+
+/* The data of a JR_CREATE record: this, the name, the credential block. */
+struct crec {
+	uint32_t pvol, puniq;
+	uint64_t pvnode;
+	uint32_t uid, gid;
+	uint16_t namelen;
+	uint16_t pad[3];
+};
+_Static_assert(sizeof(struct crec) == 32, "create record is 32 bytes");
 
 struct jrec {
 	uint32_t magic;
@@ -94,7 +109,8 @@ struct jseg {
 
 struct wop {
 	struct wop *next;
-	uint8_t type;             /* JR_WRITE or JR_ATTR */
+	uint8_t type;             /* JR_WRITE, JR_ATTR or JR_CREATE */
+	struct cairn_fid parent;  /* JR_CREATE: the directory */
 	uint32_t len;
 	uint64_t tbase, tidx;
 	uint64_t off;             /* write offset, or new size */
@@ -141,11 +157,14 @@ struct wfile {
 	int64_t last_ms;          /* last change journaled or sent */
 	int64_t retry_ms;         /* not before this, after an error */
 	int waiters;              /* wb_drain calls waiting */
+	unsigned children;        /* a directory: creates in it not sent */
+	int64_t denied_ms;        /* a directory: its token refused then */
 };
 
 struct wb_stats {
 	uint64_t journaled, journaled_bytes, sent, sent_bytes, grants,
-		 returns, recalls, conflicts, dropped, errors, replayed;
+		 returns, recalls, conflicts, dropped, errors, replayed,
+		 creates, dir_grants;
 };
 
 struct wb {
@@ -164,6 +183,11 @@ struct wb {
 	uint64_t pending_bytes;
 	size_t pending_ops;
 	size_t held;              /* tokens held (HELD or RECALLED) */
+	size_t ncreates;          /* JR_CREATE changes not sent */
+	/* FIDs handed out ahead (FIDS): pool.vnode .. + npool - 1. */
+	struct cairn_fid pool;
+	uint32_t npool;
+	unsigned pool_want : 1, pool_busy : 1;
 	int closes_seen;          /* FLUSH reaches us (wb_closed) */
 	int stopping;
 	unsigned started;
@@ -241,7 +265,7 @@ static void file_maybe_free(struct wb *w, struct wfile *f)
 
 	if (f->nops || f->busy || f->queued || f->waiters || f->must_return ||
 	    f->returning || f->tok == TK_HELD || f->tok == TK_RECALLED ||
-	    f->err)
+	    f->err || f->children)
 		return;
 	p = fslot(w, &f->fid);
 	CAIRN_ASSERT(*p == f);
@@ -428,7 +452,7 @@ static struct wop *op_new(struct wfile *f, const struct jrec *h,
 	if (!o)
 		return NULL;
 	o->type = h->type;
-	o->len = h->type == JR_WRITE ? h->len : 0;
+	o->len = h->type == JR_WRITE || h->type == JR_CREATE ? h->len : 0;
 	o->off = h->off;
 	o->valid = h->valid;
 	o->tbase = h->tbase;
@@ -451,11 +475,39 @@ static struct wop *op_new(struct wfile *f, const struct jrec *h,
 
 /* --- loading what a previous mount left ---------------------------------- */
 
+/* The parent a JR_CREATE's data names: 0, or -EINVAL if malformed. */
+static int crec_parent(const struct jrec *h, const uint8_t *data,
+		       struct cairn_fid *parent)
+{
+	struct crec c;
+
+	if (h->len < sizeof(c))
+		return -EINVAL;
+	memcpy(&c, data, sizeof(c));
+	if (c.namelen == 0 || c.namelen > CAIRN_NAME_MAX ||
+	    sizeof(c) + c.namelen > h->len)
+		return -EINVAL;
+	*parent = (struct cairn_fid){ .vol = c.pvol, .vnode = c.pvnode,
+				      .uniq = c.puniq };
+	return 0;
+}
+
+/* A create not sent yet, in directory parent: counted there. Under lock
+ * (or while loading). */
+static void create_pending(struct wb *w, const struct cairn_fid *parent)
+{
+	struct wfile *d = file_get(w, parent);
+
+	if (d)
+		d->children++;
+	w->ncreates++;
+}
+
 static void load_record(struct wb *w, struct jseg *s, uint64_t at,
-			const struct jrec *h)
+			const struct jrec *h, const uint8_t *data)
 {
 	struct cairn_fid fid = { .vol = h->vol, .vnode = h->vnode,
-				 .uniq = h->uniq };
+				 .uniq = h->uniq }, parent;
 	struct wfile *f;
 	struct wop *o;
 
@@ -463,11 +515,21 @@ static void load_record(struct wb *w, struct jseg *s, uint64_t at,
 		w->seq = h->seq;
 	if (h->type == JR_DONE)
 		return;
+	if (h->type == JR_CREATE && crec_parent(h, data, &parent)) {
+		log_warn("write-back journal segment %016" PRIx64 ": the "
+			 "creation of vnode %" PRIu64 " is malformed; skipped",
+			 s->id, h->vnode);
+		return;
+	}
 	if (!(f = file_get(w, &fid)) || !(o = op_new(f, h, s, at)))
 		return;
 	o->ready = 1;
 	f->tbase = o->tbase;
 	f->tidx = o->tidx + 1;
+	if (h->type == JR_CREATE) {
+		o->parent = parent;
+		create_pending(w, &parent);
+	}
 }
 
 /* Read segment s's records. */
@@ -486,7 +548,7 @@ static void load_segment(struct wb *w, struct jseg *s)
 			break;
 		if (h.magic != JR_MAGIC || h.hcrc != hdr_crc(&h) ||
 		    h.segid != s->id || h.at != at || h.len > CAIRN_MAX_IO ||
-		    h.type < JR_WRITE || h.type > JR_DONE ||
+		    h.type < JR_WRITE || h.type > JR_CREATE ||
 		    at + sizeof(h) + h.len > s->size) {
 			/* Never written, or torn: the next record starts
 			 * at a multiple of 8 somewhere after. */
@@ -496,7 +558,7 @@ static void load_segment(struct wb *w, struct jseg *s)
 		}
 		/* A torn write's data (a crash of the machine, not just of
 		 * the daemon) was never promised to anybody: skipped. */
-		if (h.type == JR_WRITE &&
+		if ((h.type == JR_WRITE || h.type == JR_CREATE) &&
 		    (pread(s->fd, data, h.len, (off_t)(at + sizeof(h))) !=
 		     (ssize_t)h.len ||
 		     crc32_gzip_refl(0, data, h.len) != h.dcrc))
@@ -504,7 +566,7 @@ static void load_segment(struct wb *w, struct jseg *s)
 				 ": a change of vnode %" PRIu64 " is torn; "
 				 "skipped", s->id, h.vnode);
 		else
-			load_record(w, s, at, &h);
+			load_record(w, s, at, &h, data);
 		at += sizeof(h) + PAD8(h.len);
 	}
 	if (skipped)
@@ -758,6 +820,20 @@ static void pop_op(struct wb *w, struct wfile *f)
 	w->pending_bytes -= o->len;
 	o->seg->live--;
 	seg_maybe_drop(w, o->seg);
+	if (o->type == JR_CREATE) {
+		struct wfile *d = *fslot(w, &o->parent);
+
+		w->ncreates--;
+		/* The last create in a recalled directory: its token can
+		 * go back now. */
+		if (d && d->children && !--d->children &&
+		    (d->tok == TK_RECALLED || d->must_return)) {
+			d->retry_ms = 0;
+			enqueue(w, d, 1);
+		}
+		if (d && !d->busy)
+			file_maybe_free(w, d);
+	}
 	free(o);
 	if (!f->nops)
 		f->pmt = f->pct = 0;
@@ -771,6 +847,41 @@ static void drop_all(struct wb *w, struct wfile *f)
 		pop_op(w, f);
 }
 
+/* Send f's creation o: CREATE with CR_FID (idempotent: a resend or a
+ * replay of one the server applied is answered as done) and CR_TOKEN (the
+ * file's token comes with it), with its creator's credentials. No lock;
+ * f busy. */
+static int send_create(struct wb *w, struct wfile *f, const struct wop *o,
+		       uint8_t *buf, struct cairn_attr *a)
+{
+	struct crec c;
+	struct msg_create_req q;
+	struct msg_create_rep p;
+	int rc;
+
+	if (pread(o->seg->fd, buf, o->len,
+		  (off_t)(o->at + sizeof(struct jrec))) != (ssize_t)o->len) {
+		rc = errno ? -errno : -EIO;
+		log_error("write-back journal: cannot read the creation of "
+			  "vnode %" PRIu64 ": %s", f->fid.vnode,
+			  strerror(-rc));
+		return rc;
+	}
+	memcpy(&c, buf, sizeof(c));
+	q = (struct msg_create_req){
+		.dir = o->parent,
+		.name = { (const char *)buf + sizeof(c), c.namelen },
+		.mode = o->valid, .uid = c.uid, .gid = c.gid,
+		.flags = CR_EXCL | CR_FID | CR_TOKEN,
+		.fid = f->fid, .time = o->mtime,
+	};
+	rc = fs_rpc_cred(w->fs, buf + sizeof(c) + c.namelen,
+			 o->len - sizeof(c) - c.namelen, OP_CREATE, &q, &p);
+	if (rc == 0)
+		*a = p.child;
+	return rc;
+}
+
 /* Send change o of f. 0, or the server's error. No lock; f busy. */
 static int send_op(struct wb *w, struct wfile *f, const struct wop *o,
 		   uint8_t *buf, struct cairn_attr *a)
@@ -778,6 +889,14 @@ static int send_op(struct wb *w, struct wfile *f, const struct wop *o,
 	uint64_t seq = notify_seq(w->fs->ntf);
 	int rc;
 
+	if (o->type == JR_CREATE) {
+		/* The directory's attributes in the reply are not noted:
+		 * ours count the creates not sent yet too. */
+		if ((rc = send_create(w, f, o, buf, a)))
+			return rc;
+		fs_note_attrs(w->fs, seq, a, NULL);
+		return 0;
+	}
 	if (o->type == JR_WRITE) {
 		struct msg_write_req q = { .fid = f->fid, .off = o->off,
 					   .flags = WR_TOKEN | WR_KEEPTIME,
@@ -902,7 +1021,8 @@ static void ship_file(struct wb *w, struct wfile *f, uint8_t *buf)
 			return;
 		if (!o || !o->ready)
 			break;
-		if (f->tok != TK_HELD && f->tok != TK_RECALLED) {
+		if (o->type != JR_CREATE && f->tok != TK_HELD &&
+		    f->tok != TK_RECALLED) {
 			uint64_t dv = o->tbase + o->tidx, recalls = f->recalls;
 			int skip = 0;
 
@@ -968,8 +1088,14 @@ static void ship_file(struct wb *w, struct wfile *f, uint8_t *buf)
 			pthread_mutex_unlock(&w->lock);
 			mark_done(w, o);
 			pthread_mutex_lock(&w->lock);
+			/* CR_TOKEN gave us the new file's token (one made by an
+			 * earlier copy of the request comes without: the next
+			 * change learns that from -ECANCELED). */
+			if (o->type == JR_CREATE && f->tok != TK_HELD &&
+			    f->tok != TK_RECALLED)
+				set_tok(w, f, TK_HELD);
 			w->st.sent++;
-			w->st.sent_bytes += o->len;
+			w->st.sent_bytes += o->type == JR_CREATE ? 0 : o->len;
 			f->known = 1;
 			f->known_dv = a.dv;
 			f->known_size = a.size;
@@ -987,6 +1113,25 @@ static void ship_file(struct wb *w, struct wfile *f, uint8_t *buf)
 				f->must_return = 0;
 			set_tok(w, f, TK_LOST);
 			continue;
+		}
+		if (rc == -EEXIST && o->type == JR_CREATE) {
+			/* Only after a crash (the directory's token was
+			 * lost): someone else made the name meanwhile. */
+			struct wop *ops = f->head;
+
+			log_warn("write-back: the file this client created as "
+				 "vnode %" PRIu64 " could not be made on the "
+				 "server: another client made its name "
+				 "meanwhile", f->fid.vnode);
+			w->st.conflicts++;
+			pthread_mutex_unlock(&w->lock);
+			save_conflict(w, f, ops);
+			pthread_mutex_lock(&w->lock);
+			drop_all(w, f);
+			set_tok(w, f, TK_NONE);
+			f->known = 0;
+			f->err = 0;
+			break;
 		}
 		if (rc == -ESTALE || rc == -ENOENT) {
 			log_info("write-back: vnode %" PRIu64 " is gone from the "
@@ -1036,6 +1181,8 @@ failed:
 	/* Nothing left: give the token back when asked, or when idle. */
 	if (f->head)
 		goto out; /* a change still being written */
+	if (f->children)
+		goto out; /* a directory: its last create queues it again */
 	if (close_pending(w, f)) {
 		/* In the middle of a rewrite whose pages the kernel has not
 		 * given us yet: the other client gets it whole at the
@@ -1099,7 +1246,8 @@ static void sweep(struct wb *w)
 			if (f->head && !f->head->ready)
 				continue;
 			if ((f->nops && f->retry_ms <= now) ||
-			    f->must_return || f->tok == TK_RECALLED)
+			    ((f->must_return || f->tok == TK_RECALLED) &&
+			     !f->children))
 				enqueue(w, f, 0);
 		}
 }
@@ -1126,6 +1274,7 @@ static void return_idle(struct wb *w)
 		     f && n < CAIRN_ORPHAN_DROP_MAX; f = f->hnext) {
 			if (f->tok != TK_HELD || f->nops || f->busy ||
 			    f->queued || f->waiters || f->returning ||
+			    f->children ||
 			    (!w->stopping &&
 			     now - f->last_ms < WB_IDLE_RETURN_MS))
 				continue;
@@ -1159,6 +1308,35 @@ static void return_idle(struct wb *w)
 	pthread_cond_broadcast(&w->done);
 }
 
+/* Take more FIDs ahead (FIDS) once the pool runs low. Under lock; drops
+ * it while it calls. */
+static void pool_fill(struct wb *w)
+{
+	struct msg_fids_req q = { .count = WB_FIDS_AHEAD };
+	struct msg_fids_rep p;
+	int rc;
+
+	w->pool_busy = 1;
+	w->pool_want = 0;
+	pthread_mutex_unlock(&w->lock);
+	rc = fs_rpc(NULL, w->fs, OP_FIDS, &q, &p, NULL);
+	pthread_mutex_lock(&w->lock);
+	w->pool_busy = 0;
+	if (rc) {
+		/* An older server, a read-only export, a server away:
+		 * creates go to the server (asked again after a while). */
+		log_debug("write-back: no FIDs ahead: %s", strerror(-rc));
+		return;
+	}
+	if (p.count == 0 || p.count > WB_FIDS_AHEAD ||
+	    p.first.vnode > UINT64_MAX - p.count) {
+		fs_bad_reply(OP_FIDS);
+		return;
+	}
+	w->pool = p.first;
+	w->npool = p.count;
+}
+
 static void *shipper(void *arg)
 {
 	struct wb *w = arg;
@@ -1169,9 +1347,12 @@ static void *shipper(void *arg)
 	pthread_mutex_lock(&w->lock);
 	me = w->nthreads++;
 	fs_set_call_intr(&w->intr[me]);
+	fs_set_shipper();
 	while (buf) {
 		struct wfile *f;
 
+		if (w->pool_want && !w->pool_busy && !w->stopping)
+			pool_fill(w);
 		if (clock_mono_ms() - swept >= 200 || w->stopping) {
 			sweep(w);
 			return_idle(w);
@@ -1195,8 +1376,9 @@ static void *shipper(void *arg)
 		 * recall that came while we were at it needs another turn. */
 		if (f->head && !f->head->ready)
 			; /* journal() queues f when that one is written */
-		else if ((f->head && !f->err) || f->must_return ||
-			 f->tok == TK_RECALLED)
+		else if ((f->head && !f->err) ||
+			 ((f->must_return || f->tok == TK_RECALLED) &&
+			  !f->children))
 			enqueue(w, f, 0);
 		file_maybe_free(w, f);
 		if (w->stopping > 1)
@@ -1791,6 +1973,192 @@ void wb_reconnected(void *arg)
 	pthread_mutex_unlock(&w->lock);
 }
 
+int wb_fid_take(struct wb *w, struct cairn_fid *out)
+{
+	int rc = -EAGAIN;
+
+	pthread_mutex_lock(&w->lock);
+	if (w->npool) {
+		*out = w->pool;
+		w->pool.vnode++;
+		w->npool--;
+		rc = 0;
+	}
+	if (w->npool < WB_FIDS_AHEAD / 4 && !w->pool_busy && !w->pool_want) {
+		w->pool_want = 1;
+		pthread_cond_signal(&w->work);
+	}
+	pthread_mutex_unlock(&w->lock);
+	return rc;
+}
+
+void wb_barrier(struct wb *w)
+{
+	struct timespec until;
+	int64_t t0;
+
+	pthread_mutex_lock(&w->lock);
+	if (!w->ncreates || !w->started) {
+		pthread_mutex_unlock(&w->lock);
+		return;
+	}
+	t0 = clock_mono_ms();
+	clock_deadline(CLOCK_REALTIME, WB_BARRIER_MS, &until);
+	while (w->ncreates && !w->stopping &&
+	       pthread_cond_timedwait(&w->done, &w->lock, &until) !=
+	       ETIMEDOUT)
+		;
+	if (w->ncreates && !w->stopping)
+		log_warn("write-back: %zu files created here are not on the "
+			 "server after %lld ms; a request that may name one "
+			 "goes ahead", w->ncreates,
+			 (long long)(clock_mono_ms() - t0));
+	pthread_mutex_unlock(&w->lock);
+}
+
+int wb_dir_token(struct wb *w, const struct cairn_fid *dir,
+		 const void *cred, size_t credlen)
+{
+	struct msg_wtoken_req q = { .fid = *dir };
+	struct msg_attr p;
+	struct wfile *d;
+	uint64_t recalls;
+	int rc;
+
+	pthread_mutex_lock(&w->lock);
+	if (!(d = file_get(w, dir))) {
+		pthread_mutex_unlock(&w->lock);
+		return -ENOMEM;
+	}
+	if (d->tok == TK_HELD) {
+		d->last_ms = clock_mono_ms();
+		pthread_mutex_unlock(&w->lock);
+		return 0;
+	}
+	if (d->tok != TK_NONE || d->must_return || d->returning || d->busy ||
+	    d->queued || d->waiters || w->stopping ||
+	    clock_mono_ms() - d->denied_ms < WB_DIR_RETRY_MS) {
+		rc = -EAGAIN;
+		goto out;
+	}
+	recalls = d->recalls;
+	d->waiters++;
+	pthread_mutex_unlock(&w->lock);
+	rc = fs_rpc_cred(w->fs, cred, credlen, OP_WTOKEN, &q, &p);
+	pthread_mutex_lock(&w->lock);
+	d->waiters--;
+	if (rc) {
+		d->denied_ms = clock_mono_ms();
+		goto out;
+	}
+	w->st.dir_grants++;
+	if (d->recalls != recalls) {
+		/* Recalled in flight: wb_recall queued its return. */
+		rc = -EAGAIN;
+		goto out;
+	}
+	set_tok(w, d, TK_HELD);
+	d->last_ms = clock_mono_ms();
+out:
+	file_maybe_free(w, d);
+	pthread_mutex_unlock(&w->lock);
+	return rc;
+}
+
+int wb_create(struct wb *w, const struct cairn_fid *dir, const char *name,
+	      size_t len, const struct cairn_attr *a, const void *cred,
+	      size_t credlen)
+{
+	struct crec c = {
+		.pvol = dir->vol, .puniq = dir->uniq, .pvnode = dir->vnode,
+		.uid = a->uid, .gid = a->gid, .namelen = (uint16_t)len,
+	};
+	size_t dlen = sizeof(c) + len + credlen;
+	uint8_t *data;
+	struct wfile *d, *f;
+	struct wop *o;
+	struct jrec h;
+	struct jseg *s;
+	uint64_t at;
+	int rc;
+
+	if (len == 0 || len > CAIRN_NAME_MAX || credlen > 4096)
+		return -EINVAL;
+	if (!(data = malloc(dlen)))
+		return -ENOMEM;
+	memcpy(data, &c, sizeof(c));
+	memcpy(data + sizeof(c), name, len);
+	if (credlen)
+		memcpy(data + sizeof(c) + len, cred, credlen);
+	rec_fill(&h, JR_CREATE, 0, &a->fid);
+	h.len = (uint32_t)dlen;
+	h.valid = a->mode;
+	h.msec = a->mtime.sec;
+	h.mnsec = a->mtime.nsec;
+	h.tbase = a->dv;
+	h.tidx = UINT64_MAX;
+	pthread_mutex_lock(&w->lock);
+	d = *fslot(w, dir);
+	/* Only while the directory's token is ours, and for a FID nobody
+	 * has used here. */
+	if (!d || d->tok != TK_HELD || w->stopping || *fslot(w, &a->fid)) {
+		rc = -EAGAIN;
+		goto out;
+	}
+	if (!(f = file_get(w, &a->fid))) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	if ((rc = reserve(w, h.len, &s, &at)))
+		goto out_free;
+	h.seq = ++w->seq;
+	if (!(o = op_new(f, &h, s, at))) {
+		rc = -ENOMEM;
+		goto out_free;
+	}
+	o->parent = *dir;
+	create_pending(w, dir);
+	w->pending_ops++;
+	w->pending_bytes += o->len;
+	/* The file's token is ours from the start: nobody else can know
+	 * it before its creation reaches the server. */
+	set_tok(w, f, TK_HELD);
+	f->known = 1;
+	f->known_dv = a->dv;
+	f->known_size = 0;
+	f->tbase = a->dv;
+	f->tidx = 0;
+	f->psz = 1;
+	f->psize = 0;
+	f->busy = 1; /* nobody sends it before it is written */
+	pthread_mutex_unlock(&w->lock);
+	rc = rec_write(s, at, &h, data);
+	pthread_mutex_lock(&w->lock);
+	f->busy = 0;
+	if (rc) {
+		log_warn("write-back journal %s: %s; creating on the server",
+			 w->dir, strerror(-rc));
+		drop_all(w, f);
+		set_tok(w, f, TK_NONE);
+		f->known = 0;
+		pthread_cond_broadcast(&w->done);
+		goto out_free;
+	}
+	o->ready = 1;
+	f->last_ms = d->last_ms = clock_mono_ms();
+	w->st.creates++;
+	w->st.journaled++;
+	enqueue(w, f, 0);
+	rc = 0;
+	goto out;
+out_free:
+	file_maybe_free(w, f);
+out:
+	pthread_mutex_unlock(&w->lock);
+	free(data);
+	return rc;
+}
+
 void wb_print_stats(void *arg, FILE *f)
 {
 	struct wb *w = arg;
@@ -1816,8 +2184,9 @@ void wb_print_stats(void *arg, FILE *f)
 		"wb.grants %" PRIu64 "\nwb.returns %" PRIu64 "\n"
 		"wb.recalls %" PRIu64 "\nwb.conflicts %" PRIu64 "\n"
 		"wb.dropped %" PRIu64 "\nwb.errors %" PRIu64 "\n"
-		"wb.replayed %" PRIu64 "\n", w->dir, ops, bytes, files, held,
-		s.journaled, s.journaled_bytes, s.sent, s.sent_bytes, s.grants,
-		s.returns, s.recalls, s.conflicts, s.dropped, s.errors,
-		s.replayed);
+		"wb.replayed %" PRIu64 "\nwb.creates %" PRIu64 "\n"
+		"wb.dir_grants %" PRIu64 "\n", w->dir, ops, bytes, files,
+		held, s.journaled, s.journaled_bytes, s.sent, s.sent_bytes,
+		s.grants, s.returns, s.recalls, s.conflicts, s.dropped,
+		s.errors, s.replayed, s.creates, s.dir_grants);
 }

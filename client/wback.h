@@ -46,7 +46,7 @@ struct wb;
 struct fs;
 
 /* Shipper threads. */
-#define WB_THREADS          2u
+#define WB_THREADS          8u
 /* A held token with nothing left to send goes back after this long. */
 #define WB_IDLE_RETURN_MS   1000
 /* A recall that comes while the file was truncated since its last close
@@ -54,6 +54,14 @@ struct fs;
  * that close, so that the other client sees whole closes, not a rewrite
  * half done. */
 #define WB_CLOSE_WAIT_MS    1000
+/* FIDs taken ahead at a time (FIDS) for files created here. */
+#define WB_FIDS_AHEAD       512u
+/* A request that may name a file created here waits at most this long
+ * for its creation to reach the server (wb_barrier). */
+#define WB_BARRIER_MS       5000
+/* After the server refused a directory's token, ask again only after
+ * this long. */
+#define WB_DIR_RETRY_MS     1000
 /* Journal segments are this large at most. */
 #define WB_SEGMENT_MAX      (64ull << 20)
 /* Above this many bytes not yet sent, writers wait for the shippers. */
@@ -140,5 +148,25 @@ void wb_return_end(struct wb *w, const struct cairn_fid *fid, int ok);
 void wb_reconnected(void *arg);
 
 void wb_print_stats(void *arg, FILE *f);
+
+/*
+ * Creates answered here (docs/ARCHITECTURE.md, "Namespace changes
+ * without a round trip each"). wb_dir_token: take directory dir's write
+ * token with the credential block cred (the creating process's) (0, or an error: create on the server then).
+ * wb_fid_take: a FID taken ahead (0), or -EAGAIN while there is none
+ * (more are being asked for). wb_create: journal the creation of
+ * regular file a (its FID, mode, owner, times, dv) as name in dir, sent
+ * later with the credential block cred; the file's token is ours. Only
+ * while dir's token is held: else -EAGAIN. wb_barrier: wait, at most
+ * WB_BARRIER_MS, until every file created here reached the server
+ * (fs.c calls it before every request that may name one).
+ */
+int wb_dir_token(struct wb *w, const struct cairn_fid *dir,
+		 const void *cred, size_t credlen);
+int wb_fid_take(struct wb *w, struct cairn_fid *out);
+int wb_create(struct wb *w, const struct cairn_fid *dir, const char *name,
+	      size_t len, const struct cairn_attr *a, const void *cred,
+	      size_t credlen);
+void wb_barrier(struct wb *w);
 
 #endif

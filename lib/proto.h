@@ -108,6 +108,10 @@ enum {
 	/* The client's key is a read-only export (cairn serve --ro-key):
 	 * every change is answered -EROFS; mount read-only. */
 	HELLO_REP_RO = 1u << 0,
+	/* Root on the client acts as root here (cairn serve
+	 * --no-root-squash); without it root is squashed to nobody. A
+	 * client that makes objects itself needs to know whose they are. */
+	HELLO_REP_ROOT = 1u << 1,
 };
 
 /* SETATTR valid mask. */

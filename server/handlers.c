@@ -240,6 +240,8 @@ static int op_hello(struct op_req *q)
 	memcpy(rep.server_id, q->ctx->server_id, sizeof(rep.server_id));
 	if (conn_read_only(q->c))
 		rep.flags |= HELLO_REP_RO;
+	if (q->ctx->no_root_squash)
+		rep.flags |= HELLO_REP_ROOT;
 	reply(q, &rep);
 	promise(q, &rep.root.fid);
 	log_info("peer %s: hello, client %02x%02x%02x%02x%02x%02x%02x%02x%s%s%s",

@@ -37,6 +37,11 @@
   of its replay sends the rest at the next mount, nothing twice and no
   conflict; a change damaged in the journal is skipped (logged), the
   intact ones sent.
+- Creates answered by the client itself (a directory's token, FIDs taken
+  ahead): B lists and reads them all at once; renaming, unlinking,
+  chmodding or linking one before it was sent waits for its creation;
+  files created and closed while the server was stopped, then the daemon
+  killed, are made by the next mount, each once and with their data.
 """
 
 import calendar
@@ -1178,6 +1183,113 @@ def damaged_journal_is_skipped_not_applied(ctx):
     same_bytes(got, bytes(want), "the file after a damaged change was skipped")
     expect(any("torn" in ln for ln in open(a.daemon_log, errors="replace")),
            "the damaged change is not logged")
+
+
+# ------------------------------------- creates answered by the client itself
+
+def fill_dir(a, d, n, tag):
+    """Create n files in d on mount a, each with its own content; the
+    contents by name."""
+    want = {}
+    for i in range(n):
+        name = "%s%03d" % (tag, i)
+        want[name] = ("%s %d " % (tag, i)).encode() * (i % 7 + 1)
+        write_file(os.path.join(d, name), want[name])
+    return want
+
+
+def same_dir(path, want, what):
+    names = sorted(n for n in os.listdir(path) if n in want)
+    expect_eq(names, sorted(want), "names in %s" % what)
+    for name, data in sorted(want.items()):
+        expect_eq(read_file(os.path.join(path, name)), data,
+                  "%s/%s" % (what, name))
+
+
+@test(timeout=90)
+def creates_answered_here_reach_the_other_client(ctx):
+    """Files created on A in a directory whose listing A has and whose
+    token A holds are answered by A's daemon (wb.creates counts them),
+    and B, asking at once, lists them all and reads each whole; B's own
+    create in the directory waits for A's, and A then sees it."""
+    srv = ctx.server()
+    a = ctx.mount(srv, "a")
+    b = ctx.mount(srv, "b")
+    os.mkdir(a.p("d"))
+    os.listdir(a.p("d"))
+    before = wb_status(a)["wb.creates"]
+    want = fill_dir(a, a.p("d"), 40, "f")
+    made = wb_status(a)["wb.creates"] - before
+    expect(made >= 30, "only %d of 40 creates answered by A's daemon" % made)
+    same_dir(b.p("d"), want, "d on B right after A's creates")
+    write_file(b.p("d", "fromb"), b"B")
+    expect_eq(read_file(a.p("d", "fromb")), b"B", "B's file read on A")
+    # Again, now that B holds a promise on d: A takes the token back.
+    more = fill_dir(a, a.p("d"), 20, "g")
+    same_dir(b.p("d"), more, "d on B after the second round")
+    st = os.stat(a.p("d", "g005"))
+    expect_eq((os.stat(b.p("d", "g005")).st_mtime_ns, os.stat(b.p("d", "g005")).st_ino),
+              (st.st_mtime_ns, st.st_ino), "mtime and inode number on B vs A")
+    wait_for(lambda: wb_status(a)["wb.pending_changes"] == 0, 20, "A's journal sent")
+    remount(a)
+    same_dir(a.p("d"), dict(want, **more), "d on A remounted")
+
+
+@test(timeout=90)
+def created_file_renamed_and_removed_before_it_was_sent(ctx):
+    """A create answered here, then at once renamed, unlinked, chmodded
+    and hard-linked: each of those waits for the creation to reach the
+    server, and B sees the outcome."""
+    srv = ctx.server()
+    a = ctx.mount(srv, "a")
+    b = ctx.mount(srv, "b")
+    os.mkdir(a.p("d"))
+    os.listdir(a.p("d"))
+    fill_dir(a, a.p("d"), 3, "warm")         # the token and FIDs are A's
+    write_file(a.p("d", "r"), b"renamed")
+    os.rename(a.p("d", "r"), a.p("d", "r2"))
+    write_file(a.p("d", "u"), b"gone")
+    os.unlink(a.p("d", "u"))
+    write_file(a.p("d", "m"), b"mode")
+    os.chmod(a.p("d", "m"), 0o600)
+    write_file(a.p("d", "l"), b"linked")
+    os.link(a.p("d", "l"), a.p("d", "l2"))
+    names = sorted(os.listdir(b.p("d")))
+    expect_eq(names, ["l", "l2", "m", "r2", "warm000", "warm001", "warm002"],
+              "names on B")
+    expect_eq(read_file(b.p("d", "r2")), b"renamed", "renamed file on B")
+    expect_eq(os.stat(b.p("d", "m")).st_mode & 0o7777, 0o600, "mode on B")
+    expect_eq(os.stat(b.p("d", "l2")).st_nlink, 2, "nlink on B")
+    expect_eq(read_file(b.p("d", "l2")), b"linked", "hard link read on B")
+
+
+@test(timeout=90)
+def kill9_after_close_of_files_created_here_keeps_them(ctx):
+    """Files created here and closed, then the daemon is killed before
+    it sent them (the server stopped): the next mount of the cache
+    directory makes them on the server with their data, each once."""
+    srv = ctx.server()
+    a = ctx.mount(srv, "a")
+    os.mkdir(a.p("d"))
+    os.listdir(a.p("d"))
+    fill_dir(a, a.p("d"), 3, "warm")
+    sig(srv.proc, 19)
+    try:
+        want = fill_dir(a, a.p("d"), 25, "k")
+        made = wb_status(a)
+        H.kill9_daemon(a)
+    finally:
+        sig(srv.proc, 18)
+    expect(made["wb.creates"] >= 20, "only %d creates answered by A's daemon"
+           % made["wb.creates"])
+    expect(made["wb.pending_changes"] > 0, "nothing pending when A was killed")
+    remount(a)
+    wait_for(lambda: wb_status(a)["wb.pending_changes"] == 0, 20, "A's journal sent")
+    b = ctx.mount(srv, "b")
+    same_dir(b.p("d"), want, "d on B after A's replay")
+    expect_eq(wb_status(a)["wb.conflicts"], 0, "wb.conflicts after the replay")
+    expect_eq(len([n for n in os.listdir(b.p("d")) if n.startswith("k")]), 25,
+              "files named k* on B (each once)")
 
 
 if __name__ == "__main__":
