@@ -319,12 +319,11 @@ static int make_local(fuse_req_t req, struct fs *fs, fuse_ino_t parent,
 	child.atime.nsec = (uint32_t)now.tv_nsec;
 	child.mtime = child.ctime = child.atime;
 	child.dv = 1;
-	rc = wb_create(fs->wbk, &dir.fid, name, len, &child, cred.data,
-		       cred.len);
+	rc = wb_create(fs->wbk, &dir.fid, &dir.dv, name, len, &child,
+		       cred.data, cred.len);
 	wbuf_free(&cred);
 	if (rc)
 		return rc;
-	dir.dv++;
 	dir.mtime = dir.ctime = child.mtime;
 	fi->fh = fs_lock_next_fh(fs);
 	reply_entry(req, fs, seq, parent, name, len, &child, &dir, fi, 1);

@@ -158,6 +158,8 @@ struct wfile {
 	int64_t retry_ms;         /* not before this, after an error */
 	int waiters;              /* wb_drain calls waiting */
 	unsigned children;        /* a directory: creates in it not sent */
+	uint64_t ldv;             /* a directory: its data version with
+				   * the creates not sent (wb_create) */
 	int64_t denied_ms;        /* a directory: its token refused then */
 };
 
@@ -188,6 +190,7 @@ struct wb {
 	struct cairn_fid pool;
 	uint32_t npool;
 	unsigned pool_want : 1, pool_busy : 1;
+	int64_t pool_failed_ms;   /* FIDS failed then: not again for 1 s */
 	int closes_seen;          /* FLUSH reaches us (wb_closed) */
 	int stopping;
 	unsigned started;
@@ -984,6 +987,15 @@ static int applied_already(struct wb *w, struct wfile *f,
 	return ok;
 }
 
+/* What the server answers to a creation it will never make: the name
+ * taken, no permission (any more), a directory gone bad for it. */
+static int create_refused(int err)
+{
+	return err == -EEXIST || err == -EACCES || err == -EPERM ||
+	       err == -EINVAL || err == -ENAMETOOLONG || err == -EMLINK ||
+	       err == -ENOTDIR;
+}
+
 /* What the server answers when it will not take a change however often
  * it is sent (until someone frees space or changes the export). */
 static int refused_error(int err)
@@ -1114,15 +1126,18 @@ static void ship_file(struct wb *w, struct wfile *f, uint8_t *buf)
 			set_tok(w, f, TK_LOST);
 			continue;
 		}
-		if (rc == -EEXIST && o->type == JR_CREATE) {
-			/* Only after a crash (the directory's token was
-			 * lost): someone else made the name meanwhile. */
+		if (o->type == JR_CREATE && create_refused(rc)) {
+			/* EEXIST only after a crash (the directory's token
+			 * was lost): someone else made the name meanwhile.
+			 * The others: the server will never take it. */
 			struct wop *ops = f->head;
 
-			log_warn("write-back: the file this client created as "
-				 "vnode %" PRIu64 " could not be made on the "
-				 "server: another client made its name "
-				 "meanwhile", f->fid.vnode);
+			log_error("write-back: the file this client created as "
+				  "vnode %" PRIu64 " could not be made on the "
+				  "server: %s; what was written to it is kept "
+				  "in %s", f->fid.vnode,
+				  rc == -EEXIST ? "another client made its name "
+				  "meanwhile" : strerror(-rc), w->conflicts);
 			w->st.conflicts++;
 			pthread_mutex_unlock(&w->lock);
 			save_conflict(w, f, ops);
@@ -1326,6 +1341,7 @@ static void pool_fill(struct wb *w)
 		/* An older server, a read-only export, a server away:
 		 * creates go to the server (asked again after a while). */
 		log_debug("write-back: no FIDs ahead: %s", strerror(-rc));
+		w->pool_failed_ms = clock_mono_ms();
 		return;
 	}
 	if (p.count == 0 || p.count > WB_FIDS_AHEAD ||
@@ -1984,7 +2000,8 @@ int wb_fid_take(struct wb *w, struct cairn_fid *out)
 		w->npool--;
 		rc = 0;
 	}
-	if (w->npool < WB_FIDS_AHEAD / 4 && !w->pool_busy && !w->pool_want) {
+	if (w->npool < WB_FIDS_AHEAD / 4 && !w->pool_busy && !w->pool_want &&
+	    clock_mono_ms() - w->pool_failed_ms >= 1000) {
 		w->pool_want = 1;
 		pthread_cond_signal(&w->work);
 	}
@@ -2065,9 +2082,9 @@ out:
 	return rc;
 }
 
-int wb_create(struct wb *w, const struct cairn_fid *dir, const char *name,
-	      size_t len, const struct cairn_attr *a, const void *cred,
-	      size_t credlen)
+int wb_create(struct wb *w, const struct cairn_fid *dir, uint64_t *dir_dv,
+	      const char *name, size_t len, const struct cairn_attr *a,
+	      const void *cred, size_t credlen)
 {
 	struct crec c = {
 		.pvol = dir->vol, .puniq = dir->uniq, .pvnode = dir->vnode,
@@ -2146,6 +2163,13 @@ int wb_create(struct wb *w, const struct cairn_fid *dir, const char *name,
 	}
 	o->ready = 1;
 	f->last_ms = d->last_ms = clock_mono_ms();
+	/* Each create is one version step of the directory: counted here,
+	 * in the order of the journal, so that concurrent creates get
+	 * different versions. With none outstanding, the caller's is the
+	 * server's. */
+	if (d->children == 1 || d->ldv < *dir_dv)
+		d->ldv = *dir_dv;
+	*dir_dv = ++d->ldv;
 	w->st.creates++;
 	w->st.journaled++;
 	enqueue(w, f, 0);

@@ -156,7 +156,9 @@ void wb_print_stats(void *arg, FILE *f);
  * wb_fid_take: a FID taken ahead (0), or -EAGAIN while there is none
  * (more are being asked for). wb_create: journal the creation of
  * regular file a (its FID, mode, owner, times, dv) as name in dir, sent
- * later with the credential block cred; the file's token is ours. Only
+ * later with the credential block cred; the file's token is ours;
+ * *dir_dv (the directory's version as known) becomes its version with
+ * this create (creates not sent yet counted). Only
  * while dir's token is held: else -EAGAIN. wb_barrier: wait, at most
  * WB_BARRIER_MS, until every file created here reached the server
  * (fs.c calls it before every request that may name one).
@@ -164,9 +166,9 @@ void wb_print_stats(void *arg, FILE *f);
 int wb_dir_token(struct wb *w, const struct cairn_fid *dir,
 		 const void *cred, size_t credlen);
 int wb_fid_take(struct wb *w, struct cairn_fid *out);
-int wb_create(struct wb *w, const struct cairn_fid *dir, const char *name,
-	      size_t len, const struct cairn_attr *a, const void *cred,
-	      size_t credlen);
+int wb_create(struct wb *w, const struct cairn_fid *dir, uint64_t *dir_dv,
+	      const char *name, size_t len, const struct cairn_attr *a,
+	      const void *cred, size_t credlen);
 void wb_barrier(struct wb *w);
 
 #endif

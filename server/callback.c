@@ -360,6 +360,21 @@ static struct cb_promise *promise_find(struct cb_obj *o,
 	return NULL;
 }
 
+int cb_others_hold(struct cb_table *t, const struct cb_client *cl,
+		   const struct cairn_fid *fid)
+{
+	struct cb_obj *o;
+	int others = 0;
+
+	pthread_mutex_lock(&t->lock);
+	o = obj_find(t, fid);
+	for (struct cb_promise *p = o ? o->holders : NULL; p && !others;
+	     p = p->onext)
+		others = p->cl != cl;
+	pthread_mutex_unlock(&t->lock);
+	return others;
+}
+
 /* --- batches -------------------------------------------------------------- */
 
 /*

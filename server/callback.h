@@ -176,6 +176,10 @@ uint64_t cb_seq(struct cb_table *t);
 int cb_register(struct cb_table *t, struct cb_client *cl,
 		const struct cairn_fid *fids, int n, struct cb_batch **evicted);
 
+/* Whether a client other than cl holds a promise on fid now. */
+int cb_others_hold(struct cb_table *t, const struct cb_client *cl,
+		   const struct cairn_fid *fid);
+
 /* Changes one cb_break call takes at most. */
 #define CB_MAX_CHANGES 32
 

@@ -1045,6 +1045,13 @@ static int op_wtoken(struct op_req *q)
 			 ? may(q, &m->fid, PERM_W | PERM_X, NULL)
 			 : may_data(q, &m->fid, PERM_W)))
 		return ret;
+	/* A directory's token only while nobody else looks at it: taking
+	 * it would break their promises while they may be changing it
+	 * themselves (each then waits for the other: an acknowledgement
+	 * cycle), and creates there are better made by the server. */
+	if (S_ISDIR(cur.mode) &&
+	    cb_others_hold(q->ctx->cb, conn_cb_client(q->c), &m->fid))
+		return -EBUSY;
 	ret = tok_acquire(q->ctx->tok, q->c, &m->fid, &fresh);
 	if (ret == 1) {
 		q->out->park = 1;

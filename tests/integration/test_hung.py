@@ -205,8 +205,11 @@ def timeout_option_turns_a_stopped_server_into_eio(ctx):
     with open(a.p("before"), "wb") as f:
         f.write(b"before\n")
     # A directory A has not listed: a name in it needs the server (A may
-    # answer names in the root from its cached listing of it).
-    os.mkdir(a.p("unlisted"))
+    # answer names in the root from its cached listing of it). Made by
+    # another mount: A knows a directory it made itself is empty.
+    b = ctx.mount(srv, "b")
+    os.mkdir(b.p("unlisted"))
+    os.stat(a.p("unlisted"))
     limit = 6 + 3 + slack()
     p = None
     try:

@@ -15,6 +15,7 @@ ends loses it at once. WT_DV grants only at the expected data version;
 bad flags and symlinks give EINVAL; a parked change of a HELLO_REPLAY
 client runs once; CREATE with CR_TOKEN hands the new file's token to its
 creator (not for a directory or a name that existed). A directory's token
+(refused with EBUSY while another client holds a promise on it)
 holds off other clients' lookups, listings and changes in it the same way
 while the holder creates in it with FIDs taken ahead (FIDS, CR_FID), which
 are idempotent. The server stops cleanly and `cairn fsck` passes.
@@ -330,12 +331,15 @@ def dir_recall_case(ctx, op, fields, check):
     try:
         ctx.n += 1
         d = a.mkdir(a.root, "t%02d" % ctx.n)["child"]["fid"]
-        a.create(d, "old", 0o100644)
         b.getattr(d)                             # B holds a promise on d
         b.drain_breaks()
+        # Not while another client looks at it (its promise).
+        expect_eq(err_of(a.wtoken, d), errno.EBUSY,
+                  "a directory's token while B holds a promise on it")
+        a.create(d, "old", 0o100644)             # breaks B's promise
+        expect(b.expect_break((d, "old"), 2.0),
+               "B got no CB_BREAK when A created in the directory")
         a.wtoken(d)
-        expect(b.expect_break((d, ""), 2.0),
-               "B got no CB_BREAK when A took the directory's token")
         id = parked(b, op, **fields(d))
         expect(a.expect_recall(d, 2.0), "A got no CB_RECALL of the directory")
         fid = a.fids(1)[0]

@@ -1224,7 +1224,9 @@ def creates_answered_here_reach_the_other_client(ctx):
     same_dir(b.p("d"), want, "d on B right after A's creates")
     write_file(b.p("d", "fromb"), b"B")
     expect_eq(read_file(a.p("d", "fromb")), b"B", "B's file read on A")
-    # Again, now that B holds a promise on d: A takes the token back.
+    # Again, after B listed and changed d: however A creates now (the
+    # server refuses A the directory's token while B holds a promise on
+    # it), B sees each file at once.
     more = fill_dir(a, a.p("d"), 20, "g")
     same_dir(b.p("d"), more, "d on B after the second round")
     st = os.stat(a.p("d", "g005"))
