@@ -4,6 +4,7 @@
  * handler is shaped and which file holds which).
  */
 #include <errno.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,19 +64,52 @@ void fs_set_shipper(void)
 }
 
 /*
- * Requests that may run before the creates the journal holds reached the
- * server (wb_barrier): those that name no object, or only give back.
- * Every other one may name a file created here, or read a directory
- * whose listing the server does not have whole yet.
+ * What a request names, for wb_barrier: it must not reach the server
+ * before the creates and removes the journal holds for those objects and
+ * in those directories. Returns how many FIDs went to out (at most 2), 0
+ * for a request that names none (or only gives back), or -1 for one that
+ * may name anything (a list: every change the journal holds goes first).
  */
-static int needs_creates_first(uint16_t op)
+#define FIRST_FID(type, member) \
+	_Static_assert(offsetof(struct type, member) == 0, \
+		       #type " begins with its FID")
+FIRST_FID(msg_fid, fid); FIRST_FID(msg_lookup_req, dir);
+FIRST_FID(msg_setattr_req, fid); FIRST_FID(msg_create_req, dir);
+FIRST_FID(msg_symlink_req, dir); FIRST_FID(msg_remove_req, dir);
+FIRST_FID(msg_readdir_req, dir); FIRST_FID(msg_read_req, fid);
+FIRST_FID(msg_write_req, fid); FIRST_FID(msg_fsync_req, fid);
+FIRST_FID(msg_setxattr_req, fid); FIRST_FID(msg_getxattr_req, fid);
+FIRST_FID(msg_listxattr_req, fid); FIRST_FID(msg_removexattr_req, fid);
+FIRST_FID(msg_fallocate_req, fid); FIRST_FID(msg_bulkstat_req, dir);
+FIRST_FID(msg_wtoken_req, fid); FIRST_FID(msg_lock_req, fid);
+
+static int call_fids(uint16_t op, const void *reqm,
+		     const struct cairn_fid **out)
 {
 	switch (op) {
 	case OP_PING: case OP_STATFS: case OP_STATUS: case OP_FIDS:
 	case OP_WRETURN: case OP_HELLO:
 		return 0;
-	default:
+	case OP_LINK:
+		out[0] = &((const struct msg_link_req *)reqm)->fid;
+		out[1] = &((const struct msg_link_req *)reqm)->dir;
+		return 2;
+	case OP_RENAME:
+		out[0] = &((const struct msg_rename_req *)reqm)->sdir;
+		out[1] = &((const struct msg_rename_req *)reqm)->ddir;
+		return 2;
+	case OP_GETATTR: case OP_LOOKUP: case OP_SETATTR: case OP_CREATE:
+	case OP_SYMLINK: case OP_READLINK: case OP_REMOVE: case OP_READDIR:
+	case OP_READ: case OP_WRITE: case OP_FSYNC: case OP_SETXATTR:
+	case OP_GETXATTR: case OP_LISTXATTR: case OP_REMOVEXATTR:
+	case OP_FALLOCATE: case OP_BULKSTAT: case OP_WTOKEN: case OP_LOCK:
+	case OP_GETLK:
+		/* Each of these begins with the FID it is about (a
+		 * directory for the namespace ones). */
+		out[0] = (const struct cairn_fid *)reqm;
 		return 1;
+	default:
+		return -1;
 	}
 }
 
@@ -236,8 +270,6 @@ static int fs_call(fuse_req_t req, struct fs *fs, const struct wbuf *as,
 
 	notify_assert_not_held(fs->ntf);
 	LOCK_ASSERT_NOT_HELD(&fs->sf_lock);
-	if (!is_shipper && fs->wbk && needs_creates_first(op))
-		wb_barrier(fs->wbk);
 	if (!req)
 		return rpc_call_cred(fs->rpc, op, as, w, rep, call_intr);
 	wbuf_init(&cred);
@@ -378,6 +410,17 @@ static int fs_rpc_as(fuse_req_t req, struct fs *fs, const struct wbuf *as,
 
 	if (keep)
 		*keep = rep;
+	if (!is_shipper && fs->wbk) {
+		const struct cairn_fid *fids[2];
+		int n = call_fids(op, reqm, fids);
+
+		if (op == OP_ORPHAN_DROP || op == OP_ATIME)
+			wb_barrier_list(fs->wbk,
+				((const struct msg_orphan_drop_req *)reqm)->fids,
+				((const struct msg_orphan_drop_req *)reqm)->count);
+		else if (n)
+			wb_barrier(fs->wbk, n < 0 ? NULL : fids, n < 0 ? 0 : n);
+	}
 	wbuf_init(&w);
 	msg_encode(op, 0, &w, reqm);
 	rc = w.err ? w.err : fs_call(req, fs, as, op, &w, &rep);

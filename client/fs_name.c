@@ -477,6 +477,102 @@ static int remove_rpc(fuse_req_t req, struct fs *fs, fuse_ino_t parent,
 	return 0;
 }
 
+/*
+ * What our removal of name from parent changes here, once the server
+ * answered it (remove_entry) or the journal holds it (remove_local):
+ * flags as sent, victim the object removed, vino its node id (0: the
+ * kernel does not know it), last: its last link went (before: its
+ * attributes), dir: the directory's new attributes.
+ */
+static void removed(struct fs *fs, uint64_t seq, fuse_ino_t parent,
+		    const char *name, size_t len, uint32_t flags,
+		    const struct cairn_fid *victim, uint64_t vino, int last,
+		    struct cairn_attr *before, const struct cairn_attr *dir)
+{
+	int fresh = notify_reply_begin(fs->ntf, seq);
+	int64_t ino;
+
+	/* The object lost a link (nlink, ctime): not in the reply. */
+	if (flags & RM_SELF)
+		/* By vnode: every incarnation, even if a break dropped the
+		 * node id we looked up. */
+		itab_attr_stale(fs->itab, victim->vnode);
+	else if ((ino = itab_entry(fs->itab, parent, name, len)) > 0)
+		itab_attr_stale(fs->itab, (uint64_t)ino);
+	if (flags & RM_KEEP)
+		fs_orphan_release(fs, victim);
+	if (last) {
+		before->nlink = 0;
+		itab_set_gone(fs->itab, vino, before);
+	}
+	dcache_removed(fs->dc, parent, name, len, dir, fresh);
+	itab_remove_entry(fs->itab, parent, name, len);
+	fs_take_attr(fs, dir, fresh);
+	notify_reply_end(fs->ntf);
+}
+
+/*
+ * unlink answered here, like a create (make_local): a regular file or
+ * symlink named in a directory whose listing we have and whose token we
+ * hold, not open for writing here. The REMOVE (RM_FID) is journaled as
+ * the object's last change and sent later. 0 when req was answered; else
+ * it was not (remove on the server then).
+ */
+static int remove_local(fuse_req_t req, struct fs *fs, fuse_ino_t parent,
+			const char *name, size_t len, uint64_t seq)
+{
+	struct cairn_attr dir, a, again;
+	struct timespec now;
+	struct wbuf cred;
+	uint32_t flags;
+	int64_t ino;
+	int rc, cur, lr;
+
+	/* The entry's status may be stale (our own changes sent since):
+	 * its FID and type are still right, only nlink is not known. */
+	if (!fs->wbk || !fs_wb_on(fs) ||
+	    itab_getattr(fs->itab, parent, &dir) || !S_ISDIR(dir.mode) ||
+	    ((cur = dcache_lookup(fs->dc, parent, name, len, &a)) != 1 &&
+	     cur != -EAGAIN) ||
+	    (!S_ISREG(a.mode) && !S_ISLNK(a.mode)))
+		return -EAGAIN;
+	ino = itab_entry(fs->itab, parent, name, len);
+	if (ino > 0 && itab_wopen(fs->itab, (uint64_t)ino, 0))
+		return -EAGAIN;
+	wbuf_init(&cred);
+	if (!fs_req_cred(req, &cred) || cred.err) {
+		wbuf_free(&cred);
+		return -EAGAIN;
+	}
+	rc = wb_dir_token(fs->wbk, &dir.fid, cred.data, cred.len);
+	/* Again, now that nobody else can change it. */
+	if (!rc && (itab_getattr(fs->itab, parent, &dir) ||
+		    ((lr = dcache_lookup(fs->dc, parent, name, len,
+					 &again)) != 1 && lr != -EAGAIN) ||
+		    again.fid.vnode != a.fid.vnode ||
+		    again.fid.uniq != a.fid.uniq ||
+		    itab_entry(fs->itab, parent, name, len) != ino))
+		rc = -EAGAIN;
+	/* As remove_entry: a file the kernel knows may be open. */
+	flags = ino > 0 ? RM_KEEP | RM_SELF : 0;
+	if (!rc)
+		rc = wb_remove(fs->wbk, &dir.fid, &dir.dv, name, len, &a.fid,
+			       flags, cred.data, cred.len);
+	wbuf_free(&cred);
+	if (rc)
+		return rc;
+	clock_gettime(CLOCK_REALTIME_COARSE, &now);
+	dir.mtime.sec = now.tv_sec;
+	dir.mtime.nsec = (uint32_t)now.tv_nsec;
+	dir.ctime = dir.mtime;
+	removed(fs, seq, parent, name, len, flags, &a.fid,
+		ino > 0 ? (uint64_t)ino : 0,
+		ino > 0 && cur == 1 && S_ISREG(a.mode) && a.nlink == 1, &a,
+		&dir);
+	reply_error(req, 0);
+	return 0;
+}
+
 static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
 			 uint32_t flags)
 {
@@ -487,7 +583,7 @@ static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
 	int64_t ino;
 	uint64_t vino = 0;
 	size_t len;
-	int fresh, rc, last = 0;
+	int rc, last = 0;
 
 	if ((rc = check_name(name, &len)))
 		goto out;
@@ -506,26 +602,22 @@ static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
 		       before.fid.uniq == victim.uniq;
 		vino = (uint64_t)ino;
 	}
+	/* A directory removed: the creates in it that are still in our
+	 * journal reach the server first (the REMOVE names only its
+	 * parent, which fs_rpc waits for). */
+	if ((flags & RM_DIR) && fs->wbk && ino > 0 &&
+	    itab_fid(fs->itab, (uint64_t)ino, &victim) == 0) {
+		const struct cairn_fid *vf = &victim;
+
+		wb_barrier(fs->wbk, &vf, 1);
+	}
+	if (!(flags & RM_DIR) &&
+	    remove_local(req, fs, parent, name, len, seq) == 0)
+		return;
 	if ((rc = remove_rpc(req, fs, parent, name, len, flags, &dir)))
 		goto out;
-	fresh = notify_reply_begin(fs->ntf, seq);
-	/* The object lost a link (nlink, ctime): not in the reply. */
-	if (flags & RM_SELF)
-		/* By vnode: every incarnation, even if a break dropped the
-		 * node id we looked up. */
-		itab_attr_stale(fs->itab, victim.vnode);
-	else if ((ino = itab_entry(fs->itab, parent, name, len)) > 0)
-		itab_attr_stale(fs->itab, (uint64_t)ino);
-	if (flags & RM_KEEP)
-		fs_orphan_release(fs, &victim);
-	if (last) {
-		before.nlink = 0;
-		itab_set_gone(fs->itab, vino, &before);
-	}
-	dcache_removed(fs->dc, parent, name, len, &dir, fresh);
-	itab_remove_entry(fs->itab, parent, name, len);
-	fs_take_attr(fs, &dir, fresh);
-	notify_reply_end(fs->ntf);
+	removed(fs, seq, parent, name, len, flags, &victim, vino, last,
+		&before, &dir);
 out:
 	reply_error(req, rc);
 }

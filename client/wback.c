@@ -17,6 +17,11 @@
  *             name and the creator's credentials (struct crec); tbase
  *             the file's first data version and tidx -1, so the changes
  *             after it count from 0. Always the file's first change.
+ *   JR_REMOVE the removal of one of the file's names, answered here
+ *             (wb_remove): REMOVE flags in valid, data as JR_CREATE's
+ *             (owner unused); tbase and tidx as the change before it
+ *             would continue, so it takes no version step of the file.
+ *             Always the file's last change.
  * Each change also carries the data version the file had when its token
  * was granted (tbase) and its place among the changes made under that
  * token (tidx): the server applies each change as one version step, so
@@ -52,6 +57,7 @@
 #include <isa-l/crc.h>
 
 #include "ccache.h"
+#include "dircache.h"
 #include "fs_int.h"
 #include "notify.h"
 #include "wback.h"
@@ -60,7 +66,19 @@
 #include "../lib/log.h"
 
 #define JR_MAGIC 0x4a425743u /* "CWBJ" read little-endian */
-enum { JR_WRITE = 1, JR_ATTR = 2, JR_DONE = 3, JR_CREATE = 4 };
+enum { JR_WRITE = 1, JR_ATTR = 2, JR_DONE = 3, JR_CREATE = 4,
+       JR_REMOVE = 5 };
+
+/* A namespace change answered here (sent in its directory's name). */
+#define JR_NS(t) ((t) == JR_CREATE || (t) == JR_REMOVE)
+
+/* A name whose removal a directory's journal holds: not made again here
+ * before that removal reached the server. */
+struct rmname {
+	struct rmname *next;
+	uint16_t len;
+	char name[];
+};
 
 /* The data of a JR_CREATE record: this, the name, the credential block. */
 struct crec {
@@ -109,8 +127,10 @@ struct jseg {
 
 struct wop {
 	struct wop *next;
-	uint8_t type;             /* JR_WRITE, JR_ATTR or JR_CREATE */
-	struct cairn_fid parent;  /* JR_CREATE: the directory */
+	uint8_t type;             /* JR_WRITE, JR_ATTR, JR_CREATE, JR_REMOVE */
+	struct cairn_fid parent;  /* JR_NS: the directory */
+	struct rmname *rm;        /* JR_REMOVE: its entry in the
+				   * directory's rmnames, or NULL */
 	uint32_t len;
 	uint64_t tbase, tidx;
 	uint64_t off;             /* write offset, or new size */
@@ -157,7 +177,9 @@ struct wfile {
 	int64_t last_ms;          /* last change journaled or sent */
 	int64_t retry_ms;         /* not before this, after an error */
 	int waiters;              /* wb_drain calls waiting */
-	unsigned children;        /* a directory: creates in it not sent */
+	unsigned children;        /* a directory: creates and removes in it
+				   * not sent */
+	struct rmname *rmnames;   /* a directory: the names of those removes */
 	uint64_t ldv;             /* a directory: its data version with
 				   * the creates not sent (wb_create) */
 	int64_t denied_ms;        /* a directory: its token refused then */
@@ -166,7 +188,7 @@ struct wfile {
 struct wb_stats {
 	uint64_t journaled, journaled_bytes, sent, sent_bytes, grants,
 		 returns, recalls, conflicts, dropped, errors, replayed,
-		 creates, dir_grants;
+		 creates, dir_grants, removes;
 };
 
 struct wb {
@@ -268,7 +290,7 @@ static void file_maybe_free(struct wb *w, struct wfile *f)
 
 	if (f->nops || f->busy || f->queued || f->waiters || f->must_return ||
 	    f->returning || f->tok == TK_HELD || f->tok == TK_RECALLED ||
-	    f->err || f->children)
+	    f->err || f->children || f->rmnames)
 		return;
 	p = fslot(w, &f->fid);
 	CAIRN_ASSERT(*p == f);
@@ -455,7 +477,7 @@ static struct wop *op_new(struct wfile *f, const struct jrec *h,
 	if (!o)
 		return NULL;
 	o->type = h->type;
-	o->len = h->type == JR_WRITE || h->type == JR_CREATE ? h->len : 0;
+	o->len = h->type == JR_WRITE || JR_NS(h->type) ? h->len : 0;
 	o->off = h->off;
 	o->valid = h->valid;
 	o->tbase = h->tbase;
@@ -495,15 +517,35 @@ static int crec_parent(const struct jrec *h, const uint8_t *data,
 	return 0;
 }
 
-/* A create not sent yet, in directory parent: counted there. Under lock
- * (or while loading). */
-static void create_pending(struct wb *w, const struct cairn_fid *parent)
+/* A create or remove not sent yet, in directory parent: counted there,
+ * and a remove's name kept. Under lock (or while loading). */
+static void ns_pending_add(struct wb *w, const struct cairn_fid *parent,
+			   struct wop *o, const char *name, size_t len)
 {
 	struct wfile *d = file_get(w, parent);
+	struct rmname *r;
 
 	if (d)
 		d->children++;
 	w->ncreates++;
+	if (d && o->type == JR_REMOVE &&
+	    (r = malloc(sizeof(*r) + len + 1))) {
+		r->len = (uint16_t)len;
+		memcpy(r->name, name, len);
+		r->name[len] = 0;
+		r->next = d->rmnames;
+		d->rmnames = r;
+		o->rm = r;
+	}
+}
+
+/* A remove of name in d still to be sent? Under lock. */
+static int rm_pending(const struct wfile *d, const char *name, size_t len)
+{
+	for (const struct rmname *r = d ? d->rmnames : NULL; r; r = r->next)
+		if (r->len == len && !memcmp(r->name, name, len))
+			return 1;
+	return 0;
 }
 
 static void load_record(struct wb *w, struct jseg *s, uint64_t at,
@@ -518,7 +560,7 @@ static void load_record(struct wb *w, struct jseg *s, uint64_t at,
 		w->seq = h->seq;
 	if (h->type == JR_DONE)
 		return;
-	if (h->type == JR_CREATE && crec_parent(h, data, &parent)) {
+	if (JR_NS(h->type) && crec_parent(h, data, &parent)) {
 		log_warn("write-back journal segment %016" PRIx64 ": the "
 			 "creation of vnode %" PRIu64 " is malformed; skipped",
 			 s->id, h->vnode);
@@ -529,9 +571,13 @@ static void load_record(struct wb *w, struct jseg *s, uint64_t at,
 	o->ready = 1;
 	f->tbase = o->tbase;
 	f->tidx = o->tidx + 1;
-	if (h->type == JR_CREATE) {
+	if (JR_NS(h->type)) {
+		struct crec c;
+
+		memcpy(&c, data, sizeof(c));
 		o->parent = parent;
-		create_pending(w, &parent);
+		ns_pending_add(w, &parent, o, (const char *)data + sizeof(c),
+			       c.namelen);
 	}
 }
 
@@ -551,7 +597,7 @@ static void load_segment(struct wb *w, struct jseg *s)
 			break;
 		if (h.magic != JR_MAGIC || h.hcrc != hdr_crc(&h) ||
 		    h.segid != s->id || h.at != at || h.len > CAIRN_MAX_IO ||
-		    h.type < JR_WRITE || h.type > JR_CREATE ||
+		    h.type < JR_WRITE || h.type > JR_REMOVE ||
 		    at + sizeof(h) + h.len > s->size) {
 			/* Never written, or torn: the next record starts
 			 * at a multiple of 8 somewhere after. */
@@ -561,7 +607,7 @@ static void load_segment(struct wb *w, struct jseg *s)
 		}
 		/* A torn write's data (a crash of the machine, not just of
 		 * the daemon) was never promised to anybody: skipped. */
-		if ((h.type == JR_WRITE || h.type == JR_CREATE) &&
+		if ((h.type == JR_WRITE || JR_NS(h.type)) &&
 		    (pread(s->fd, data, h.len, (off_t)(at + sizeof(h))) !=
 		     (ssize_t)h.len ||
 		     crc32_gzip_refl(0, data, h.len) != h.dcrc))
@@ -823,10 +869,19 @@ static void pop_op(struct wb *w, struct wfile *f)
 	w->pending_bytes -= o->len;
 	o->seg->live--;
 	seg_maybe_drop(w, o->seg);
-	if (o->type == JR_CREATE) {
+	if (JR_NS(o->type)) {
 		struct wfile *d = *fslot(w, &o->parent);
 
 		w->ncreates--;
+		if (d && o->rm) {
+			struct rmname **p = &d->rmnames;
+
+			while (*p && *p != o->rm)
+				p = &(*p)->next;
+			if (*p)
+				*p = o->rm->next;
+			free(o->rm);
+		}
 		/* The last create in a recalled directory: its token can
 		 * go back now. */
 		if (d && d->children && !--d->children &&
@@ -885,6 +940,30 @@ static int send_create(struct wb *w, struct wfile *f, const struct wop *o,
 	return rc;
 }
 
+/* Send the removal o of one of f's names: REMOVE with RM_FID (it removes
+ * nothing if the name no longer names f) and the flags the client chose,
+ * with the remover's credentials. No lock; f busy. */
+static int send_remove(struct wb *w, struct wfile *f, const struct wop *o,
+		       uint8_t *buf)
+{
+	struct crec c;
+	struct msg_remove_req q;
+	struct msg_attr p;
+
+	if (pread(o->seg->fd, buf, o->len,
+		  (off_t)(o->at + sizeof(struct jrec))) != (ssize_t)o->len)
+		return errno ? -errno : -EIO;
+	memcpy(&c, buf, sizeof(c));
+	q = (struct msg_remove_req){
+		.dir = o->parent,
+		.name = { (const char *)buf + sizeof(c), c.namelen },
+		.flags = o->valid | RM_FID,
+		.victim = f->fid,
+	};
+	return fs_rpc_cred(w->fs, buf + sizeof(c) + c.namelen,
+			   o->len - sizeof(c) - c.namelen, OP_REMOVE, &q, &p);
+}
+
 /* Send change o of f. 0, or the server's error. No lock; f busy. */
 static int send_op(struct wb *w, struct wfile *f, const struct wop *o,
 		   uint8_t *buf, struct cairn_attr *a)
@@ -892,6 +971,11 @@ static int send_op(struct wb *w, struct wfile *f, const struct wop *o,
 	uint64_t seq = notify_seq(w->fs->ntf);
 	int rc;
 
+	if (o->type == JR_REMOVE) {
+		/* ENOENT: done already (RM_FID), by an earlier copy. */
+		rc = send_remove(w, f, o, buf);
+		return rc == -ENOENT ? 0 : rc;
+	}
 	if (o->type == JR_CREATE) {
 		/* The directory's attributes in the reply are not noted:
 		 * ours count the creates not sent yet too. */
@@ -1033,7 +1117,7 @@ static void ship_file(struct wb *w, struct wfile *f, uint8_t *buf)
 			return;
 		if (!o || !o->ready)
 			break;
-		if (o->type != JR_CREATE && f->tok != TK_HELD &&
+		if (!JR_NS(o->type) && f->tok != TK_HELD &&
 		    f->tok != TK_RECALLED) {
 			uint64_t dv = o->tbase + o->tidx, recalls = f->recalls;
 			int skip = 0;
@@ -1107,10 +1191,12 @@ static void ship_file(struct wb *w, struct wfile *f, uint8_t *buf)
 			    f->tok != TK_RECALLED)
 				set_tok(w, f, TK_HELD);
 			w->st.sent++;
-			w->st.sent_bytes += o->type == JR_CREATE ? 0 : o->len;
-			f->known = 1;
-			f->known_dv = a.dv;
-			f->known_size = a.size;
+			w->st.sent_bytes += JR_NS(o->type) ? 0 : o->len;
+			if (o->type != JR_REMOVE) {
+				f->known = 1;
+				f->known_dv = a.dv;
+				f->known_size = a.size;
+			}
 			f->err = 0;
 			f->refusals = 0;
 			f->last_ms = clock_mono_ms();
@@ -1124,6 +1210,17 @@ static void ship_file(struct wb *w, struct wfile *f, uint8_t *buf)
 			if (f->tok == TK_RECALLED)
 				f->must_return = 0;
 			set_tok(w, f, TK_LOST);
+			continue;
+		}
+		if (o->type == JR_REMOVE && create_refused(rc)) {
+			log_error("write-back: the removal of a name of vnode %"
+				  PRIu64 " answered here was refused by the "
+				  "server: %s; the name is back", f->fid.vnode,
+				  strerror(-rc));
+			dcache_break(w->fs->dc, o->parent.vnode);
+			w->st.errors++;
+			pop_op(w, f);
+			pthread_cond_broadcast(&w->done);
 			continue;
 		}
 		if (o->type == JR_CREATE && create_refused(rc)) {
@@ -1546,6 +1643,13 @@ static struct wfile *hold(struct wb *w, const struct cairn_fid *fid,
 		int r;
 
 		if (!(f = file_get(w, fid))) {
+			*rc = -ENOSYS;
+			return NULL;
+		}
+		/* A name of it removed here and not sent yet: nothing may
+		 * follow that in the journal (the change would go through,
+		 * after it; fs.c's barrier sees to the order). */
+		if (f->tail && f->tail->type == JR_REMOVE) {
 			*rc = -ENOSYS;
 			return NULL;
 		}
@@ -2009,28 +2113,65 @@ int wb_fid_take(struct wb *w, struct cairn_fid *out)
 	return rc;
 }
 
-void wb_barrier(struct wb *w)
+/* Does anything the journal holds for fid have to reach the server
+ * before a request naming it: its creation, or creates in it (a
+ * directory)? Under lock. */
+static int ns_pending(struct wb *w, const struct cairn_fid *fid)
+{
+	struct wfile *f = *fslot(w, fid);
+
+	return f && (f->children ||
+		     (f->head && f->head->type == JR_CREATE) ||
+		     (f->tail && f->tail->type == JR_REMOVE));
+}
+
+/* fids[0..n) by pointer, or list[0..n) (fids NULL), or everything
+ * (both NULL). */
+static int barrier_holds(struct wb *w, const struct cairn_fid *const *fids,
+			 const struct cairn_fid *list, size_t n)
+{
+	if (!fids && !list)
+		return w->ncreates != 0;
+	for (size_t i = 0; i < n; i++)
+		if (ns_pending(w, fids ? fids[i] : &list[i]))
+			return 1;
+	return 0;
+}
+
+static void barrier(struct wb *w, const struct cairn_fid *const *fids,
+		    const struct cairn_fid *list, size_t n)
 {
 	struct timespec until;
 	int64_t t0;
 
 	pthread_mutex_lock(&w->lock);
-	if (!w->ncreates || !w->started) {
+	if (!w->ncreates || !w->started ||
+	    !barrier_holds(w, fids, list, n)) {
 		pthread_mutex_unlock(&w->lock);
 		return;
 	}
 	t0 = clock_mono_ms();
 	clock_deadline(CLOCK_REALTIME, WB_BARRIER_MS, &until);
-	while (w->ncreates && !w->stopping &&
+	while (barrier_holds(w, fids, list, n) && !w->stopping &&
 	       pthread_cond_timedwait(&w->done, &w->lock, &until) !=
 	       ETIMEDOUT)
 		;
-	if (w->ncreates && !w->stopping)
-		log_warn("write-back: %zu files created here are not on the "
-			 "server after %lld ms; a request that may name one "
-			 "goes ahead", w->ncreates,
+	if (barrier_holds(w, fids, list, n) && !w->stopping)
+		log_warn("write-back: %zu creates and removes answered here "
+			 "are not on the server after %lld ms; a request that "
+			 "may depend on one goes ahead", w->ncreates,
 			 (long long)(clock_mono_ms() - t0));
 	pthread_mutex_unlock(&w->lock);
+}
+
+void wb_barrier(struct wb *w, const struct cairn_fid *const *fids, int n)
+{
+	barrier(w, fids, NULL, fids ? (size_t)n : 0);
+}
+
+void wb_barrier_list(struct wb *w, const struct cairn_fid *fids, size_t n)
+{
+	barrier(w, NULL, fids, n);
 }
 
 int wb_dir_token(struct wb *w, const struct cairn_fid *dir,
@@ -2118,7 +2259,8 @@ int wb_create(struct wb *w, const struct cairn_fid *dir, uint64_t *dir_dv,
 	d = *fslot(w, dir);
 	/* Only while the directory's token is ours, and for a FID nobody
 	 * has used here. */
-	if (!d || d->tok != TK_HELD || w->stopping || *fslot(w, &a->fid)) {
+	if (!d || d->tok != TK_HELD || w->stopping || *fslot(w, &a->fid) ||
+	    rm_pending(d, name, len)) {
 		rc = -EAGAIN;
 		goto out;
 	}
@@ -2134,7 +2276,7 @@ int wb_create(struct wb *w, const struct cairn_fid *dir, uint64_t *dir_dv,
 		goto out_free;
 	}
 	o->parent = *dir;
-	create_pending(w, dir);
+	ns_pending_add(w, dir, o, name, len);
 	w->pending_ops++;
 	w->pending_bytes += o->len;
 	/* The file's token is ours from the start: nobody else can know
@@ -2183,6 +2325,111 @@ out:
 	return rc;
 }
 
+int wb_remove(struct wb *w, const struct cairn_fid *dir, uint64_t *dir_dv,
+	      const char *name, size_t len, const struct cairn_fid *victim,
+	      uint32_t flags, const void *cred, size_t credlen)
+{
+	struct crec c = {
+		.pvol = dir->vol, .puniq = dir->uniq, .pvnode = dir->vnode,
+		.namelen = (uint16_t)len,
+	};
+	size_t dlen = sizeof(c) + len + credlen;
+	uint8_t *data;
+	struct wfile *d, *f;
+	struct wop *o;
+	struct jrec h;
+	struct jseg *s;
+	uint64_t at;
+	int rc;
+
+	if (len == 0 || len > CAIRN_NAME_MAX || credlen > 4096 ||
+	    (flags & ~(uint32_t)(RM_KEEP | RM_SELF)))
+		return -EINVAL;
+	if (!(data = malloc(dlen)))
+		return -ENOMEM;
+	memcpy(data, &c, sizeof(c));
+	memcpy(data + sizeof(c), name, len);
+	if (credlen)
+		memcpy(data + sizeof(c) + len, cred, credlen);
+	rec_fill(&h, JR_REMOVE, 0, victim);
+	h.len = (uint32_t)dlen;
+	h.valid = flags;
+	pthread_mutex_lock(&w->lock);
+	d = *fslot(w, dir);
+	if (!d || d->tok != TK_HELD || w->stopping) {
+		rc = -EAGAIN;
+		goto out;
+	}
+	/* Nothing after a removal in a file's journal: one pending is
+	 * enough (its other names go to the server). */
+	if (!(f = file_get(w, victim)) || f->busy ||
+	    (f->tail && f->tail->type == JR_REMOVE)) {
+		rc = -EAGAIN;
+		goto out_free;
+	}
+	if ((rc = reserve(w, h.len, &s, &at)))
+		goto out_free;
+	h.seq = ++w->seq;
+	/* No version step of the file: load_record continues from here. */
+	h.tbase = f->tbase;
+	h.tidx = f->tidx - 1;
+	if (!(o = op_new(f, &h, s, at))) {
+		rc = -ENOMEM;
+		goto out_free;
+	}
+	o->parent = *dir;
+	ns_pending_add(w, dir, o, name, len);
+	w->pending_ops++;
+	w->pending_bytes += o->len;
+	f->busy = 1; /* nobody sends it before it is written */
+	pthread_mutex_unlock(&w->lock);
+	rc = rec_write(s, at, &h, data);
+	pthread_mutex_lock(&w->lock);
+	f->busy = 0;
+	if (rc) {
+		struct wop **p = &f->head, *prev = NULL;
+
+		log_warn("write-back journal %s: %s; removing on the server",
+			 w->dir, strerror(-rc));
+		while (*p != o) {
+			prev = *p;
+			p = &(*p)->next;
+		}
+		CAIRN_ASSERT(!o->next);
+		f->tail = prev;
+		*p = NULL;
+		o->next = NULL;
+		/* pop_op's bookkeeping for one op that is not the head. */
+		{
+			struct wop *keep = f->head;
+
+			f->head = o;
+			pop_op(w, f);
+			f->head = keep;
+			f->tail = keep ? prev : NULL;
+		}
+		pthread_cond_broadcast(&w->done);
+		goto out_free;
+	}
+	o->ready = 1;
+	f->last_ms = d->last_ms = clock_mono_ms();
+	if (d->children == 1 || d->ldv < *dir_dv)
+		d->ldv = *dir_dv;
+	*dir_dv = ++d->ldv;
+	w->st.removes++;
+	w->st.journaled++;
+	enqueue(w, f, 0);
+	rc = 0;
+	goto out;
+out_free:
+	if (f)
+		file_maybe_free(w, f);
+out:
+	pthread_mutex_unlock(&w->lock);
+	free(data);
+	return rc;
+}
+
 void wb_print_stats(void *arg, FILE *f)
 {
 	struct wb *w = arg;
@@ -2209,8 +2456,9 @@ void wb_print_stats(void *arg, FILE *f)
 		"wb.recalls %" PRIu64 "\nwb.conflicts %" PRIu64 "\n"
 		"wb.dropped %" PRIu64 "\nwb.errors %" PRIu64 "\n"
 		"wb.replayed %" PRIu64 "\nwb.creates %" PRIu64 "\n"
-		"wb.dir_grants %" PRIu64 "\n", w->dir, ops, bytes, files,
-		held, s.journaled, s.journaled_bytes, s.sent, s.sent_bytes,
-		s.grants, s.returns, s.recalls, s.conflicts, s.dropped,
-		s.errors, s.replayed, s.creates, s.dir_grants);
+		"wb.dir_grants %" PRIu64 "\nwb.removes %" PRIu64 "\n", w->dir,
+		ops, bytes, files, held, s.journaled, s.journaled_bytes,
+		s.sent, s.sent_bytes, s.grants, s.returns, s.recalls,
+		s.conflicts, s.dropped, s.errors, s.replayed, s.creates,
+		s.dir_grants, s.removes);
 }

@@ -160,8 +160,10 @@ void wb_print_stats(void *arg, FILE *f);
  * *dir_dv (the directory's version as known) becomes its version with
  * this create (creates not sent yet counted). Only
  * while dir's token is held: else -EAGAIN. wb_barrier: wait, at most
- * WB_BARRIER_MS, until every file created here reached the server
- * (fs.c calls it before every request that may name one).
+ * WB_BARRIER_MS, until the creation of each of fids[0..n) and every
+ * create in those that are directories reached the server (fids NULL:
+ * every create the journal holds); fs.c calls it before each request
+ * with the FIDs it names.
  */
 int wb_dir_token(struct wb *w, const struct cairn_fid *dir,
 		 const void *cred, size_t credlen);
@@ -169,6 +171,19 @@ int wb_fid_take(struct wb *w, struct cairn_fid *out);
 int wb_create(struct wb *w, const struct cairn_fid *dir, uint64_t *dir_dv,
 	      const char *name, size_t len, const struct cairn_attr *a,
 	      const void *cred, size_t credlen);
-void wb_barrier(struct wb *w);
+void wb_barrier(struct wb *w, const struct cairn_fid *const *fids, int n);
+/* wb_barrier for the FIDs of an array (ORPHAN_DROP, ATIME). */
+void wb_barrier_list(struct wb *w, const struct cairn_fid *fids, size_t n);
+/*
+ * The removal of name in dir, a name of victim, answered here: journaled
+ * as victim's last change and sent later (REMOVE with flags | RM_FID,
+ * with the credential block cred). Only while dir's token is held and
+ * victim has no removal pending already: else -EAGAIN. *dir_dv as for
+ * wb_create. Changes to victim after it go through (wb_write and
+ * wb_setattr refuse them).
+ */
+int wb_remove(struct wb *w, const struct cairn_fid *dir, uint64_t *dir_dv,
+	      const char *name, size_t len, const struct cairn_fid *victim,
+	      uint32_t flags, const void *cred, size_t credlen);
 
 #endif

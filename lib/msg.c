@@ -399,6 +399,7 @@ static void enc_remove_req(struct wbuf *w, const void *m)
 	wire_put_fid(w, &q->dir);
 	put_str(w, &q->name);
 	wire_put_u32(w, q->flags);
+	wire_put_fid(w, &q->victim);
 }
 
 static int dec_remove_req(struct rbuf *r, void *m)
@@ -408,6 +409,7 @@ static int dec_remove_req(struct rbuf *r, void *m)
 	wire_get_fid(r, &q->dir);
 	get_str(r, &q->name);
 	q->flags = wire_get_u32(r);
+	wire_get_fid(r, &q->victim);
 	return dec_end(r);
 }
 
@@ -1085,7 +1087,7 @@ static const struct msg_desc descs[] = {
 	  "fid target, fid dir, str name", "attr target, attr dir",
 	  CODEC(link_req, attr2) },
 	{ OP_REMOVE, "REMOVE", MSG_CHANGES | MSG_DRC,
-	  "fid dir, str name, u32 flags", "attr dir",
+	  "fid dir, str name, u32 flags, fid victim", "attr dir",
 	  CODEC(remove_req, attr) },
 	{ OP_RENAME, "RENAME", MSG_CHANGES | MSG_DRC,
 	  "fid src dir, str src name, fid dst dir, str dst name, u32 flags",

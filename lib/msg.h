@@ -130,6 +130,7 @@ struct msg_remove_req {
 	struct cairn_fid dir;
 	struct msg_str name;
 	uint32_t flags;          /* RM_* */
+	struct cairn_fid victim; /* RM_FID: what the name must name */
 };
 
 struct msg_rename_req {

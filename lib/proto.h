@@ -149,7 +149,11 @@ enum { CR_EXCL = 1u << 0, CR_TOKEN = 1u << 1, CR_FID = 1u << 2 };
  * requester's client id until it sends ORPHAN_DROP (docs/PROTOCOL.md).
  * RM_SELF: the requester marks the removed non-directory's cached
  * attributes stale itself; it gets no CB_BREAK for that object. */
-enum { RM_DIR = 1u << 0, RM_KEEP = 1u << 1, RM_SELF = 1u << 2 };
+/* RM_FID: remove the name only if it names the request's victim FID;
+ * otherwise -ENOENT, as if done already (a removal answered by the client
+ * and sent later: idempotent when sent again). */
+enum { RM_DIR = 1u << 0, RM_KEEP = 1u << 1, RM_SELF = 1u << 2,
+       RM_FID = 1u << 3 };
 /* RENAME flags: the Linux renameat2() values, and RN_KEEP: as RM_KEEP,
  * for the target the rename replaces. */
 enum { RN_NOREPLACE = 1u << 0, RN_EXCHANGE = 1u << 1, RN_KEEP = 1u << 8 };

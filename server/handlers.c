@@ -687,18 +687,30 @@ static int op_remove(struct op_req *q)
 
 	if ((ret = name_get(&m->name, name)))
 		return ret;
-	if ((m->flags & ~(uint32_t)(RM_DIR | RM_KEEP | RM_SELF)) ||
+	if ((m->flags & ~(uint32_t)(RM_DIR | RM_KEEP | RM_SELF | RM_FID)) ||
 	    (m->flags & (RM_DIR | RM_SELF)) == (RM_DIR | RM_SELF))
 		return -EINVAL;
 	if (tok_busy(q, &m->dir))
 		return PARKED;
+	if (m->flags & RM_FID) {
+		struct cairn_attr cur;
+
+		ret = store_lookup(q->ctx->st, &m->dir, name, &cur);
+		if (ret == 0 && (cur.fid.vnode != m->victim.vnode ||
+				 cur.fid.uniq != m->victim.uniq ||
+				 cur.fid.vol != m->victim.vol))
+			ret = -ENOENT; /* removed already, the name reused */
+		if (ret)
+			return ret;
+	}
 	struct cairn_attr victim;
 	if ((ret = may_unlink(q, &m->dir, name, &victim)) < 0)
 		return ret;
 	/* RM_KEEP: an orphan is held by the requester (conn_client_id). */
 	tag(q);
-	ret = store_remove(q->ctx->st, &m->dir, name, m->flags,
-			   conn_client_id(q->c), &rep.attr, &sc);
+	ret = store_remove(q->ctx->st, &m->dir, name,
+			   m->flags & ~(uint32_t)RM_FID, conn_client_id(q->c),
+			   &rep.attr, &sc);
 	untag();
 	if (ret == -EALREADY) {
 		if ((ret = applied(q, &m->dir, &rep.attr, NULL, NULL)))

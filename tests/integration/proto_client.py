@@ -61,7 +61,7 @@ SA_ATIME, SA_MTIME, SA_ATIME_NOW, SA_MTIME_NOW, SA_CTIME = 16, 32, 64, 128, 256
 CR_EXCL = 1
 CR_TOKEN = 2
 CR_FID = 4
-RM_DIR, RM_KEEP, RM_SELF = 1, 2, 4
+RM_DIR, RM_KEEP, RM_SELF, RM_FID = 1, 2, 4, 8
 CB_ORPHANED = 1   # CB_BREAK record flags (lib/proto.h)
 CB_ATTRS_ONLY = 2
 RN_NOREPLACE, RN_EXCHANGE, RN_KEEP = 1, 2, 0x100
@@ -789,8 +789,9 @@ class Conn:
         rep = self.request("LINK", target=f, dir=d, name=name)
         return {"target": rep["target"], "dir": rep["dir"]}
 
-    def remove(self, d, name, flags=0):
-        return self.request("REMOVE", dir=d, name=name, flags=flags)["dir"]
+    def remove(self, d, name, flags=0, victim=(0, 0, 0)):
+        return self.request("REMOVE", dir=d, name=name, flags=flags,
+                            victim=victim)["dir"]
 
     def rename(self, sd, sname, dd, dname, flags=0):
         rep = self.request("RENAME", src_dir=sd, src_name=sname, dst_dir=dd,

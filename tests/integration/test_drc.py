@@ -85,7 +85,7 @@ def lookup_errno(c, d, name):
 
 
 def remove_req(d, name, flags=0):
-    return P.fid(d) + P.bstr(name) + P.u32(flags)
+    return P.fid(d) + P.bstr(name) + P.u32(flags) + P.fid((0, 0, 0))
 
 
 @test
@@ -264,7 +264,8 @@ def resent_changes_after_a_restart_run_once(ctx):
         ("mkdir", encode("CREATE", dir=d, name="sub", mode=0o040755, uid=0,
                          gid=0, rdev=0, flags=P.CR_EXCL, new_fid=(0, 0, 0),
                          new_time=(0, 0)), 3001),
-        ("remove", encode("REMOVE", dir=d, name="victim", flags=0), 3002),
+        ("remove", encode("REMOVE", dir=d, name="victim", flags=0,
+                          victim=(0, 0, 0)), 3002),
         ("rename", encode("RENAME", src_dir=d, src_name="f", dst_dir=d,
                           dst_name="g", flags=0), 3003),
         ("link", encode("LINK", target=f, dir=d, name="h"), 3004),
@@ -297,7 +298,7 @@ def resent_changes_after_a_restart_run_once(ctx):
         expect_eq(b.getattr(f)["nlink"], 2, "links of the linked file")
         # New ids are executed: their real errors are not hidden.
         status, _ = resend(b, *encode("REMOVE", dir=d, name="victim",
-                                      flags=0), 3100)
+                                      flags=0, victim=(0, 0, 0)), 3100)
         expect_eq(status, -errno.ENOENT, "REMOVE of the same name, new id")
         status, _ = resend(b, *encode("CREATE", dir=d, name="sub",
                                       mode=0o040755, uid=0, gid=0, rdev=0,

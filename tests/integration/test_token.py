@@ -18,7 +18,8 @@ creator (not for a directory or a name that existed). A directory's token
 (refused with EBUSY while another client holds a promise on it)
 holds off other clients' lookups, listings and changes in it the same way
 while the holder creates in it with FIDs taken ahead (FIDS, CR_FID), which
-are idempotent. The server stops cleanly and `cairn fsck` passes.
+are idempotent, as is REMOVE with RM_FID. The server stops cleanly and
+`cairn fsck` passes.
 """
 
 import errno
@@ -464,6 +465,18 @@ def fids_and_creates_named_ahead(ctx):
                      time=t)["child"]
         expect_eq(a.write(g["fid"], 0, b"held", P.WR_TOKEN)["size"], 4,
                   "WR_TOKEN write to a CR_FID | CR_TOKEN file")
+        # REMOVE with RM_FID removes the name only while it names the
+        # victim: sent again, it removes nothing (ENOENT), nor a new
+        # file made under the name meanwhile.
+        expect_eq(err_of(a.remove, d, "tok", P.RM_FID, victim=f1[0]),
+                  errno.ENOENT, "RM_FID with another victim")
+        expect("tok" in a.listdir(d), "tok removed by an RM_FID naming another")
+        a.remove(d, "tok", P.RM_FID, victim=g["fid"])
+        expect("tok" not in a.listdir(d), "tok still there after RM_FID")
+        a.create(d, "tok", 0o100644)
+        expect_eq(err_of(a.remove, d, "tok", P.RM_FID, victim=g["fid"]),
+                  errno.ENOENT, "RM_FID sent again after the name was reused")
+        expect("tok" in a.listdir(d), "the new tok removed by an old RM_FID")
     finally:
         a.close()
         b.close()

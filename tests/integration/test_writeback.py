@@ -42,6 +42,10 @@
   chmodding or linking one before it was sent waits for its creation;
   files created and closed while the server was stopped, then the daemon
   killed, are made by the next mount, each once and with their data.
+- Unlinks answered by the client itself: of files not sent yet, of one
+  open for reading (still readable), a name made again, a tree removed;
+  B sees exactly what is left; unlinks journaled while the server was
+  stopped and the daemon killed are sent by the next mount.
 """
 
 import calendar
@@ -1292,6 +1296,80 @@ def kill9_after_close_of_files_created_here_keeps_them(ctx):
     expect_eq(wb_status(a)["wb.conflicts"], 0, "wb.conflicts after the replay")
     expect_eq(len([n for n in os.listdir(b.p("d")) if n.startswith("k")]), 25,
               "files named k* on B (each once)")
+
+
+@test(timeout=90)
+def removes_answered_here_reach_the_other_client(ctx):
+    """Unlinks in a directory whose token A holds are answered by A's
+    daemon (wb.removes counts them), also of files whose creation is not
+    sent yet and of a file still open for reading (its data stays
+    readable through the descriptor); a name removed and made again holds
+    the new file; a tree removed with rmtree (unlinks answered here, then
+    rmdir) is gone; B sees exactly what is left, and so does A
+    remounted."""
+    srv = ctx.server()
+    a = ctx.mount(srv, "a")
+    os.mkdir(a.p("d"))
+    os.listdir(a.p("d"))
+    want = fill_dir(a, a.p("d"), 30, "f")
+    fd = os.open(a.p("d", "f003"), os.O_RDONLY)
+    try:
+        for i in range(0, 30, 3):
+            os.unlink(a.p("d", "f%03d" % i))
+            del want["f%03d" % i]
+        expect_eq(os.pread(fd, 100, 0), ("f 3 " * 4).encode(),
+                  "f003 read through a descriptor opened before its unlink")
+    finally:
+        os.close(fd)
+    for i in range(1, 30, 3):
+        name = "f%03d" % i
+        os.unlink(a.p("d", name))
+        want[name] = b"again " + name.encode()
+        write_file(a.p("d", name), want[name])
+    os.makedirs(a.p("d", "tree", "sub"))
+    for n in ("x", "y"):
+        write_file(a.p("d", "tree", n), b"t")
+        write_file(a.p("d", "tree", "sub", n), b"s")
+    import shutil
+    shutil.rmtree(a.p("d", "tree"))
+    st = wb_status(a)
+    expect(st["wb.removes"] >= 15, "only %d unlinks answered by A's daemon"
+           % st["wb.removes"])
+    b = ctx.mount(srv, "b")
+    same_dir(b.p("d"), want, "d on B")
+    expect_eq(sorted(os.listdir(b.p("d"))), sorted(want), "all names on B")
+    wait_for(lambda: wb_status(a)["wb.pending_changes"] == 0, 20, "A's journal sent")
+    expect_eq(wb_status(a)["wb.errors"], 0, "wb.errors on A")
+    remount(a)
+    expect_eq(sorted(os.listdir(a.p("d"))), sorted(want), "all names on A remounted")
+
+
+@test(timeout=90)
+def kill9_after_removes_answered_here_replays_them(ctx):
+    """Unlinks answered here while the server was stopped, then the
+    daemon killed: the next mount sends them, each once."""
+    srv = ctx.server()
+    a = ctx.mount(srv, "a")
+    os.mkdir(a.p("d"))
+    os.listdir(a.p("d"))
+    want = fill_dir(a, a.p("d"), 12, "r")
+    wait_for(lambda: wb_status(a)["wb.pending_changes"] == 0, 20, "A's journal sent")
+    sig(srv.proc, 19)
+    try:
+        for i in range(0, 12, 2):
+            os.unlink(a.p("d", "r%03d" % i))
+            del want["r%03d" % i]
+        made = wb_status(a)
+        H.kill9_daemon(a)
+    finally:
+        sig(srv.proc, 18)
+    expect(made["wb.removes"] >= 5, "only %d unlinks answered by A's daemon"
+           % made["wb.removes"])
+    remount(a)
+    wait_for(lambda: wb_status(a)["wb.pending_changes"] == 0, 20, "A's journal sent")
+    b = ctx.mount(srv, "b")
+    same_dir(b.p("d"), want, "d on B after A's replay")
+    expect_eq(sorted(os.listdir(b.p("d"))), sorted(want), "all names on B")
 
 
 if __name__ == "__main__":

@@ -539,6 +539,7 @@ static void fill_remove_req(struct fill *f, void *m)
 	fill_fid(f, &q->dir);
 	fill_str(f, "name", &q->name, 18);
 	q->flags = v32(f, "flags");
+	fill_fid(f, &q->victim);
 }
 
 static int eq_remove_req(const void *a, const void *b)
@@ -546,7 +547,7 @@ static int eq_remove_req(const void *a, const void *b)
 	const struct msg_remove_req *x = a, *y = b;
 
 	return fid_eq(&x->dir, &y->dir) && str_eq(&x->name, &y->name) &&
-	       x->flags == y->flags;
+	       x->flags == y->flags && fid_eq(&x->victim, &y->victim);
 }
 
 static void fill_rename_req(struct fill *f, void *m)
