@@ -34,6 +34,7 @@
 #include <string.h>
 #include <time.h>
 #include "fs_int.h"
+#include "wback.h"
 #include "inode.h"
 #include "../lib/clock.h"
 #include "../lib/debug.h"
@@ -73,6 +74,10 @@ static int send_drop(struct fs *fs, const struct cairn_fid *fids, size_t n)
 	struct wbuf w;
 	int rc = 0;
 
+	/* A removal answered here (wb_remove) makes the orphan only when
+	 * it reaches the server: the drop must come after it. */
+	if (fs->wbk)
+		wb_barrier_list(fs->wbk, fids, n);
 	wbuf_init(&w);
 	msg_encode(OP_ORPHAN_DROP, 0, &w, &q);
 	pthread_mutex_lock(&o->lock);

@@ -910,15 +910,20 @@ static void drop_all(struct wb *w, struct wfile *f)
  * file's token comes with it), with its creator's credentials. No lock;
  * f busy. */
 static int send_create(struct wb *w, struct wfile *f, const struct wop *o,
-		       uint8_t *buf, struct cairn_attr *a)
+		       const struct wop *first, uint8_t *buf,
+		       struct cairn_attr *a)
 {
 	struct crec c;
 	struct msg_create_req q;
 	struct msg_create_rep p;
+	uint8_t *data = buf + PAD8(o->len);
 	int rc;
 
 	if (pread(o->seg->fd, buf, o->len,
-		  (off_t)(o->at + sizeof(struct jrec))) != (ssize_t)o->len) {
+		  (off_t)(o->at + sizeof(struct jrec))) != (ssize_t)o->len ||
+	    (first && pread(first->seg->fd, data, first->len,
+			    (off_t)(first->at + sizeof(struct jrec))) !=
+	     (ssize_t)first->len)) {
 		rc = errno ? -errno : -EIO;
 		log_error("write-back journal: cannot read the creation of "
 			  "vnode %" PRIu64 ": %s", f->fid.vnode,
@@ -932,12 +937,30 @@ static int send_create(struct wb *w, struct wfile *f, const struct wop *o,
 		.mode = o->valid, .uid = c.uid, .gid = c.gid,
 		.flags = CR_EXCL | CR_FID | CR_TOKEN,
 		.fid = f->fid, .time = o->mtime,
+		.data = { data, first ? first->len : 0 },
 	};
 	rc = fs_rpc_cred(w->fs, buf + sizeof(c) + c.namelen,
 			 o->len - sizeof(c) - c.namelen, OP_CREATE, &q, &p);
-	if (rc == 0)
-		*a = p.child;
-	return rc;
+	if (rc)
+		return rc;
+	*a = p.child;
+	/* The chunk cache keeps the first bytes, as send_op does for a
+	 * write (the file was empty at the version we knew). */
+	if (first && f->known && a->dv == f->known_dv + 1)
+		ccache_write(w->fs->cc, &f->fid, f->known_dv, a->dv, 0,
+			     a->size, 0, (const char *)data, first->len);
+	return 0;
+}
+
+/* The write that may go with f's creation o (its first bytes, in one
+ * CREATE): the next change, written, at offset 0, fitting in the buffer
+ * beside the creation's record. Under lock. */
+static const struct wop *first_bytes(const struct wop *o)
+{
+	const struct wop *n = o->next;
+
+	return n && n->ready && n->type == JR_WRITE && n->off == 0 &&
+	       n->len && PAD8(o->len) + n->len <= CAIRN_MAX_IO ? n : NULL;
 }
 
 /* Send the removal o of one of f's names: REMOVE with RM_FID (it removes
@@ -979,7 +1002,7 @@ static int send_op(struct wb *w, struct wfile *f, const struct wop *o,
 	if (o->type == JR_CREATE) {
 		/* The directory's attributes in the reply are not noted:
 		 * ours count the creates not sent yet too. */
-		if ((rc = send_create(w, f, o, buf, a)))
+		if ((rc = send_create(w, f, o, NULL, buf, a)))
 			return rc;
 		fs_note_attrs(w->fs, seq, a, NULL);
 		return 0;
@@ -1110,6 +1133,7 @@ static void ship_file(struct wb *w, struct wfile *f, uint8_t *buf)
 {
 	for (;;) {
 		struct wop *o = f->head;
+		const struct wop *first;
 		struct cairn_attr a;
 		int rc;
 
@@ -1177,9 +1201,40 @@ static void ship_file(struct wb *w, struct wfile *f, uint8_t *buf)
 			f->known_size = a.size;
 			continue;
 		}
+		first = o->type == JR_CREATE ? first_bytes(o) : NULL;
 		pthread_mutex_unlock(&w->lock);
-		rc = send_op(w, f, o, buf, &a);
+		if (first) {
+			uint64_t seq = notify_seq(w->fs->ntf);
+
+			rc = send_create(w, f, o, first, buf, &a);
+			if (rc == 0)
+				fs_note_attrs(w->fs, seq, &a, NULL);
+		} else {
+			rc = send_op(w, f, o, buf, &a);
+		}
 		pthread_mutex_lock(&w->lock);
+		if (rc == 0 && first) {
+			/* The write went with it: done as well. */
+			pthread_mutex_unlock(&w->lock);
+			mark_done(w, o);
+			mark_done(w, first);
+			pthread_mutex_lock(&w->lock);
+			w->st.sent++;
+			w->st.sent_bytes += first->len;
+			pop_op(w, f);       /* o, the creation */
+			pop_op(w, f);       /* first, its write */
+			f->known = 1;
+			f->known_dv = a.dv;
+			f->known_size = a.size;
+			if (f->tok != TK_HELD && f->tok != TK_RECALLED)
+				set_tok(w, f, TK_HELD);
+			w->st.sent++;
+			f->err = 0;
+			f->refusals = 0;
+			f->last_ms = clock_mono_ms();
+			pthread_cond_broadcast(&w->done);
+			continue;
+		}
 		if (rc == 0) {
 			pthread_mutex_unlock(&w->lock);
 			mark_done(w, o);
@@ -1603,6 +1658,11 @@ void wb_close(struct wb *w)
 					on = o->next;
 					free(o);
 				}
+				for (struct rmname *r = f->rmnames, *rn; r;
+				     r = rn) {
+					rn = r->next;
+					free(r);
+				}
 				free(f);
 			}
 	for (struct jseg *s = w->segs, *n; s; s = n) {
@@ -1900,6 +1960,7 @@ int wb_drain(struct wb *w, const struct cairn_fid *fid)
 	f->waiters++;
 	f->retry_ms = 0;
 	enqueue(w, f, 1);
+	pthread_cond_signal(&w->work); /* queued already: wake a shipper */
 	/* An error from before we came (the server was away a moment ago)
 	 * says nothing yet: we asked for a new try; its outcome counts. */
 	fails = f->fails;
@@ -1951,6 +2012,29 @@ void wb_created(struct wb *w, const struct cairn_fid *fid, uint64_t dv,
 	pthread_mutex_unlock(&w->lock);
 }
 
+/* Creates held back (WB_CREATE_HOLD_MS) that a waiting request needs:
+ * send them now. Under lock. */
+static void hurry_one(struct wb *w, struct wfile *f)
+{
+	if (f && f->retry_ms && f->head && f->head->type == JR_CREATE &&
+	    !f->err) {
+		f->retry_ms = 0;
+		pthread_cond_signal(&w->work);
+	}
+}
+
+/* A directory's held creates. Under lock. */
+static void hurry_dir(struct wb *w, const struct wfile *d)
+{
+	if (!d || !d->children)
+		return;
+	for (size_t b = 0; b < w->nbuckets; b++)
+		for (struct wfile *g = w->buckets[b]; g; g = g->hnext)
+			if (g->head && g->head->type == JR_CREATE &&
+			    g->head->parent.vnode == d->fid.vnode)
+				hurry_one(w, g);
+}
+
 void wb_recall(void *arg, const struct cairn_fid *fid)
 {
 	struct wb *w = arg;
@@ -1965,6 +2049,7 @@ void wb_recall(void *arg, const struct cairn_fid *fid)
 		if (f->tok == TK_HELD) {
 			set_tok(w, f, TK_RECALLED);
 			f->recalled_ms = clock_mono_ms();
+			hurry_dir(w, f); /* its return waits for them */
 		} else if (f->tok != TK_RECALLED) {
 			f->must_return = 1;
 			w->unheld[w->nunheld++ % 64] = *fid;
@@ -1978,6 +2063,23 @@ void wb_recall(void *arg, const struct cairn_fid *fid)
 	pthread_mutex_unlock(&w->lock);
 }
 
+static void hurry(struct wb *w, const struct cairn_fid *const *fids,
+		  const struct cairn_fid *list, size_t n)
+{
+	if (!fids && !list) {
+		for (size_t i = 0; i < w->nbuckets; i++)
+			for (struct wfile *f = w->buckets[i]; f; f = f->hnext)
+				hurry_one(w, f);
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct wfile *f = *fslot(w, fids ? fids[i] : &list[i]);
+
+		hurry_one(w, f);
+		hurry_dir(w, f);
+	}
+}
+
 void wb_closed(struct wb *w, const struct cairn_fid *fid)
 {
 	struct wfile *f;
@@ -1986,7 +2088,10 @@ void wb_closed(struct wb *w, const struct cairn_fid *fid)
 		return;
 	pthread_mutex_lock(&w->lock);
 	w->closes_seen = 1;
-	if ((f = *fslot(w, fid)) && f->open_dirty) {
+	/* A file created here, held back until now (it is queued). */
+	if ((f = *fslot(w, fid)))
+		hurry_one(w, f);
+	if (f && f->open_dirty) {
 		f->open_dirty = 0;
 		if (f->tok == TK_RECALLED) {
 			f->retry_ms = 0;
@@ -2151,6 +2256,7 @@ static void barrier(struct wb *w, const struct cairn_fid *const *fids,
 		return;
 	}
 	t0 = clock_mono_ms();
+	hurry(w, fids, list, n);
 	clock_deadline(CLOCK_REALTIME, WB_BARRIER_MS, &until);
 	while (barrier_holds(w, fids, list, n) && !w->stopping &&
 	       pthread_cond_timedwait(&w->done, &w->lock, &until) !=
@@ -2305,6 +2411,10 @@ int wb_create(struct wb *w, const struct cairn_fid *dir, uint64_t *dir_dv,
 	}
 	o->ready = 1;
 	f->last_ms = d->last_ms = clock_mono_ms();
+	/* Sent at the file's close (wb_closed), with its first bytes in
+	 * the same CREATE, or once a request needs it (wb_barrier), or
+	 * after WB_CREATE_HOLD_MS. */
+	f->retry_ms = f->last_ms + WB_CREATE_HOLD_MS;
 	/* Each create is one version step of the directory: counted here,
 	 * in the order of the journal, so that concurrent creates get
 	 * different versions. With none outstanding, the caller's is the

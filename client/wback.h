@@ -54,6 +54,9 @@ struct fs;
  * that close, so that the other client sees whole closes, not a rewrite
  * half done. */
 #define WB_CLOSE_WAIT_MS    1000
+/* A file created here is sent at its close (with its first bytes), or
+ * when a request needs it, or at the latest after this long. */
+#define WB_CREATE_HOLD_MS   50
 /* FIDs taken ahead at a time (FIDS) for files created here. */
 #define WB_FIDS_AHEAD       512u
 /* A request that may name a file created here waits at most this long

@@ -274,6 +274,7 @@ static void enc_create_req(struct wbuf *w, const void *m)
 	wire_put_u32(w, q->flags);
 	wire_put_fid(w, &q->fid);
 	wire_put_time(w, &q->time);
+	put_bytes(w, &q->data);
 }
 
 static int dec_create_req(struct rbuf *r, void *m)
@@ -289,6 +290,7 @@ static int dec_create_req(struct rbuf *r, void *m)
 	q->flags = wire_get_u32(r);
 	wire_get_fid(r, &q->fid);
 	wire_get_time(r, &q->time);
+	get_bytes(r, &q->data);
 	return dec_end(r);
 }
 
@@ -1076,7 +1078,7 @@ static const struct msg_desc descs[] = {
 	  "time mtime, time ctime", "attr", CODEC(setattr_req, attr) },
 	{ OP_CREATE, "CREATE", MSG_CHANGES | MSG_DRC,
 	  "fid dir, str name, u32 mode, u32 uid, u32 gid, u32 rdev, u32 flags, "
-	  "fid new fid, time new time",
+	  "fid new fid, time new time, blob data",
 	  "u8 created, attr child, attr dir", CODEC(create_req, create_rep) },
 	{ OP_SYMLINK, "SYMLINK", MSG_CHANGES | MSG_DRC,
 	  "fid dir, str name, str target, u32 uid, u32 gid",

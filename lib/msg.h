@@ -103,6 +103,7 @@ struct msg_create_req {
 	uint32_t flags;          /* CR_* */
 	struct cairn_fid fid;    /* CR_FID: the new object's; else zero */
 	struct cairn_time time;  /* CR_FID: its times; else zero */
+	struct msg_bytes data;   /* CR_FID: its first bytes; else empty */
 };
 struct msg_create_rep {
 	uint8_t created;         /* 0: the name existed (no CR_EXCL) */

@@ -534,6 +534,9 @@ static int op_create(struct op_req *q)
 		return ret;
 	if (m->flags & ~(uint32_t)(CR_EXCL | CR_TOKEN | CR_FID))
 		return -EINVAL;
+	if (m->data.len && (!(m->flags & CR_FID) || !S_ISREG(m->mode) ||
+			    m->data.len > CAIRN_MAX_IO))
+		return -EINVAL;
 	if (tok_busy(q, &m->dir))
 		return PARKED;
 	if ((ret = may(q, &m->dir, PERM_W | PERM_X, NULL)))
@@ -546,6 +549,12 @@ static int op_create(struct op_req *q)
 			       m->flags & CR_FID ? &m->fid : NULL, m->time,
 			       &created, &rep.child, &rep.dir);
 	untag();
+	/* Its first bytes (CR_FID): once, also when an earlier copy of the
+	 * request made the file but did not get to write them. */
+	if (ret == 0 && m->data.len && (created == 1 || rep.child.dv == 1))
+		ret = store_write(q->ctx->st, &rep.child.fid, 0, m->data.p,
+				  (uint32_t)m->data.len, WR_KEEPTIME,
+				  &rep.child);
 	if (ret == 0 && created == 2) {
 		/* CR_FID, made by an earlier copy of this request: done,
 		 * nothing changed, and no token comes with it (the creator

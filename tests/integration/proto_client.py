@@ -767,10 +767,10 @@ class Conn:
                             mtime=mtime, ctime=ctime)["attr"]
 
     def create(self, d, name, mode, uid=0, gid=0, rdev=0, flags=0,
-               fid=(0, 0, 0), time=(0, 0)):
+               fid=(0, 0, 0), time=(0, 0), data=b""):
         rep = self.request("CREATE", dir=d, name=name, mode=mode, uid=uid,
                            gid=gid, rdev=rdev, flags=flags, new_fid=fid,
-                           new_time=time)
+                           new_time=time, data=data)
         return {"created": rep["created"], "child": rep["child"],
                 "dir": rep["dir"]}
 
@@ -1196,7 +1196,7 @@ def _selftest(host, port):
     check("atime twice moves nothing more (not due)",
           a.getattr(f["fid"])["atime"] == after["atime"])
     expect_err("remove with an undefined flag", _errno.EINVAL, a.remove,
-               d["fid"], "h", 8)
+               d["fid"], "h", 16)
     expect_err("rename with an undefined flag", _errno.EINVAL, a.rename,
                d["fid"], "h", d["fid"], "h2", 0x200)
 

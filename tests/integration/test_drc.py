@@ -121,7 +121,7 @@ def resent_mkdir_gets_the_original_outcome(ctx):
     d = fresh_dir(ctx, a, "mkdir")
     req = (P.fid(d) + P.bstr("sub") + P.u32(0o040755) + P.u32(0) + P.u32(0) +
            P.u32(0) + P.u32(P.CR_EXCL) + P.fid((0, 0, 0)) +
-           P.ttime((0, 0)))
+           P.ttime((0, 0)) + P.blob(b""))
     before = hits(ctx)
     send_and_drop(a, P.OP_CREATE, req, 77)
     b = connect(ctx, cid)
@@ -263,7 +263,7 @@ def resent_changes_after_a_restart_run_once(ctx):
     reqs = [
         ("mkdir", encode("CREATE", dir=d, name="sub", mode=0o040755, uid=0,
                          gid=0, rdev=0, flags=P.CR_EXCL, new_fid=(0, 0, 0),
-                         new_time=(0, 0)), 3001),
+                         new_time=(0, 0), data=b""), 3001),
         ("remove", encode("REMOVE", dir=d, name="victim", flags=0,
                           victim=(0, 0, 0)), 3002),
         ("rename", encode("RENAME", src_dir=d, src_name="f", dst_dir=d,
@@ -303,7 +303,7 @@ def resent_changes_after_a_restart_run_once(ctx):
         status, _ = resend(b, *encode("CREATE", dir=d, name="sub",
                                       mode=0o040755, uid=0, gid=0, rdev=0,
                                       flags=P.CR_EXCL, new_fid=(0, 0, 0),
-                                      new_time=(0, 0)), 3101)
+                                      new_time=(0, 0), data=b""), 3101)
         expect_eq(status, -errno.EEXIST, "mkdir of the same name, new id")
         # A client that does not resend with the same ids is not tagged:
         # the same id from another client id runs normally.

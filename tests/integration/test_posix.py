@@ -640,6 +640,8 @@ def unlink_many_releases_all(ctx):
     before = H.mount_status(ctx.A)
     for i in range(300):
         os.unlink(os.path.join(d, "f%03d" % i))
+    # Removes answered by the client go to the server from its journal.
+    H.wb_idle(ctx.A)
     after = H.mount_status(ctx.A)
     os.rmdir(d)
     wait_orphans(ctx, 0, "after rm of 300 closed files")

@@ -185,7 +185,8 @@ def changes_wait_for_recall(ctx):
                                              "gid": 0, "rdev": 0,
                                              "flags": 0,
                                              "new_fid": (0, 0, 0),
-                                             "new_time": (0, 0)},
+                                             "new_time": (0, 0),
+                                             "data": b""},
                 lambda r, d, f: expect_eq((r["created"],
                                            r["child"]["size"]), (0, 7),
                                           "O_CREAT of the existing file"))
@@ -386,13 +387,14 @@ def directory_token_holds_off_other_clients(ctx):
                     lambda d: {"dir": d, "name": "mine", "mode": 0o100644,
                                "uid": 0, "gid": 0, "rdev": 0,
                                "flags": P.CR_EXCL, "new_fid": (0, 0, 0),
-                               "new_time": (0, 0)},
+                               "new_time": (0, 0), "data": b""},
                     lambda r, b, d, f: expect_eq(getattr(r, "errno", None),
                                                  errno.EEXIST,
                                                  "B's CR_EXCL create of the "
                                                  "name A made"))
     dir_recall_case(ctx, "REMOVE",
-                    lambda d: {"dir": d, "name": "old", "flags": 0},
+                    lambda d: {"dir": d, "name": "old", "flags": 0,
+                               "victim": (0, 0, 0)},
                     lambda r, b, d, f: expect_eq(b.listdir(d), ["mine"],
                                                  "names after B's unlink"))
     dir_recall_case(ctx, "RENAME",
@@ -465,6 +467,27 @@ def fids_and_creates_named_ahead(ctx):
                      time=t)["child"]
         expect_eq(a.write(g["fid"], 0, b"held", P.WR_TOKEN)["size"], 4,
                   "WR_TOKEN write to a CR_FID | CR_TOKEN file")
+        # A file's first bytes may come with its CR_FID create: written
+        # once (a resend writes them only while the file is still at
+        # version 1), never without CR_FID.
+        f3 = a.fids(2)
+        c = a.create(d, "withdata", 0o100644, flags=P.CR_EXCL | P.CR_FID,
+                     fid=f3[0], time=t, data=b"first bytes")["child"]
+        expect_eq((c["size"], c["dv"]), (11, 2), "size and version with data")
+        expect_eq(b.read(f3[0], 0, 100)["data"], b"first bytes", "B reads them")
+        a.write(f3[0], 0, b"FIRST", 0)
+        again = a.create(d, "withdata", 0o100644, flags=P.CR_EXCL | P.CR_FID,
+                         fid=f3[0], time=t, data=b"first bytes")["child"]
+        expect_eq((again["dv"], b.read(f3[0], 0, 100)["data"]),
+                  (3, b"FIRST bytes"), "a resend after a later write")
+        a.create(d, "late", 0o100644, flags=P.CR_EXCL | P.CR_FID, fid=f3[1],
+                 time=t)
+        late = a.create(d, "late", 0o100644, flags=P.CR_EXCL | P.CR_FID,
+                        fid=f3[1], time=t, data=b"late")["child"]
+        expect_eq((late["size"], late["dv"]), (4, 2),
+                  "a resend whose first copy made the file without its bytes")
+        expect_eq(err_of(a.create, d, "nofid", 0o100644, data=b"x"),
+                  errno.EINVAL, "data without CR_FID")
         # REMOVE with RM_FID removes the name only while it names the
         # victim: sent again, it removes nothing (ENOENT), nor a new
         # file made under the name meanwhile.

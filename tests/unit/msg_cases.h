@@ -455,6 +455,7 @@ static void fill_create_req(struct fill *f, void *m)
 	q->flags = v32(f, "flags");
 	fill_fid(f, &q->fid);
 	fill_time(f, &q->time);
+	fill_blob(f, "data", &q->data);
 }
 
 static int eq_create_req(const void *a, const void *b)
@@ -464,7 +465,8 @@ static int eq_create_req(const void *a, const void *b)
 	return fid_eq(&x->dir, &y->dir) && str_eq(&x->name, &y->name) &&
 	       x->mode == y->mode && x->uid == y->uid && x->gid == y->gid &&
 	       x->rdev == y->rdev && x->flags == y->flags &&
-	       fid_eq(&x->fid, &y->fid) && time_eq(&x->time, &y->time);
+	       fid_eq(&x->fid, &y->fid) && time_eq(&x->time, &y->time) &&
+	       bytes_eq(&x->data, &y->data);
 }
 
 static void fill_create_rep(struct fill *f, void *m)
