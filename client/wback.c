@@ -1325,6 +1325,26 @@ failed:
 			pthread_cond_broadcast(&w->done);
 			return;
 		}
+		/* Refused, and removed here since: the removal goes on its
+		 * own (what it removes needs no more bytes; a file never
+		 * made needs no removal either). */
+		if (f->tail && f->tail->type == JR_REMOVE &&
+		    o->type != JR_REMOVE) {
+			log_warn("write-back: vnode %" PRIu64 " was removed "
+				 "here while the server refused its changes "
+				 "(%s); those are dropped", f->fid.vnode,
+				 strerror(-rc));
+			w->st.dropped += f->nops - 1;
+			if (f->head->type == JR_CREATE) {
+				drop_all(w, f);
+				break;
+			}
+			while (f->head != f->tail)
+				pop_op(w, f);
+			f->err = 0;
+			f->refusals = 0;
+			continue;
+		}
 		/* The server's answer (out of space), not a passing
 		 * trouble: try again less and less often (a close or fsync
 		 * tries at once), and give a recalled token back now
@@ -2472,7 +2492,7 @@ int wb_remove(struct wb *w, const struct cairn_fid *dir, uint64_t *dir_dv,
 	}
 	/* Nothing after a removal in a file's journal: one pending is
 	 * enough (its other names go to the server). */
-	if (!(f = file_get(w, victim)) || f->busy ||
+	if (!(f = file_get(w, victim)) || f->busy || f->err ||
 	    (f->tail && f->tail->type == JR_REMOVE)) {
 		rc = -EAGAIN;
 		goto out_free;
