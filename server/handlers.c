@@ -571,6 +571,13 @@ static int op_create(struct op_req *q)
 		store_applied_get(&ap);
 		if ((ret = applied(q, &ap.fid, &rep.child, &m->dir, &rep.dir)))
 			return ret;
+		/* The first copy made the file (the duplicate request cache
+		 * says so) but may not have written its first bytes. */
+		if (m->data.len && rep.child.dv == 1 &&
+		    (ret = store_write(q->ctx->st, &rep.child.fid, 0,
+				       m->data.p, (uint32_t)m->data.len,
+				       WR_KEEPTIME, &rep.child)))
+			return ret;
 		rep.created = ap.created ? 1 : 0;
 		reply(q, &rep);
 		promise(q, &rep.child.fid);
