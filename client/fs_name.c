@@ -259,6 +259,24 @@ static int create_rpc(struct fs *fs, fuse_req_t req, fuse_ino_t parent,
 	return 0;
 }
 
+/* The token of directory dir for req's process, whose credential block
+ * goes to *cred (the caller frees it): 0, or an error (nothing to free):
+ * the server does it then. */
+static int dir_token(fuse_req_t req, struct fs *fs, const struct cairn_fid *dir,
+		     struct wbuf *cred)
+{
+	int rc;
+
+	wbuf_init(cred);
+	if (!fs_req_cred(req, cred) || cred->err)
+		rc = -EAGAIN;
+	else
+		rc = wb_dir_token(fs->wbk, dir, cred->data, cred->len);
+	if (rc)
+		wbuf_free(cred);
+	return rc;
+}
+
 /*
  * A regular file created here, without the server (docs/ARCHITECTURE.md,
  * "Namespace changes without a round trip each"): in a directory whose
@@ -288,15 +306,11 @@ static int make_local(fuse_req_t req, struct fs *fs, fuse_ino_t parent,
 	if (itab_getattr(fs->itab, parent, &dir) || !S_ISDIR(dir.mode) ||
 	    dcache_lookup(fs->dc, parent, name, len, &tmp) != 0)
 		return -EAGAIN;
-	wbuf_init(&cred);
-	if (!fs_req_cred(req, &cred) || cred.err) {
-		wbuf_free(&cred);
-		return -EAGAIN;
-	}
-	rc = wb_dir_token(fs->wbk, &dir.fid, cred.data, cred.len);
+	if ((rc = dir_token(req, fs, &dir.fid, &cred)))
+		return rc;
 	/* Again, now that nobody else can change it. */
-	if (!rc && (itab_getattr(fs->itab, parent, &dir) ||
-		    dcache_lookup(fs->dc, parent, name, len, &tmp) != 0))
+	if (itab_getattr(fs->itab, parent, &dir) ||
+	    dcache_lookup(fs->dc, parent, name, len, &tmp) != 0)
 		rc = -EAGAIN;
 	if (!rc)
 		rc = wb_fid_take(fs->wbk, &child.fid);
@@ -539,19 +553,14 @@ static int remove_local(fuse_req_t req, struct fs *fs, fuse_ino_t parent,
 	ino = itab_entry(fs->itab, parent, name, len);
 	if (ino > 0 && itab_wopen(fs->itab, (uint64_t)ino, 0))
 		return -EAGAIN;
-	wbuf_init(&cred);
-	if (!fs_req_cred(req, &cred) || cred.err) {
-		wbuf_free(&cred);
-		return -EAGAIN;
-	}
-	rc = wb_dir_token(fs->wbk, &dir.fid, cred.data, cred.len);
+	if ((rc = dir_token(req, fs, &dir.fid, &cred)))
+		return rc;
 	/* Again, now that nobody else can change it. */
-	if (!rc && (itab_getattr(fs->itab, parent, &dir) ||
-		    ((lr = dcache_lookup(fs->dc, parent, name, len,
-					 &again)) != 1 && lr != -EAGAIN) ||
-		    again.fid.vnode != a.fid.vnode ||
-		    again.fid.uniq != a.fid.uniq ||
-		    itab_entry(fs->itab, parent, name, len) != ino))
+	if (itab_getattr(fs->itab, parent, &dir) ||
+	    ((lr = dcache_lookup(fs->dc, parent, name, len, &again)) != 1 &&
+	     lr != -EAGAIN) ||
+	    again.fid.vnode != a.fid.vnode || again.fid.uniq != a.fid.uniq ||
+	    itab_entry(fs->itab, parent, name, len) != ino)
 		rc = -EAGAIN;
 	/* As remove_entry: a file the kernel knows may be open. */
 	flags = ino > 0 ? RM_KEEP | RM_SELF : 0;

@@ -1129,6 +1129,22 @@ static int close_pending(const struct wb *w, const struct wfile *f)
 	       clock_mono_ms() - f->recalled_ms < WB_CLOSE_WAIT_MS;
 }
 
+/* f's changes can never be sent: kept as a conflict copy, dropped from
+ * the journal. Under lock (dropped while saving); f busy (ours). */
+static void conflict(struct wb *w, struct wfile *f)
+{
+	struct wop *ops = f->head;
+
+	w->st.conflicts++;
+	pthread_mutex_unlock(&w->lock);
+	save_conflict(w, f, ops);
+	pthread_mutex_lock(&w->lock);
+	drop_all(w, f);
+	set_tok(w, f, TK_NONE);
+	f->known = 0;
+	f->err = 0;
+}
+
 static void ship_file(struct wb *w, struct wfile *f, uint8_t *buf)
 {
 	for (;;) {
@@ -1165,16 +1181,7 @@ static void ship_file(struct wb *w, struct wfile *f, uint8_t *buf)
 				pthread_cond_broadcast(&w->done);
 			}
 			if (rc == -ECANCELED) {
-				struct wop *ops = f->head;
-
-				w->st.conflicts++;
-				pthread_mutex_unlock(&w->lock);
-				save_conflict(w, f, ops);
-				pthread_mutex_lock(&w->lock);
-				drop_all(w, f);
-				set_tok(w, f, TK_NONE);
-				f->known = 0;
-				f->err = 0;
+				conflict(w, f);
 				break;
 			}
 			if (rc == -ESTALE || rc == -ENOENT) {
@@ -1282,22 +1289,13 @@ static void ship_file(struct wb *w, struct wfile *f, uint8_t *buf)
 			/* EEXIST only after a crash (the directory's token
 			 * was lost): someone else made the name meanwhile.
 			 * The others: the server will never take it. */
-			struct wop *ops = f->head;
-
 			log_error("write-back: the file this client created as "
 				  "vnode %" PRIu64 " could not be made on the "
 				  "server: %s; what was written to it is kept "
 				  "in %s", f->fid.vnode,
 				  rc == -EEXIST ? "another client made its name "
 				  "meanwhile" : strerror(-rc), w->conflicts);
-			w->st.conflicts++;
-			pthread_mutex_unlock(&w->lock);
-			save_conflict(w, f, ops);
-			pthread_mutex_lock(&w->lock);
-			drop_all(w, f);
-			set_tok(w, f, TK_NONE);
-			f->known = 0;
-			f->err = 0;
+			conflict(w, f);
 			break;
 		}
 		if (rc == -ESTALE || rc == -ENOENT) {

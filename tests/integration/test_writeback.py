@@ -45,7 +45,9 @@
 - Unlinks answered by the client itself: of files not sent yet, of one
   open for reading (still readable), a name made again, a tree removed;
   B sees exactly what is left; unlinks journaled while the server was
-  stopped and the daemon killed are sent by the next mount.
+  stopped and the daemon killed are sent by the next mount. A create
+  journaled before a kill whose name another client made meanwhile
+  becomes a conflict copy.
 """
 
 import calendar
@@ -1370,6 +1372,41 @@ def kill9_after_removes_answered_here_replays_them(ctx):
     b = ctx.mount(srv, "b")
     same_dir(b.p("d"), want, "d on B after A's replay")
     expect_eq(sorted(os.listdir(b.p("d"))), sorted(want), "all names on B")
+
+
+@test(timeout=90)
+def create_answered_here_meets_a_name_made_meanwhile(ctx):
+    """A creates a file itself while the server is down (killed, so that
+    nothing A sends reaches it) and A is killed too; the server comes
+    back and B makes the same name. A's next mount cannot make it
+    (EEXIST): B's file stays, A's bytes go to a conflict copy, logged."""
+    srv = ctx.server()
+    a = ctx.mount(srv, "a")
+    os.mkdir(a.p("d"))
+    os.listdir(a.p("d"))
+    fill_dir(a, a.p("d"), 2, "warm")
+    wait_for(lambda: wb_status(a)["wb.pending_changes"] == 0, 20, "A's journal sent")
+    before = wb_status(a)["wb.creates"]
+    srv.kill9()
+    write_file(a.p("d", "same"), b"from A")
+    made = wb_status(a)["wb.creates"] - before
+    H.kill9_daemon(a)
+    expect_eq(made, 1, "creates answered by A's daemon")
+    srv.start()
+    b = ctx.mount(srv, "b")
+    write_file(b.p("d", "same"), b"from B")
+    wait_for(lambda: wb_status(b)["wb.pending_changes"] == 0, 20, "B's journal sent")
+    remount(a)
+    wait_for(lambda: wb_status(a)["wb.pending_changes"] == 0, 20, "A's journal sent")
+    c = ctx.mount(srv, "c")
+    expect_eq(read_file(c.p("d", "same")), b"from B", "the file on a fresh mount")
+    cdir = os.path.join(a.cache, "conflicts")
+    copies = [read_file(os.path.join(cdir, n)) for n in os.listdir(cdir)
+              if not n.startswith(".")] if os.path.isdir(cdir) else []
+    expect_eq(copies, [b"from A"], "conflict copies of A's file")
+    expect(any("could not be made on the server" in ln
+               for ln in open(a.daemon_log, errors="replace")),
+           "the refused creation is not logged")
 
 
 if __name__ == "__main__":
