@@ -63,13 +63,7 @@ void fs_set_shipper(void)
 	is_shipper = 1;
 }
 
-/*
- * What a request names, for wb_barrier: it must not reach the server
- * before the creates and removes the journal holds for those objects and
- * in those directories. Returns how many FIDs went to out (at most 2), 0
- * for a request that names none (or only gives back), or -1 for one that
- * may name anything (a list: every change the journal holds goes first).
- */
+/* call_fids reads these requests' first member as their FID. */
 #define FIRST_FID(type, member) \
 	_Static_assert(offsetof(struct type, member) == 0, \
 		       #type " begins with its FID")
@@ -83,6 +77,13 @@ FIRST_FID(msg_listxattr_req, fid); FIRST_FID(msg_removexattr_req, fid);
 FIRST_FID(msg_fallocate_req, fid); FIRST_FID(msg_bulkstat_req, dir);
 FIRST_FID(msg_wtoken_req, fid); FIRST_FID(msg_lock_req, fid);
 
+/*
+ * What a request names, for wb_barrier: it must not reach the server
+ * before the creates and removes the journal holds for those objects and
+ * in those directories. Returns how many FIDs went to out (at most 2), 0
+ * for a request that names none (or only gives back), or -1 for one that
+ * may name anything (every change the journal holds goes first).
+ */
 static int call_fids(uint16_t op, const void *reqm,
 		     const struct cairn_fid **out)
 {
