@@ -2347,33 +2347,103 @@ out:
 	return rc;
 }
 
-int wb_create(struct wb *w, const struct cairn_fid *dir, uint64_t *dir_dv,
-	      const char *name, size_t len, const struct cairn_attr *a,
-	      const void *cred, size_t credlen)
+/*
+ * Start a JR_CREATE or JR_REMOVE record h for fid in directory dir: its
+ * data (struct crec, the name, the credential block) malloc'd into *data.
+ */
+static int ns_record(struct jrec *h, uint8_t type, const struct cairn_fid *fid,
+		     const struct cairn_fid *dir, const char *name, size_t len,
+		     uint32_t uid, uint32_t gid, const void *cred,
+		     size_t credlen, uint8_t **data)
 {
 	struct crec c = {
 		.pvol = dir->vol, .puniq = dir->uniq, .pvnode = dir->vnode,
-		.uid = a->uid, .gid = a->gid, .namelen = (uint16_t)len,
+		.uid = uid, .gid = gid, .namelen = (uint16_t)len,
 	};
 	size_t dlen = sizeof(c) + len + credlen;
-	uint8_t *data;
-	struct wfile *d, *f;
-	struct wop *o;
-	struct jrec h;
+
+	if (len == 0 || len > CAIRN_NAME_MAX || credlen > 4096)
+		return -EINVAL;
+	if (!(*data = malloc(dlen)))
+		return -ENOMEM;
+	memcpy(*data, &c, sizeof(c));
+	memcpy(*data + sizeof(c), name, len);
+	if (credlen)
+		memcpy(*data + sizeof(c) + len, cred, credlen);
+	rec_fill(h, type, 0, fid);
+	h->len = (uint32_t)dlen;
+	return 0;
+}
+
+/*
+ * Journal namespace change h (ns_record) as f's last change, in
+ * directory d whose token we hold: written, queued, and counted as one
+ * version step of d (*dir_dv: the directory's version as known, then
+ * with this change; in journal order, so that concurrent changes get
+ * different versions; with none outstanding the caller's is the
+ * server's). Under lock; dropped while writing. On failure nothing of it
+ * is left.
+ */
+static int ns_journal(struct wb *w, struct wfile *d, struct wfile *f,
+		      struct jrec *h, const uint8_t *data, const char *name,
+		      size_t len, uint64_t *dir_dv)
+{
+	struct wop *o, *prev = f->tail;
 	struct jseg *s;
 	uint64_t at;
 	int rc;
 
-	if (len == 0 || len > CAIRN_NAME_MAX || credlen > 4096)
-		return -EINVAL;
-	if (!(data = malloc(dlen)))
+	if ((rc = reserve(w, h->len, &s, &at)))
+		return rc;
+	h->seq = ++w->seq;
+	if (!(o = op_new(f, h, s, at)))
 		return -ENOMEM;
-	memcpy(data, &c, sizeof(c));
-	memcpy(data + sizeof(c), name, len);
-	if (credlen)
-		memcpy(data + sizeof(c) + len, cred, credlen);
-	rec_fill(&h, JR_CREATE, 0, &a->fid);
-	h.len = (uint32_t)dlen;
+	o->parent = d->fid;
+	ns_pending_add(w, &d->fid, o, name, len);
+	w->pending_ops++;
+	w->pending_bytes += o->len;
+	f->busy = 1; /* nobody sends it before it is written */
+	pthread_mutex_unlock(&w->lock);
+	rc = rec_write(s, at, h, data);
+	pthread_mutex_lock(&w->lock);
+	f->busy = 0;
+	if (rc) {
+		/* Taken back: pop_op's bookkeeping, for the last change. */
+		struct wop *keep = f->head == o ? NULL : f->head;
+
+		log_warn("write-back journal %s: %s; sent to the server "
+			 "instead", w->dir, strerror(-rc));
+		if (prev)
+			prev->next = NULL;
+		f->head = o;
+		pop_op(w, f);
+		f->head = keep;
+		f->tail = prev;
+		pthread_cond_broadcast(&w->done);
+		return rc;
+	}
+	o->ready = 1;
+	f->last_ms = d->last_ms = clock_mono_ms();
+	if (d->children == 1 || d->ldv < *dir_dv)
+		d->ldv = *dir_dv;
+	*dir_dv = ++d->ldv;
+	w->st.journaled++;
+	enqueue(w, f, 0);
+	return 0;
+}
+
+int wb_create(struct wb *w, const struct cairn_fid *dir, uint64_t *dir_dv,
+	      const char *name, size_t len, const struct cairn_attr *a,
+	      const void *cred, size_t credlen)
+{
+	struct wfile *d, *f;
+	uint8_t *data;
+	struct jrec h;
+	int rc;
+
+	if ((rc = ns_record(&h, JR_CREATE, &a->fid, dir, name, len, a->uid,
+			    a->gid, cred, credlen, &data)))
+		return rc;
 	h.valid = a->mode;
 	h.msec = a->mtime.sec;
 	h.mnsec = a->mtime.nsec;
@@ -2386,68 +2456,27 @@ int wb_create(struct wb *w, const struct cairn_fid *dir, uint64_t *dir_dv,
 	if (!d || d->tok != TK_HELD || w->stopping || *fslot(w, &a->fid) ||
 	    rm_pending(d, name, len)) {
 		rc = -EAGAIN;
-		goto out;
-	}
-	if (!(f = file_get(w, &a->fid))) {
+	} else if (!(f = file_get(w, &a->fid))) {
 		rc = -ENOMEM;
-		goto out;
+	} else if ((rc = ns_journal(w, d, f, &h, data, name, len, dir_dv))) {
+		file_maybe_free(w, f);
+	} else {
+		/* The file's token is ours from the start: nobody else can
+		 * know it before its creation reaches the server. */
+		set_tok(w, f, TK_HELD);
+		f->known = 1;
+		f->known_dv = a->dv;
+		f->known_size = 0;
+		f->tbase = a->dv;
+		f->tidx = 0;
+		f->psz = 1;
+		f->psize = 0;
+		/* Sent at the file's close (wb_closed), with its first
+		 * bytes in the same CREATE, or once a request needs it
+		 * (wb_barrier), or after WB_CREATE_HOLD_MS. */
+		f->retry_ms = f->last_ms + WB_CREATE_HOLD_MS;
+		w->st.creates++;
 	}
-	if ((rc = reserve(w, h.len, &s, &at)))
-		goto out_free;
-	h.seq = ++w->seq;
-	if (!(o = op_new(f, &h, s, at))) {
-		rc = -ENOMEM;
-		goto out_free;
-	}
-	o->parent = *dir;
-	ns_pending_add(w, dir, o, name, len);
-	w->pending_ops++;
-	w->pending_bytes += o->len;
-	/* The file's token is ours from the start: nobody else can know
-	 * it before its creation reaches the server. */
-	set_tok(w, f, TK_HELD);
-	f->known = 1;
-	f->known_dv = a->dv;
-	f->known_size = 0;
-	f->tbase = a->dv;
-	f->tidx = 0;
-	f->psz = 1;
-	f->psize = 0;
-	f->busy = 1; /* nobody sends it before it is written */
-	pthread_mutex_unlock(&w->lock);
-	rc = rec_write(s, at, &h, data);
-	pthread_mutex_lock(&w->lock);
-	f->busy = 0;
-	if (rc) {
-		log_warn("write-back journal %s: %s; creating on the server",
-			 w->dir, strerror(-rc));
-		drop_all(w, f);
-		set_tok(w, f, TK_NONE);
-		f->known = 0;
-		pthread_cond_broadcast(&w->done);
-		goto out_free;
-	}
-	o->ready = 1;
-	f->last_ms = d->last_ms = clock_mono_ms();
-	/* Sent at the file's close (wb_closed), with its first bytes in
-	 * the same CREATE, or once a request needs it (wb_barrier), or
-	 * after WB_CREATE_HOLD_MS. */
-	f->retry_ms = f->last_ms + WB_CREATE_HOLD_MS;
-	/* Each create is one version step of the directory: counted here,
-	 * in the order of the journal, so that concurrent creates get
-	 * different versions. With none outstanding, the caller's is the
-	 * server's. */
-	if (d->children == 1 || d->ldv < *dir_dv)
-		d->ldv = *dir_dv;
-	*dir_dv = ++d->ldv;
-	w->st.creates++;
-	w->st.journaled++;
-	enqueue(w, f, 0);
-	rc = 0;
-	goto out;
-out_free:
-	file_maybe_free(w, f);
-out:
 	pthread_mutex_unlock(&w->lock);
 	free(data);
 	return rc;
@@ -2457,102 +2486,36 @@ int wb_remove(struct wb *w, const struct cairn_fid *dir, uint64_t *dir_dv,
 	      const char *name, size_t len, const struct cairn_fid *victim,
 	      uint32_t flags, const void *cred, size_t credlen)
 {
-	struct crec c = {
-		.pvol = dir->vol, .puniq = dir->uniq, .pvnode = dir->vnode,
-		.namelen = (uint16_t)len,
-	};
-	size_t dlen = sizeof(c) + len + credlen;
+	struct wfile *d, *f = NULL;
 	uint8_t *data;
-	struct wfile *d, *f;
-	struct wop *o;
 	struct jrec h;
-	struct jseg *s;
-	uint64_t at;
 	int rc;
 
-	if (len == 0 || len > CAIRN_NAME_MAX || credlen > 4096 ||
-	    (flags & ~(uint32_t)(RM_KEEP | RM_SELF)))
+	if (flags & ~(uint32_t)(RM_KEEP | RM_SELF))
 		return -EINVAL;
-	if (!(data = malloc(dlen)))
-		return -ENOMEM;
-	memcpy(data, &c, sizeof(c));
-	memcpy(data + sizeof(c), name, len);
-	if (credlen)
-		memcpy(data + sizeof(c) + len, cred, credlen);
-	rec_fill(&h, JR_REMOVE, 0, victim);
-	h.len = (uint32_t)dlen;
+	if ((rc = ns_record(&h, JR_REMOVE, victim, dir, name, len, 0, 0, cred,
+			    credlen, &data)))
+		return rc;
 	h.valid = flags;
 	pthread_mutex_lock(&w->lock);
 	d = *fslot(w, dir);
-	if (!d || d->tok != TK_HELD || w->stopping) {
-		rc = -EAGAIN;
-		goto out;
-	}
-	/* Nothing after a removal in a file's journal: one pending is
-	 * enough (its other names go to the server). */
-	if (!(f = file_get(w, victim)) || f->busy || f->err ||
+	/* Only while the directory's token is ours. Nothing after a
+	 * removal in a file's journal: one pending is enough (its other
+	 * names go to the server). */
+	if (!d || d->tok != TK_HELD || w->stopping ||
+	    !(f = file_get(w, victim)) || f->busy || f->err ||
 	    (f->tail && f->tail->type == JR_REMOVE)) {
 		rc = -EAGAIN;
-		goto out_free;
+	} else {
+		/* No version step of the file: load_record continues from
+		 * here. */
+		h.tbase = f->tbase;
+		h.tidx = f->tidx - 1;
+		if (!(rc = ns_journal(w, d, f, &h, data, name, len, dir_dv)))
+			w->st.removes++;
 	}
-	if ((rc = reserve(w, h.len, &s, &at)))
-		goto out_free;
-	h.seq = ++w->seq;
-	/* No version step of the file: load_record continues from here. */
-	h.tbase = f->tbase;
-	h.tidx = f->tidx - 1;
-	if (!(o = op_new(f, &h, s, at))) {
-		rc = -ENOMEM;
-		goto out_free;
-	}
-	o->parent = *dir;
-	ns_pending_add(w, dir, o, name, len);
-	w->pending_ops++;
-	w->pending_bytes += o->len;
-	f->busy = 1; /* nobody sends it before it is written */
-	pthread_mutex_unlock(&w->lock);
-	rc = rec_write(s, at, &h, data);
-	pthread_mutex_lock(&w->lock);
-	f->busy = 0;
-	if (rc) {
-		struct wop **p = &f->head, *prev = NULL;
-
-		log_warn("write-back journal %s: %s; removing on the server",
-			 w->dir, strerror(-rc));
-		while (*p != o) {
-			prev = *p;
-			p = &(*p)->next;
-		}
-		CAIRN_ASSERT(!o->next);
-		f->tail = prev;
-		*p = NULL;
-		o->next = NULL;
-		/* pop_op's bookkeeping for one op that is not the head. */
-		{
-			struct wop *keep = f->head;
-
-			f->head = o;
-			pop_op(w, f);
-			f->head = keep;
-			f->tail = keep ? prev : NULL;
-		}
-		pthread_cond_broadcast(&w->done);
-		goto out_free;
-	}
-	o->ready = 1;
-	f->last_ms = d->last_ms = clock_mono_ms();
-	if (d->children == 1 || d->ldv < *dir_dv)
-		d->ldv = *dir_dv;
-	*dir_dv = ++d->ldv;
-	w->st.removes++;
-	w->st.journaled++;
-	enqueue(w, f, 0);
-	rc = 0;
-	goto out;
-out_free:
-	if (f)
+	if (rc && f)
 		file_maybe_free(w, f);
-out:
 	pthread_mutex_unlock(&w->lock);
 	free(data);
 	return rc;
