@@ -717,12 +717,17 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino,
 	uint64_t seq = notify_seq(fs->ntf);
 	struct cairn_fid fid;
 	struct cairn_attr a;
-	int rc;
+	int cur, rc;
 
 	/* The journal's changes of the file are in what we answer
 	 * (attr_to_stat), but blocks and the data version only the server
-	 * knows: it gets them first. */
+	 * knows: it gets them first. Not a directory's: what we hold of
+	 * one made here, or changed by creates and removes answered here,
+	 * is whole (the kernel asks after each, and a path walk through a
+	 * directory just made must not wait for the server). */
 	if (wb_busy(fs->wbk) && itab_fid(fs->itab, ino, &fid) == 0 &&
+	    !(itab_attr_last(fs->itab, ino, &a, &cur) == 0 &&
+	      S_ISDIR(a.mode)) &&
 	    (rc = fs_wb_settle(fs, &fid))) {
 		reply_error(req, rc);
 		return;

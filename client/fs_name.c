@@ -278,18 +278,20 @@ static int dir_token(fuse_req_t req, struct fs *fs, const struct cairn_fid *dir,
 }
 
 /*
- * A regular file created here, without the server (docs/ARCHITECTURE.md,
- * "Namespace changes without a round trip each"): in a directory whose
- * listing we have whole and whose token we hold (taken now if need be),
- * with a FID taken ahead and the attributes the server will give it,
- * journaled before the kernel hears of it and sent later. 0 when req was
- * answered; -EAGAIN (or another error) when it was not: create on the
- * server then.
+ * A regular file (fi: create) or a directory (mkdir) made here, without
+ * the server (docs/ARCHITECTURE.md, "Namespace changes without a round
+ * trip each"): in a directory whose listing we have whole and whose
+ * token we hold (taken now if need be), with a FID taken ahead and the
+ * attributes the server will give it, journaled before the kernel hears
+ * of it and sent later. A new directory's token is ours too, and its
+ * listing known empty. 0 when req was answered; -EAGAIN (or another
+ * error) when it was not: create on the server then.
  */
 static int make_local(fuse_req_t req, struct fs *fs, fuse_ino_t parent,
 		      const char *name, size_t len, uint32_t mode,
 		      struct fuse_file_info *fi, uint64_t seq)
 {
+	int isdir = S_ISDIR(mode);
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	struct cairn_attr dir, child, tmp;
 	struct timespec now;
@@ -304,6 +306,7 @@ static int make_local(fuse_req_t req, struct fs *fs, fuse_ino_t parent,
 	/* The directory's current attributes, and its listing without
 	 * the name. */
 	if (itab_getattr(fs->itab, parent, &dir) || !S_ISDIR(dir.mode) ||
+	    (isdir && dir.nlink >= CAIRN_MAX_LINK) ||
 	    dcache_lookup(fs->dc, parent, name, len, &tmp) != 0)
 		return -EAGAIN;
 	if ((rc = dir_token(req, fs, &dir.fid, &cred)))
@@ -323,9 +326,11 @@ static int make_local(fuse_req_t req, struct fs *fs, fuse_ino_t parent,
 	clock_gettime(CLOCK_REALTIME_COARSE, &now);
 	/* What the server's CREATE with CR_FID makes (store_create_fid). */
 	child.mode = mode;
-	child.nlink = 1;
+	child.nlink = isdir ? 2 : 1;
 	child.uid = ctx->uid;
 	child.gid = (dir.mode & S_ISGID) ? dir.gid : ctx->gid;
+	if (isdir && (dir.mode & S_ISGID))
+		child.mode |= S_ISGID;
 	child.rdev = 0;
 	child.size = 0;
 	child.blocks = 0;
@@ -339,7 +344,12 @@ static int make_local(fuse_req_t req, struct fs *fs, fuse_ino_t parent,
 	if (rc)
 		return rc;
 	dir.mtime = dir.ctime = child.mtime;
-	fi->fh = fs_lock_next_fh(fs);
+	if (isdir) {
+		dir.nlink++;
+		fs_dir_made(fs, seq, &child);
+	} else {
+		fi->fh = fs_lock_next_fh(fs);
+	}
 	reply_entry(req, fs, seq, parent, name, len, &child, &dir, fi, 1);
 	return 0;
 }
@@ -364,8 +374,8 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name,
 
 	if ((rc = check_name(name, &len)))
 		goto out;
-	if (tok && fi && make_local(req, fs, parent, name, len, mode, fi,
-				    seq) == 0)
+	if (((tok && fi) || (fs_wb_on(fs) && S_ISDIR(mode) && !fi)) &&
+	    make_local(req, fs, parent, name, len, mode, fi, seq) == 0)
 		return;
 	if ((rc = create_rpc(fs, req, parent, name, len, mode, rdev,
 			     flags | (tok ? CR_TOKEN : 0), &created, &child,
@@ -529,16 +539,19 @@ static void removed(struct fs *fs, uint64_t seq, fuse_ino_t parent,
  * unlink answered here, like a create (make_local): a regular file or
  * symlink named in a directory whose listing we have and whose token we
  * hold, not open for writing here. The REMOVE (RM_FID) is journaled as
- * the object's last change and sent later. 0 when req was answered; else
- * it was not (remove on the server then).
+ * the object's last change and sent later. rmdir (RM_DIR in flags) too,
+ * of a directory whose listing we have, empty, and whose token we hold
+ * already (rm -r emptied it here). 0 when req was answered; else it was
+ * not (remove on the server then).
  */
 static int remove_local(fuse_req_t req, struct fs *fs, fuse_ino_t parent,
-			const char *name, size_t len, uint64_t seq)
+			const char *name, size_t len, uint32_t flags,
+			uint64_t seq)
 {
+	int isdir = !!(flags & RM_DIR);
 	struct cairn_attr dir, a, again;
 	struct timespec now;
 	struct wbuf cred;
-	uint32_t flags;
 	int64_t ino;
 	int rc, cur, lr;
 
@@ -548,10 +561,12 @@ static int remove_local(fuse_req_t req, struct fs *fs, fuse_ino_t parent,
 	    itab_getattr(fs->itab, parent, &dir) || !S_ISDIR(dir.mode) ||
 	    ((cur = dcache_lookup(fs->dc, parent, name, len, &a)) != 1 &&
 	     cur != -EAGAIN) ||
-	    (!S_ISREG(a.mode) && !S_ISLNK(a.mode)))
+	    (isdir ? !S_ISDIR(a.mode) || dcache_count(fs->dc, a.fid.vnode) ||
+		     !wb_holds(fs->wbk, &a.fid)
+		   : !S_ISREG(a.mode) && !S_ISLNK(a.mode)))
 		return -EAGAIN;
 	ino = itab_entry(fs->itab, parent, name, len);
-	if (ino > 0 && itab_wopen(fs->itab, (uint64_t)ino, 0))
+	if (!isdir && ino > 0 && itab_wopen(fs->itab, (uint64_t)ino, 0))
 		return -EAGAIN;
 	if ((rc = dir_token(req, fs, &dir.fid, &cred)))
 		return rc;
@@ -560,10 +575,12 @@ static int remove_local(fuse_req_t req, struct fs *fs, fuse_ino_t parent,
 	    ((lr = dcache_lookup(fs->dc, parent, name, len, &again)) != 1 &&
 	     lr != -EAGAIN) ||
 	    again.fid.vnode != a.fid.vnode || again.fid.uniq != a.fid.uniq ||
-	    itab_entry(fs->itab, parent, name, len) != ino)
+	    itab_entry(fs->itab, parent, name, len) != ino ||
+	    (isdir && dcache_count(fs->dc, a.fid.vnode)))
 		rc = -EAGAIN;
 	/* As remove_entry: a file the kernel knows may be open. */
-	flags = ino > 0 ? RM_KEEP | RM_SELF : 0;
+	if (!isdir)
+		flags = ino > 0 ? RM_KEEP | RM_SELF : 0;
 	if (!rc)
 		rc = wb_remove(fs->wbk, &dir.fid, &dir.dv, name, len, &a.fid,
 			       flags, cred.data, cred.len);
@@ -574,6 +591,8 @@ static int remove_local(fuse_req_t req, struct fs *fs, fuse_ino_t parent,
 	dir.mtime.sec = now.tv_sec;
 	dir.mtime.nsec = (uint32_t)now.tv_nsec;
 	dir.ctime = dir.mtime;
+	if (isdir)
+		dir.nlink--;
 	removed(fs, seq, parent, name, len, flags, &a.fid,
 		ino > 0 ? (uint64_t)ino : 0,
 		ino > 0 && cur == 1 && S_ISREG(a.mode) && a.nlink == 1, &a,
@@ -596,6 +615,8 @@ static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
 
 	if ((rc = check_name(name, &len)))
 		goto out;
+	if (remove_local(req, fs, parent, name, len, flags, seq) == 0)
+		return;
 	/* A file the kernel knows may be open (fs_orphan.c). Its FID now:
 	 * a break may take the name from the table before the reply. */
 	ino = itab_entry(fs->itab, parent, name, len);
@@ -620,9 +641,6 @@ static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
 
 		wb_barrier(fs->wbk, &vf, 1);
 	}
-	if (!(flags & RM_DIR) &&
-	    remove_local(req, fs, parent, name, len, seq) == 0)
-		return;
 	if ((rc = remove_rpc(req, fs, parent, name, len, flags, &dir)))
 		goto out;
 	removed(fs, seq, parent, name, len, flags, &victim, vino, last,

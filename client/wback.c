@@ -882,12 +882,16 @@ static void pop_op(struct wb *w, struct wfile *f)
 				*p = o->rm->next;
 			free(o->rm);
 		}
-		/* The last create in a recalled directory: its token can
-		 * go back now. */
-		if (d && d->children && !--d->children &&
-		    (d->tok == TK_RECALLED || d->must_return)) {
-			d->retry_ms = 0;
-			enqueue(w, d, 1);
+		/* The last create or remove in a directory: its own
+		 * removal may go (next_ready), and a recalled one's token
+		 * back. */
+		if (d && d->children && !--d->children) {
+			if (d->head && d->head->type == JR_REMOVE)
+				pthread_cond_broadcast(&w->work);
+			if (d->tok == TK_RECALLED || d->must_return) {
+				d->retry_ms = 0;
+				enqueue(w, d, 1);
+			}
 		}
 		if (d && !d->busy)
 			file_maybe_free(w, d);
@@ -911,7 +915,7 @@ static void drop_all(struct wb *w, struct wfile *f)
  * f busy. */
 static int send_create(struct wb *w, struct wfile *f, const struct wop *o,
 		       const struct wop *first, uint8_t *buf,
-		       struct cairn_attr *a)
+		       struct cairn_attr *a, uint8_t *created)
 {
 	struct crec c;
 	struct msg_create_req q;
@@ -944,6 +948,7 @@ static int send_create(struct wb *w, struct wfile *f, const struct wop *o,
 	if (rc)
 		return rc;
 	*a = p.child;
+	*created = p.created;
 	/* The chunk cache keeps the first bytes, as send_op does for a
 	 * write (the file was empty at the version we knew). */
 	if (first && f->known && a->dv == f->known_dv + 1)
@@ -987,9 +992,10 @@ static int send_remove(struct wb *w, struct wfile *f, const struct wop *o,
 			   o->len - sizeof(c) - c.namelen, OP_REMOVE, &q, &p);
 }
 
-/* Send change o of f. 0, or the server's error. No lock; f busy. */
+/* Send change o of f. 0, or the server's error; a creation's reply
+ * flags (CREATED_TOKEN) in *created. No lock; f busy. */
 static int send_op(struct wb *w, struct wfile *f, const struct wop *o,
-		   uint8_t *buf, struct cairn_attr *a)
+		   uint8_t *buf, struct cairn_attr *a, uint8_t *created)
 {
 	uint64_t seq = notify_seq(w->fs->ntf);
 	int rc;
@@ -1001,10 +1007,12 @@ static int send_op(struct wb *w, struct wfile *f, const struct wop *o,
 	}
 	if (o->type == JR_CREATE) {
 		/* The directory's attributes in the reply are not noted:
-		 * ours count the creates not sent yet too. */
-		if ((rc = send_create(w, f, o, NULL, buf, a)))
+		 * ours count the creates not sent yet too; nor those of a
+		 * directory made here, for the same reason. */
+		if ((rc = send_create(w, f, o, NULL, buf, a, created)))
 			return rc;
-		fs_note_attrs(w->fs, seq, a, NULL);
+		if (!S_ISDIR(a->mode))
+			fs_note_attrs(w->fs, seq, a, NULL);
 		return 0;
 	}
 	if (o->type == JR_WRITE) {
@@ -1112,11 +1120,6 @@ static int refused_error(int err)
 }
 
 /*
- * Send what f holds, take its token again first if it was lost, give it
- * back when recalled (or idle, with nothing left). Called by a shipper
- * owning f (busy), with the lock held; returns with it held.
- */
-/*
  * A recalled file in the middle of a rewrite (truncated since its last
  * FLUSH): until that close, or WB_CLOSE_WAIT_MS after the recall, its
  * changes are still journaled and the token is kept, so that the other
@@ -1145,17 +1148,41 @@ static void conflict(struct wb *w, struct wfile *f)
 	f->err = 0;
 }
 
+/* Must f's next change wait: for the creation of the directory made
+ * here that it names, or (a directory's removal) for the creates and
+ * removes in it? Under lock. */
+static int ns_waits(struct wb *w, const struct wfile *f)
+{
+	const struct wfile *d;
+
+	if (!f->head || !JR_NS(f->head->type))
+		return 0;
+	if (f->head->type == JR_REMOVE && f->children)
+		return 1;
+	d = *fslot(w, &f->head->parent);
+	return d && d->head && d->head->type == JR_CREATE;
+}
+
+/*
+ * Send what f holds, take its token again first if it was lost, give it
+ * back when recalled (or idle, with nothing left). Called by a shipper
+ * owning f (busy), with the lock held; returns with it held.
+ */
 static void ship_file(struct wb *w, struct wfile *f, uint8_t *buf)
 {
 	for (;;) {
 		struct wop *o = f->head;
 		const struct wop *first;
 		struct cairn_attr a;
+		uint8_t created = CREATED | CREATED_TOKEN;
 		int rc;
 
 		if (w->stopping > 1)
 			return;
 		if (!o || !o->ready)
+			break;
+		/* Its turn comes again (the shipper queues f). */
+		if (ns_waits(w, f))
 			break;
 		if (!JR_NS(o->type) && f->tok != TK_HELD &&
 		    f->tok != TK_RECALLED) {
@@ -1213,11 +1240,11 @@ static void ship_file(struct wb *w, struct wfile *f, uint8_t *buf)
 		if (first) {
 			uint64_t seq = notify_seq(w->fs->ntf);
 
-			rc = send_create(w, f, o, first, buf, &a);
+			rc = send_create(w, f, o, first, buf, &a, &created);
 			if (rc == 0)
 				fs_note_attrs(w->fs, seq, &a, NULL);
 		} else {
-			rc = send_op(w, f, o, buf, &a);
+			rc = send_op(w, f, o, buf, &a, &created);
 		}
 		pthread_mutex_lock(&w->lock);
 		if (rc == 0 && first) {
@@ -1248,10 +1275,18 @@ static void ship_file(struct wb *w, struct wfile *f, uint8_t *buf)
 			pthread_mutex_lock(&w->lock);
 			/* CR_TOKEN gave us the new file's token (one made by an
 			 * earlier copy of the request comes without: the next
-			 * change learns that from -ECANCELED). */
-			if (o->type == JR_CREATE && f->tok != TK_HELD &&
-			    f->tok != TK_RECALLED)
+			 * change learns that from -ECANCELED). A directory's
+			 * we know from the reply; what waits for it to exist
+			 * (next_ready) may go now. */
+			if (o->type == JR_CREATE && S_ISDIR(o->valid)) {
+				if (!(created & CREATED_TOKEN) &&
+				    f->tok == TK_HELD)
+					set_tok(w, f, TK_NONE);
+				pthread_cond_broadcast(&w->work);
+			} else if (o->type == JR_CREATE && f->tok != TK_HELD &&
+				   f->tok != TK_RECALLED) {
 				set_tok(w, f, TK_HELD);
+			}
 			w->st.sent++;
 			w->st.sent_bytes += JR_NS(o->type) ? 0 : o->len;
 			if (o->type != JR_REMOVE) {
@@ -1274,7 +1309,8 @@ static void ship_file(struct wb *w, struct wfile *f, uint8_t *buf)
 			set_tok(w, f, TK_LOST);
 			continue;
 		}
-		if (o->type == JR_REMOVE && create_refused(rc)) {
+		if (o->type == JR_REMOVE &&
+		    (create_refused(rc) || rc == -ENOTEMPTY)) {
 			log_error("write-back: the removal of a name of vnode %"
 				  PRIu64 " answered here was refused by the "
 				  "server: %s; the name is back", f->fid.vnode,
@@ -1285,16 +1321,41 @@ static void ship_file(struct wb *w, struct wfile *f, uint8_t *buf)
 			pthread_cond_broadcast(&w->done);
 			continue;
 		}
-		if (o->type == JR_CREATE && create_refused(rc)) {
+		if (o->type == JR_CREATE &&
+		    (create_refused(rc) || rc == -ESTALE || rc == -ENOENT)) {
 			/* EEXIST only after a crash (the directory's token
 			 * was lost): someone else made the name meanwhile.
-			 * The others: the server will never take it. */
+			 * ESTALE, ENOENT: its directory is gone (removed by
+			 * another client then, or one made here that could
+			 * not be made). The others: the server will never
+			 * take it. A directory's files follow it here. */
+			const char *why = rc == -EEXIST
+				? "another client made its name meanwhile"
+				: rc == -ESTALE || rc == -ENOENT
+				? "its directory is gone" : strerror(-rc);
+
+			if (S_ISDIR(o->valid)) {
+				log_error("write-back: the directory this client "
+					  "made as vnode %" PRIu64 " could not be "
+					  "made on the server: %s; what was "
+					  "written to files made in it is kept "
+					  "in %s", f->fid.vnode, why,
+					  w->conflicts);
+				uint64_t pvn = o->parent.vnode;
+
+				w->st.conflicts++;
+				drop_all(w, f);
+				set_tok(w, f, TK_NONE);
+				f->err = 0;
+				dcache_break(w->fs->dc, pvn);
+				dcache_break(w->fs->dc, f->fid.vnode);
+				pthread_cond_broadcast(&w->work);
+				break;
+			}
 			log_error("write-back: the file this client created as "
 				  "vnode %" PRIu64 " could not be made on the "
 				  "server: %s; what was written to it is kept "
-				  "in %s", f->fid.vnode,
-				  rc == -EEXIST ? "another client made its name "
-				  "meanwhile" : strerror(-rc), w->conflicts);
+				  "in %s", f->fid.vnode, why, w->conflicts);
 			conflict(w, f);
 			break;
 		}
@@ -1395,7 +1456,9 @@ out:
 	pthread_cond_broadcast(&w->done);
 }
 
-/* The next file a shipper should serve, or NULL. Under lock. */
+/* The next file a shipper should serve, or NULL: one whose retry time
+ * came, and whose next change does not wait for others (ns_waits; what
+ * it waits for is sent first, and wakes the shippers). Under lock. */
 static struct wfile *next_ready(struct wb *w)
 {
 	int64_t now = clock_mono_ms();
@@ -1404,7 +1467,8 @@ static struct wfile *next_ready(struct wb *w)
 	     prev = *p, p = &(*p)->qnext) {
 		struct wfile *f = *p;
 
-		if (f->retry_ms > now && !f->must_return && !w->stopping)
+		if ((f->retry_ms > now && !f->must_return && !w->stopping) ||
+		    ns_waits(w, f))
 			continue;
 		*p = f->qnext;
 		if (w->qtail == f)
@@ -2298,6 +2362,20 @@ void wb_barrier_list(struct wb *w, const struct cairn_fid *fids, size_t n)
 	barrier(w, NULL, fids, n);
 }
 
+int wb_holds(struct wb *w, const struct cairn_fid *fid)
+{
+	struct wfile *f;
+	int rc;
+
+	if (!w)
+		return 0;
+	pthread_mutex_lock(&w->lock);
+	f = *fslot(w, fid);
+	rc = f && f->tok == TK_HELD;
+	pthread_mutex_unlock(&w->lock);
+	return rc;
+}
+
 int wb_dir_token(struct wb *w, const struct cairn_fid *dir,
 		 const void *cred, size_t credlen)
 {
@@ -2471,10 +2549,12 @@ int wb_create(struct wb *w, const struct cairn_fid *dir, uint64_t *dir_dv,
 		f->tidx = 0;
 		f->psz = 1;
 		f->psize = 0;
-		/* Sent at the file's close (wb_closed), with its first
+		/* A file's: sent at its close (wb_closed), with its first
 		 * bytes in the same CREATE, or once a request needs it
-		 * (wb_barrier), or after WB_CREATE_HOLD_MS. */
-		f->retry_ms = f->last_ms + WB_CREATE_HOLD_MS;
+		 * (wb_barrier), or after WB_CREATE_HOLD_MS. A directory's
+		 * at once: what is made in it waits for it (next_ready). */
+		f->retry_ms = S_ISDIR(a->mode) ? 0
+					       : f->last_ms + WB_CREATE_HOLD_MS;
 		w->st.creates++;
 	}
 	pthread_mutex_unlock(&w->lock);
@@ -2491,7 +2571,7 @@ int wb_remove(struct wb *w, const struct cairn_fid *dir, uint64_t *dir_dv,
 	struct jrec h;
 	int rc;
 
-	if (flags & ~(uint32_t)(RM_KEEP | RM_SELF))
+	if (flags & ~(uint32_t)(RM_KEEP | RM_SELF | RM_DIR))
 		return -EINVAL;
 	if ((rc = ns_record(&h, JR_REMOVE, victim, dir, name, len, 0, 0, cred,
 			    credlen, &data)))
@@ -2504,7 +2584,8 @@ int wb_remove(struct wb *w, const struct cairn_fid *dir, uint64_t *dir_dv,
 	 * names go to the server). */
 	if (!d || d->tok != TK_HELD || w->stopping ||
 	    !(f = file_get(w, victim)) || f->busy || f->err ||
-	    (f->tail && f->tail->type == JR_REMOVE)) {
+	    (f->tail && f->tail->type == JR_REMOVE) ||
+	    ((flags & RM_DIR) && f->tok != TK_HELD)) {
 		rc = -EAGAIN;
 	} else {
 		/* No version step of the file: load_record continues from

@@ -175,13 +175,17 @@ int wb_create(struct wb *w, const struct cairn_fid *dir, uint64_t *dir_dv,
 	      const char *name, size_t len, const struct cairn_attr *a,
 	      const void *cred, size_t credlen);
 void wb_barrier(struct wb *w, const struct cairn_fid *const *fids, int n);
+/* Whether fid's token is held here (and not recalled). */
+int wb_holds(struct wb *w, const struct cairn_fid *fid);
 /* wb_barrier for the FIDs of an array (ORPHAN_DROP, ATIME). */
 void wb_barrier_list(struct wb *w, const struct cairn_fid *fids, size_t n);
 /*
  * The removal of name in dir, a name of victim, answered here: journaled
  * as victim's last change and sent later (REMOVE with flags | RM_FID,
- * with the credential block cred). Only while dir's token is held and
- * victim has no removal pending already: else -EAGAIN. *dir_dv as for
+ * with the credential block cred), a directory's (RM_DIR) after every
+ * create and remove in it. Only while dir's token is held (and with
+ * RM_DIR, victim's: nobody else can have put a name in it) and victim
+ * has no removal pending already: else -EAGAIN. *dir_dv as for
  * wb_create. Changes to victim after it go through (wb_write and
  * wb_setattr refuse them).
  */

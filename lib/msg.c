@@ -326,7 +326,7 @@ static void enc_create_rep(struct wbuf *w, const void *m)
 {
 	const struct msg_create_rep *p = m;
 
-	wire_put_u8(w, p->created ? 1 : 0);
+	wire_put_u8(w, p->created & (CREATED | CREATED_TOKEN));
 	wire_put_attr(w, &p->child);
 	wire_put_attr(w, &p->dir);
 }
@@ -335,7 +335,9 @@ static int dec_create_rep(struct rbuf *r, void *m)
 {
 	struct msg_create_rep *p = m;
 
-	p->created = get_bool(r);
+	p->created = wire_get_u8(r);
+	if (p->created > (CREATED | CREATED_TOKEN))
+		r->err = -EPROTO;
 	wire_get_attr(r, &p->child);
 	wire_get_attr(r, &p->dir);
 	return dec_end(r);

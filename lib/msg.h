@@ -9,7 +9,7 @@
  *
  * Decoding is structural only: a decoder checks that the payload has exactly
  * the fields the layout gives, each within its wire bounds (a u8 flag such
- * as eof or created is 0 or 1, so every message has one encoding), and returns
+ * as eof is 0 or 1, created at most 3, so every message has one encoding), and returns
  * -EPROTO otherwise (the peer is broken: the caller drops the connection or
  * fails the call). Whether a well-formed value is acceptable (a name with a
  * '/', an unknown flag bit, an oversized write) is the receiver's policy and
@@ -106,7 +106,8 @@ struct msg_create_req {
 	struct msg_bytes data;   /* CR_FID: its first bytes; else empty */
 };
 struct msg_create_rep {
-	uint8_t created;         /* 0: the name existed (no CR_EXCL) */
+	uint8_t created;         /* CREATED, CREATED_TOKEN; 0: the name
+				  * existed (no CR_EXCL) */
 	struct cairn_attr child, dir;
 };
 

@@ -14,7 +14,7 @@
 #include <stddef.h>
 
 #define CAIRN_MAGIC          0x4e524143u /* "CARN" read little-endian */
-#define CAIRN_PROTO_VERSION  8u
+#define CAIRN_PROTO_VERSION  9u
 #define CAIRN_DEFAULT_PORT   7070
 
 /* Frame header: u32 len | u16 op | u16 flags | u32 id | i32 status. */
@@ -28,6 +28,8 @@
 #define CAIRN_MAX_IO         (1u << 20)
 #define CAIRN_NAME_MAX       255u
 #define CAIRN_SYMLINK_MAX    4095u
+/* At most this many links to an object (EMLINK beyond: ext4's limit). */
+#define CAIRN_MAX_LINK       65000u
 #define CAIRN_XATTR_NAME_MAX 255u
 #define CAIRN_XATTR_SIZE_MAX 65536u
 #define CAIRN_XATTR_LIST_MAX 65536u
@@ -133,15 +135,20 @@ enum {
 				  * file's write token (WTOKEN) */
 };
 
-/* CREATE flags. CR_TOKEN: a regular file the request creates comes with
- * its write token for the requester (WTOKEN), unless the server's token
- * table is full (the first WR_TOKEN write then answers -ECANCELED).
+/* CREATE flags. CR_TOKEN: a regular file or directory the request
+ * creates comes with its write token for the requester (WTOKEN), unless
+ * the server's token table is full: the reply's `created` has
+ * CREATED_TOKEN when it came (and without it, a file's first WR_TOKEN
+ * write answers -ECANCELED).
  * CR_FID: the new object gets the request's fid, one that FIDS handed
  * out, and the request's time as its atime, mtime and ctime (and the
  * directory's mtime and ctime); a CR_FID CREATE whose object exists
  * already is answered as done and changes nothing (docs/PROTOCOL.md,
  * "Objects named ahead"). */
 enum { CR_EXCL = 1u << 0, CR_TOKEN = 1u << 1, CR_FID = 1u << 2 };
+/* CREATE reply's `created`: CREATED (the request made the object; 0: the
+ * name existed), with CREATED_TOKEN when its token came (CR_TOKEN). */
+enum { CREATED = 1u << 0, CREATED_TOKEN = 1u << 1 };
 /* At most this many FIDs per FIDS request. */
 #define CAIRN_FIDS_MAX 4096u
 /* REMOVE flags. RM_KEEP: the requester may still have the file open; a

@@ -590,13 +590,17 @@ static int op_create(struct op_req *q)
 	if (!created && tok_busy(q, &rep.child.fid))
 		return PARKED;
 	rep.created = created ? 1 : 0;
-	/* Nobody else can know the new file yet: its token needs no break.
-	 * A full table grants none; the client learns it from -ECANCELED
-	 * on its first WR_TOKEN write (PROTOCOL.md, Write tokens). */
-	if (created && (m->flags & CR_TOKEN) && S_ISREG(rep.child.mode)) {
+	/* Nobody else can know the new file or directory yet: its token
+	 * needs no break. A full table grants none: the reply says so
+	 * (CREATED_TOKEN), and a writer learns it from -ECANCELED on its
+	 * first WR_TOKEN write too (PROTOCOL.md, Write tokens). */
+	if (created && (m->flags & CR_TOKEN) &&
+	    (S_ISREG(rep.child.mode) || S_ISDIR(rep.child.mode))) {
 		int fresh;
 
-		tok_acquire(q->ctx->tok, q->c, &rep.child.fid, &fresh);
+		if (tok_acquire(q->ctx->tok, q->c, &rep.child.fid,
+				&fresh) == 0)
+			rep.created |= CREATED_TOKEN;
 	}
 	reply(q, &rep);
 	promise(q, &rep.child.fid);

@@ -44,7 +44,7 @@
 #define STORE_ROOT     1u
 #define STORE_NSTRIPE  64
 #define STORE_MAPSIZE  (64ull << 30)
-#define STORE_MAXLINK  65000u /* ext4's limit: EMLINK beyond */
+#define STORE_MAXLINK  CAIRN_MAX_LINK
 #define STORE_RTXN_POOL 32    /* idle read transactions kept for reuse */
 #define STORE_FDC_MAX  256    /* data file descriptors kept open */
 #define STORE_NDBI     8      /* LMDB databases, in struct store's order */

@@ -47,7 +47,7 @@ import sys
 import time
 
 MAGIC = 0x4E524143
-VERSION = 8
+VERSION = 9
 MAX_PAYLOAD = (4 << 20) + 4096
 TAG_SIZE = 16
 MAX_IO = 1 << 20

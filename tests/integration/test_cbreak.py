@@ -342,6 +342,14 @@ def raw_client_without_ack_flag_is_not_waited_for(ctx):
 def dead_client(ctx, tag, read_socket):
     d = fresh(ctx, tag)
     write_file(ctx.A.p(d, "f"), b"one")
+    # A's daemon made d and f itself: on the server before c looks (else
+    # their arrival breaks c's fresh promise on d, which c never
+    # acknowledges, before the break this test is about).
+    end = time.time() + 20
+    while H.mount_status(ctx.A).get("wb.pending_changes", 0):
+        if time.time() > end:
+            fail("A's journal not sent within 20 s")
+        time.sleep(0.05)
     c = AckConn("127.0.0.1", ctx.srv.port)
     c.auto_ack = False
     stop = threading.Event()

@@ -206,15 +206,23 @@ def create_hands_the_token_to_the_creator(ctx):
         rep = b.reply_of("LOOKUP", id, timeout=5)
         expect(rep is not None, "B's LOOKUP not answered after the return")
         expect_eq(rep["child"]["size"], 4, "size B's LOOKUP gives")
-        # Not for a directory, nor for a name that existed.
-        sub = a.create(d, "sub", 0o040755, flags=P.CR_EXCL | P.CR_TOKEN)["child"]
+        # A directory's comes too (CREATED_TOKEN): B's lookup in it waits
+        # for A's return; not for a name that existed.
+        cr = a.create(d, "sub", 0o040755, flags=P.CR_EXCL | P.CR_TOKEN)
+        sub = cr["child"]
+        expect(sub["mode"] & 0o040000, "mkdir with CR_TOKEN")
+        expect_eq(cr["created"], 3, "created flags of a mkdir with its token")
+        id = parked(b, "LOOKUP", dir=sub["fid"], name="x")
+        expect(a.expect_recall(sub["fid"], 2.0), "A got no CB_RECALL of sub")
+        a.wtoken(sub["fid"], flags=P.WT_RETURN)
+        expect_eq(err_of(b.reply_of, "LOOKUP", id, timeout=5), errno.ENOENT,
+                  "B's LOOKUP in sub after the return")
         expect_eq(err_of(a.write, f["fid"], 0, b"x", P.WR_TOKEN), errno.ECANCELED,
                   "WR_TOKEN after the return")
         again = a.create(d, "new", 0o100644, flags=P.CR_TOKEN)
         expect_eq(again["created"], 0, "created flag of an existing name")
         expect_eq(err_of(a.write, f["fid"], 0, b"x", P.WR_TOKEN), errno.ECANCELED,
                   "WR_TOKEN after CR_TOKEN of an existing name")
-        expect(sub["mode"] & 0o040000, "mkdir with CR_TOKEN")
     finally:
         a.close()
         b.close()

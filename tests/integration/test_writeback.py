@@ -1300,6 +1300,113 @@ def kill9_after_close_of_files_created_here_keeps_them(ctx):
               "files named k* on B (each once)")
 
 
+def make_tree(a, top, dirs, subdirs, tag):
+    """Under top on mount a: dirs directories (mode 0750), each with
+    subdirs directories holding a file f. The file contents by path
+    relative to top."""
+    want = {}
+    for i in range(dirs):
+        os.mkdir(os.path.join(top, "%s%d" % (tag, i)), 0o750)
+        for j in range(subdirs):
+            rel = os.path.join("%s%d" % (tag, i), "t%d" % j)
+            os.mkdir(os.path.join(top, rel))
+            want[os.path.join(rel, "f")] = ("%s %d.%d " % (tag, i, j)).encode() * (j + 1)
+            write_file(os.path.join(top, rel, "f"), want[os.path.join(rel, "f")])
+    return want
+
+
+def same_tree(m, top, want, what):
+    """The files of want under top on mount m, read whole; every
+    directory on the way listed with exactly the names want implies."""
+    for rel, data in sorted(want.items()):
+        expect_eq(read_file(m.p(top, rel)), data, "%s: %s" % (what, rel))
+    dirs = {}
+    for rel in want:
+        parts = rel.split("/")
+        for k in range(len(parts)):
+            dirs.setdefault("/".join(parts[:k]), set()).add(parts[k])
+    for d, names in sorted(dirs.items()):
+        got = set(os.listdir(m.p(top, d))) if d else set(os.listdir(m.p(top)))
+        expect(names <= got, "%s: %s lists %s, not all of %s"
+               % (what, d or ".", sorted(got), sorted(names)))
+
+
+@test(timeout=90)
+def directories_made_here_reach_the_other_client(ctx):
+    """mkdir in a directory whose token A holds is answered by A's daemon
+    too (wb.creates counts it) and the new directory's token is A's: what
+    is made inside it is answered there as well, and reaches the server
+    after it. B, asking at once, sees the whole tree with the modes, link
+    counts and inode numbers A gave, a set-group-ID parent's group and bit
+    passed on; an rmdir and a rename of directories made here work; A
+    remounted sees the same."""
+    srv = ctx.server()
+    a = ctx.mount(srv, "a")
+    b = ctx.mount(srv, "b")
+    os.mkdir(a.p("d"))
+    os.chown(a.p("d"), -1, 1234)
+    os.chmod(a.p("d"), 0o2755)
+    os.listdir(a.p("d"))
+    fill_dir(a, a.p("d"), 2, "warm")         # the token and FIDs are A's
+    before = wb_status(a)["wb.creates"]
+    want = make_tree(a, a.p("d"), 4, 3, "s")
+    made = wb_status(a)["wb.creates"] - before
+    expect(made >= 20, "only %d of 28 mkdirs and creates answered by A's "
+           "daemon" % made)
+    os.mkdir(a.p("d", "gone"))
+    os.rmdir(a.p("d", "gone"))
+    os.mkdir(a.p("d", "old"))
+    write_file(a.p("d", "old", "in"), b"moved")
+    os.rename(a.p("d", "old"), a.p("d", "new"))
+    want["new/in"] = b"moved"
+    same_tree(b, "d", want, "B right after A's mkdirs")
+    expect(not os.path.exists(b.p("d", "gone")), "d/gone (removed on A) on B")
+    for rel in ("", "s0", "s3/t2", "new"):
+        sa, sb = os.stat(a.p("d", rel)), os.stat(b.p("d", rel))
+        expect_eq((sb.st_mode, sb.st_nlink, sb.st_ino, sb.st_uid, sb.st_gid),
+                  (sa.st_mode, sa.st_nlink, sa.st_ino, sa.st_uid, sa.st_gid),
+                  "mode, nlink, inode, owner of d/%s on B vs A" % rel)
+    expect_eq(os.stat(b.p("d")).st_nlink, 2 + 5, "nlink of d on B")
+    umask = os.umask(0)
+    os.umask(umask)
+    st = os.stat(b.p("d", "s1"))
+    expect_eq((st.st_gid, st.st_mode & 0o7777), (1234, 0o2000 | (0o750 & ~umask)),
+              "group and mode (set-group-ID bit passed on) of d/s1 on B")
+    wait_for(lambda: wb_status(a)["wb.pending_changes"] == 0, 20, "A's journal sent")
+    expect_eq(wb_status(a)["wb.conflicts"], 0, "wb.conflicts")
+    remount(a)
+    same_tree(a, "d", want, "A remounted")
+
+
+@test(timeout=90)
+def kill9_after_directories_made_here_replays_them(ctx):
+    """A tree of directories and files made here while the server is
+    stopped, then the daemon killed: the next mount of the cache
+    directory makes each directory before what is in it, each once, with
+    the files' data."""
+    srv = ctx.server()
+    a = ctx.mount(srv, "a")
+    os.mkdir(a.p("d"))
+    os.listdir(a.p("d"))
+    fill_dir(a, a.p("d"), 2, "warm")
+    sig(srv.proc, 19)
+    try:
+        want = make_tree(a, a.p("d"), 3, 3, "k")
+        made = wb_status(a)
+        H.kill9_daemon(a)
+    finally:
+        sig(srv.proc, 18)
+    expect(made["wb.pending_changes"] >= 15, "only %d changes pending when A "
+           "was killed" % made["wb.pending_changes"])
+    remount(a)
+    wait_for(lambda: wb_status(a)["wb.pending_changes"] == 0, 20, "A's journal sent")
+    b = ctx.mount(srv, "b")
+    same_tree(b, "d", want, "B after A's replay")
+    expect_eq(sorted(os.listdir(b.p("d"))), ["k0", "k1", "k2", "warm000", "warm001"],
+              "names in d on B (each directory once)")
+    expect_eq(wb_status(a)["wb.conflicts"], 0, "wb.conflicts after the replay")
+
+
 @test(timeout=90)
 def removes_answered_here_reach_the_other_client(ctx):
     """Unlinks in a directory whose token A holds are answered by A's
@@ -1372,6 +1479,52 @@ def kill9_after_removes_answered_here_replays_them(ctx):
     b = ctx.mount(srv, "b")
     same_dir(b.p("d"), want, "d on B after A's replay")
     expect_eq(sorted(os.listdir(b.p("d"))), sorted(want), "all names on B")
+
+
+@test(timeout=90)
+def kill9_after_tree_removed_here_replays_it(ctx):
+    """rm -r of a tree whose listings and tokens A has, answered by A's
+    daemon while the server is stopped (each rmdir too: wb.removes counts
+    files and directories), then the daemon killed: the next mount sends
+    each directory's removal after those of its entries, each once, and
+    B finds the tree gone and its sibling whole."""
+    srv = ctx.server()
+    a = ctx.mount(srv, "a")
+    os.mkdir(a.p("d"))
+    os.listdir(a.p("d"))
+    fill_dir(a, a.p("d"), 2, "warm")
+    tree = make_tree(a, a.p("d"), 3, 2, "x")
+    keep = make_tree(a, a.p("d"), 1, 2, "y")
+    wait_for(lambda: wb_status(a)["wb.pending_changes"] == 0, 20, "A's journal sent")
+    # A file made in each directory just before: its listing is cached
+    # and its token A's (given back after a second idle otherwise). Sent
+    # (a removal of a file whose creation is in flight goes to the
+    # server).
+    dirs = sorted({os.path.dirname(rel) for rel in tree} |
+                  {"x%d" % i for i in range(3)})
+    for rel in dirs:
+        write_file(a.p("d", rel, "z"), b"z")
+    wait_for(lambda: wb_status(a)["wb.pending_changes"] == 0, 20, "A's journal sent")
+    before = wb_status(a)["wb.removes"]
+    sig(srv.proc, 19)
+    try:
+        import shutil
+        for i in range(3):
+            shutil.rmtree(a.p("d", "x%d" % i))
+        made = wb_status(a)
+        H.kill9_daemon(a)
+    finally:
+        sig(srv.proc, 18)
+    # 3 x (2 files + 2 directories) + 3 directories, and the 9 z files
+    expect_eq(made["wb.removes"] - before, 24,
+              "unlinks and rmdirs answered by A's daemon")
+    remount(a)
+    wait_for(lambda: wb_status(a)["wb.pending_changes"] == 0, 20, "A's journal sent")
+    b = ctx.mount(srv, "b")
+    expect_eq(sorted(os.listdir(b.p("d"))), ["warm000", "warm001", "y0"],
+              "names in d on B after A's replay")
+    same_tree(b, "d", keep, "the tree kept, on B")
+    expect_eq(wb_status(a)["wb.errors"], 0, "wb.errors after the replay")
 
 
 @test(timeout=90)
