@@ -521,6 +521,7 @@ struct wop {
 	void *arg;
 	int rc;
 	int done;
+	pthread_cond_t cond;          /* its owner waits here (gc_lock) */
 	struct wop *next;
 	struct store_tag tag;         /* the request it runs for, if set */
 	struct store_applied result;  /* what it made (store_tx_result), or
@@ -864,12 +865,16 @@ int store_tx(struct store *st, store_tx_fn fn, void *arg)
 	CAIRN_ASSERT(!in_batch);
 	CAIRN_ASSERT(rtxn_open == 0);
 	LOCK_ASSERT_NOT_HELD(&st->gc_lock);
+	pthread_cond_init(&op.cond, NULL);
 	pthread_mutex_lock(&st->gc_lock);
 	*st->gc_tail = &op;
 	st->gc_tail = &op.next;
 	while (!op.done) {
+		/* Woken only for our own op: done, or at the head of the
+		 * queue when the leader left (one wake-up each, not a herd
+		 * per commit). */
 		if (st->gc_leader) {
-			pthread_cond_wait(&st->gc_cond, &st->gc_lock);
+			pthread_cond_wait(&op.cond, &st->gc_lock);
 			continue;
 		}
 		st->gc_leader = 1;
@@ -893,11 +898,16 @@ int store_tx(struct store *st, store_tx_fn fn, void *arg)
 		for (w = batch; w; w = next) {
 			next = w->next;
 			w->done = 1;
+			if (w != &op)
+				pthread_cond_signal(&w->cond);
 		}
 		st->gc_leader = 0;
-		pthread_cond_broadcast(&st->gc_cond);
+		/* The next batch's first owner leads it. */
+		if (st->gc_head)
+			pthread_cond_signal(&st->gc_head->cond);
 	}
 	pthread_mutex_unlock(&st->gc_lock);
+	pthread_cond_destroy(&op.cond);
 	if (op.rc == -EALREADY)
 		cur_applied = op.result;
 	return op.rc;
@@ -1338,7 +1348,6 @@ int store_open(const char *dir, struct store **out, char *err, size_t errsz)
 	}
 	st->dirfd = st->lockfd = -1;
 	pthread_mutex_init(&st->gc_lock, NULL);
-	pthread_cond_init(&st->gc_cond, NULL);
 	st->gc_tail = &st->gc_head;
 	for (int i = 0; i < STORE_NSTRIPE; i++)
 		pthread_mutex_init(&st->vlock[i], NULL);
@@ -1436,7 +1445,6 @@ void store_close(struct store *st)
 	if (st->lockfd >= 0)
 		close(st->lockfd); /* releases the flock */
 	pthread_mutex_destroy(&st->gc_lock);
-	pthread_cond_destroy(&st->gc_cond);
 	for (int i = 0; i < STORE_NSTRIPE; i++)
 		pthread_mutex_destroy(&st->vlock[i]);
 	pthread_mutex_destroy(&st->rt_lock);

@@ -73,9 +73,9 @@ struct store {
 	MDB_dbi db_inodes, db_dirents, db_dirseq, db_xattrs, db_symlinks,
 		db_meta, db_orphans, db_applied;
 
-	/* Group commit: queued write ops and whether a leader runs a batch. */
+	/* Group commit: queued write ops (each owner waits on its own
+	 * condition) and whether a leader runs a batch. */
 	pthread_mutex_t gc_lock;
-	pthread_cond_t gc_cond;
 	struct wop *gc_head, **gc_tail; /* gc_lock */
 	int gc_leader;                  /* gc_lock */
 
