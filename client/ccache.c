@@ -41,6 +41,14 @@
  * c->lock, so a file name and its record change together as far as other
  * threads of this process can see.
  *
+ * Small chunks: one of at most CCACHE_SMALL_MAX bytes is not a file but
+ * a record of db small under its key, holding exactly the bytes its file
+ * would (header with checksums, then data), written in the same
+ * transaction as its index record and deleted with it (cc_rec_del). It
+ * skips the tmp file and the rename; reads check it as they check a file.
+ * A cache written before small chunks existed has them as files: a small
+ * chunk without a record in db small is looked for there.
+ *
  * Sync policy: none on the way (MDB_NOSYNC, no fsync of chunk files): the
  * crc32s decide whether a chunk's bytes can be trusted, and the dirty
  * marker (fsynced once at open) decides whether the index can be. The cost
@@ -50,6 +58,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <isa-l/crc.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -213,6 +222,21 @@ void cc_unlink_key(struct ccache *c, const struct ccache_key *k)
 	if (unlinkat(c->dfd, path, 0) < 0 && errno != ENOENT)
 		log_warn("cache %s: cannot remove %s: %s", c->dir, path,
 			 strerror(errno));
+}
+
+/* Chunk k's bytes go once w commits: its small record now, its file
+ * after the commit. */
+static int chunk_gone(struct ccache *c, struct wtx *w, const struct ccache_key *k)
+{
+	uint8_t kb[CCACHE_REC_KEY_SIZE];
+	MDB_val key = { sizeof(kb), kb };
+	int rc;
+
+	ccache_rec_key_encode(k, kb);
+	rc = mdb_del(w->txn, c->db_small, &key, NULL);
+	if (rc && rc != MDB_NOTFOUND)
+		return cc_lmdb_err(c, rc, "delete");
+	return keyvec_add(&w->unlink, k);
 }
 
 /* A chunk dropped in w whose file just got a new copy under the same name
@@ -421,7 +445,7 @@ int cc_evict(struct ccache *c, struct wtx *w, uint64_t need)
 		      ccache_rec_key_decode(kval.mv_data, kval.mv_size, &k);
 		if (!bad && !cc_rec_get(c, w->txn, &k, &v) && v.tick == tick) {
 			if (!(rc = cc_rec_del(c, w, &k, &v)) &&
-			    !(rc = keyvec_add(&w->unlink, &k)))
+			    !(rc = chunk_gone(c, w, &k)))
 				w->evicted++;
 			if (!rc)
 				rc = lin_gc(c, w, &k.fid);
@@ -473,7 +497,7 @@ static int drop(struct ccache *c, struct wtx *w, const struct cairn_fid *fid,
 			break;
 		}
 		if ((rc = cc_rec_del(c, w, &k, &v)) ||
-		    (rc = keyvec_add(&w->unlink, &k)))
+		    (rc = chunk_gone(c, w, &k)))
 			break;
 		w->evicted++;
 		/* Deleted under the cursor: find the next key again. */
@@ -518,7 +542,7 @@ static void discard(struct ccache *c, const struct ccache_key *k,
 		found = 1;
 	}
 	if (found && !rc)
-		rc = keyvec_add(&w.unlink, k);
+		rc = chunk_gone(c, &w, k);
 	if (found && !rc)
 		rc = lin_gc(c, &w, &k->fid);
 	rc = cc_wtx_end(c, &w, found ? rc : -ENOENT);
@@ -570,6 +594,26 @@ static int find(struct ccache *c, MDB_txn *txn, const struct cairn_fid *fid,
 	return rc == 0 && pk->idx != idx ? -ENOENT : rc;
 }
 
+/* Check the hsz header bytes of chunk k (len bytes, the index says):
+ * 0 and *h, or -EUCLEAN with *why. */
+static int hdr_check(const uint8_t *buf, size_t hsz, const struct ccache_key *k,
+		     uint32_t len, struct ccache_hdr *h, const char **why)
+{
+	if (ccache_rec_hdr_decode(buf, hsz, h)) {
+		*why = "malformed header";
+		return -EUCLEAN;
+	}
+	if (h->hcrc != cc_crc(buf, hsz - 4)) {
+		*why = "header checksum mismatch";
+		return -EUCLEAN;
+	}
+	if (!ccache_rec_key_eq(&h->key, k) || h->len != len) {
+		*why = "header names another chunk";
+		return -EUCLEAN;
+	}
+	return 0;
+}
+
 /* Read and check the header of chunk k (fd open, index says len). */
 static int check_hdr(int fd, const struct ccache_key *k, uint32_t len,
 		     struct ccache_hdr *h, const char **why)
@@ -590,18 +634,78 @@ static int check_hdr(int fd, const struct ccache_key *k, uint32_t len,
 		*why = "cannot read header";
 		return -EIO;
 	}
-	if (ccache_rec_hdr_decode(buf, hsz, h)) {
-		*why = "malformed header";
+	return hdr_check(buf, hsz, k, len, h, why);
+}
+
+/*
+ * Check the bytes of chunk k (header and data, len data bytes as the
+ * index says) that a file or a small record holds: 0 and *h, or
+ * -EUCLEAN with *why.
+ */
+static int check_rec(const uint8_t *buf, size_t n, const struct ccache_key *k,
+		     uint32_t len, struct ccache_hdr *h, const char **why)
+{
+	size_t hsz = ccache_rec_hdr_bytes(len);
+
+	int rc;
+
+	if (n != hsz + len) {
+		*why = "wrong size (truncated?)";
 		return -EUCLEAN;
 	}
-	if (h->hcrc != cc_crc(buf, hsz - 4)) {
-		*why = "header checksum mismatch";
-		return -EUCLEAN;
+	if ((rc = hdr_check(buf, hsz, k, len, h, why)))
+		return rc;
+	for (uint32_t i = 0; i < h->nblk; i++) {
+		uint32_t at = i * CCACHE_BLOCK;
+
+		if (cc_crc(buf + hsz + at, len - at < CCACHE_BLOCK
+			   ? len - at : CCACHE_BLOCK) != h->crc[i]) {
+			*why = "data checksum mismatch";
+			return -EUCLEAN;
+		}
 	}
-	if (!ccache_rec_key_eq(&h->key, k) || h->len != len) {
-		*why = "header names another chunk";
-		return -EUCLEAN;
+	return 0;
+}
+
+/*
+ * chunk_read of a small chunk from its record in db small (whole: it is
+ * at most CCACHE_SMALL_MAX bytes, every block checked). -ENOENT when it
+ * has no record there (a cache from before small chunks: its file).
+ */
+static int small_read(struct ccache *c, const struct ccache_key *k,
+		      uint32_t vlen, uint32_t off, uint32_t len, uint32_t room,
+		      struct ccache_buf *b, const char **why)
+{
+	uint8_t kb[CCACHE_REC_KEY_SIZE];
+	MDB_val key = { sizeof(kb), kb }, val;
+	struct ccache_hdr h;
+	uint32_t end;
+	MDB_txn *txn;
+	int rc;
+
+	ccache_rec_key_encode(k, kb);
+	if (mdb_txn_begin(c->env, NULL, MDB_RDONLY, &txn))
+		return -ENOENT;
+	rc = mdb_get(txn, c->db_small, &key, &val);
+	if (rc) {
+		mdb_txn_abort(txn);
+		return -ENOENT;
 	}
+	if ((rc = check_rec(val.mv_data, val.mv_size, k, vlen, &h, why))) {
+		mdb_txn_abort(txn);
+		return rc;
+	}
+	/* All of it, from its start (its first and only block). */
+	if (!(b->mem = malloc(vlen > room ? vlen : room ? room : 1))) {
+		mdb_txn_abort(txn);
+		return -ENOMEM;
+	}
+	memcpy(b->mem, (const uint8_t *)val.mv_data +
+		       ccache_rec_hdr_bytes(vlen), vlen);
+	mdb_txn_abort(txn);
+	end = off >= vlen ? vlen : len > vlen - off ? vlen : off + len;
+	b->p = (uint8_t *)b->mem + (off < vlen ? off : vlen);
+	b->len = off < vlen ? end - off : 0;
 	return 0;
 }
 
@@ -624,6 +728,10 @@ static int chunk_read(struct ccache *c, const struct ccache_key *k,
 	int fd, rc = -EUCLEAN;
 
 	memset(b, 0, sizeof(*b));
+	if (vlen <= CCACHE_SMALL_MAX &&
+	    (rc = small_read(c, k, vlen, off, len, room, b, why)) != -ENOENT)
+		return rc;
+	rc = -EUCLEAN;
 	key_path(k, path);
 	fd = ccache_os.openat(c->dfd, path, O_RDONLY, 0);
 	if (fd < 0 && errno != ENOENT)
@@ -760,8 +868,32 @@ void ccache_buf_free(struct ccache_buf *b)
 /* ---- stores -------------------------------------------------------------- */
 
 /* Write chunk k to a new file under tmp/; its name goes to tmp. */
+/* Where a chunk to be stored waits: a file in tmp/, or (a small chunk)
+ * its bytes in memory. Built when either is set; csrc_free in the end. */
+struct csrc {
+	char tmp[64];
+	uint8_t *mem;
+	size_t mlen;
+};
+
+_Static_assert(CCACHE_SMALL_MAX <= CCACHE_BLOCK,
+	       "a small chunk is one checksum block (small_read)");
+
+static int csrc_built(const struct csrc *s)
+{
+	return s->tmp[0] || s->mem;
+}
+
+static void csrc_free(struct csrc *s)
+{
+	free(s->mem);
+	s->mem = NULL;
+}
+
+/* Chunk k's bytes, header and data, into s: a file in tmp/, or in
+ * memory for a small chunk. */
 static int write_tmp(struct ccache *c, const struct ccache_key *k,
-		     const void *data, uint32_t len, char tmp[64])
+		     const void *data, uint32_t len, struct csrc *s)
 {
 	struct ccache_hdr h = { .key = *k, .len = len };
 	uint8_t hb[CCACHE_REC_HDR_MAX];
@@ -779,18 +911,31 @@ static int write_tmp(struct ccache *c, const struct ccache_key *k,
 	hsz = ccache_rec_hdr_encode(&h, hb);
 	h.hcrc = cc_crc(hb, hsz - 4);
 	ccache_rec_hdr_encode(&h, hb);
-	snprintf(tmp, 64, "tmp/%ld.%" PRIu64, (long)getpid(),
+	if (len <= CCACHE_SMALL_MAX) {
+		if (!(s->mem = malloc(hsz + len)))
+			return -ENOMEM;
+		memcpy(s->mem, hb, hsz);
+		memcpy(s->mem + hsz, data, len);
+		s->mlen = hsz + len;
+		return 0;
+	}
+	snprintf(s->tmp, sizeof(s->tmp), "tmp/%ld.%" PRIu64, (long)getpid(),
 		 ADD(c->tmp_seq, 1));
-	fd = ccache_os.openat(c->dfd, tmp, O_WRONLY | O_CREAT | O_EXCL, 0600);
-	if (fd < 0)
+	fd = ccache_os.openat(c->dfd, s->tmp, O_WRONLY | O_CREAT | O_EXCL,
+			      0600);
+	if (fd < 0) {
+		s->tmp[0] = '\0';
 		return -errno;
+	}
 	rc = write_full(fd, hb, hsz, 0);
 	if (!rc)
 		rc = write_full(fd, data, len, (off_t)hsz);
 	if (close(fd) < 0 && !rc)
 		rc = -errno;
-	if (rc)
-		unlinkat(c->dfd, tmp, 0);
+	if (rc) {
+		unlinkat(c->dfd, s->tmp, 0);
+		s->tmp[0] = '\0';
+	}
 	return rc;
 }
 
@@ -811,33 +956,50 @@ static int place(struct ccache *c, const struct ccache_key *k,
 	return ccache_os.renameat(c->dfd, tmp, c->dfd, path) ? -errno : 0;
 }
 
-/* Place the file in tmp as chunk k of len bytes and record it, in w,
- * replacing a record of k. *placed is set once the file has k's name
- * (then, should w be aborted, the caller removes it by that name). */
+/* Place s as chunk k of len bytes and record it, in w, replacing a
+ * record of k. *placed is set once a file has k's name (then, should w
+ * be aborted, the caller removes it by that name); a small chunk's
+ * record goes with w. */
 static int store(struct ccache *c, struct wtx *w, const struct ccache_key *k,
-		 uint32_t len, const char *tmp, int *placed)
+		 uint32_t len, const struct csrc *s, int *placed)
 {
+	uint8_t kb[CCACHE_REC_KEY_SIZE];
+	MDB_val key = { sizeof(kb), kb }, val = { s->mlen, s->mem };
 	struct ccache_val v;
 	int rc;
 
-	if ((rc = place(c, k, tmp)))
-		return rc;
-	*placed = 1;
-	/* An older copy of k, dropped in w or still recorded, had this
-	 * name: its file is gone already, its record goes now. */
-	unlink_cancel(w, k);
+	if (!s->mem) {
+		if ((rc = place(c, k, s->tmp)))
+			return rc;
+		*placed = 1;
+		/* An older copy of k, dropped in w or still recorded, had
+		 * this name: its file is gone already. */
+		unlink_cancel(w, k);
+	}
+	/* Its record goes now; a small copy's bytes too, or (replaced by a
+	 * small one) its file, once w commits. */
 	rc = cc_rec_get(c, w->txn, k, &v);
 	if (rc == -EUCLEAN)
 		return cc_lmdb_err(c, MDB_CORRUPTED, "store");
 	if (!rc && (rc = cc_rec_del(c, w, k, &v)))
 		return rc;
+	ccache_rec_key_encode(k, kb);
+	if (!rc && v.len > CCACHE_SMALL_MAX && s->mem &&
+	    (rc = keyvec_add(&w->unlink, k)))
+		return rc;
+	if (!rc && v.len <= CCACHE_SMALL_MAX && !s->mem &&
+	    (rc = mdb_del(w->txn, c->db_small, &key, NULL)) &&
+	    rc != MDB_NOTFOUND)
+		return cc_lmdb_err(c, rc, "delete");
+	if (s->mem && (rc = mdb_put(w->txn, c->db_small, &key, &val, 0)))
+		return cc_lmdb_err(c, rc, "put");
 	return cc_rec_put(c, w, k, len);
 }
 
 /* The index side of ccache_put: drop what chunk k supersedes, store it,
  * and move the lineage (ccache.h: "Fetched chunks"). */
 static int put_index(struct ccache *c, struct wtx *w, const struct ccache_key *k,
-		     uint32_t len, const char *tmp, int *placed)
+		     uint32_t len, const struct csrc *src, int *placed)
 {
 	/* Default (no lineage, or k->dv above it): the file's chunks of
 	 * other versions go, a newer one makes k outdated. */
@@ -856,29 +1018,31 @@ static int put_index(struct ccache *c, struct wtx *w, const struct ccache_key *k
 	}
 	if ((rc = drop(c, w, &k->fid, &s)) ||
 	    (rc = cc_evict(c, w, chunk_bytes(len))) ||
-	    (rc = store(c, w, k, len, tmp, placed)))
+	    (rc = store(c, w, k, len, src, placed)))
 		return rc;
 	return lin_put(c, w, &k->fid, &l);
 }
 
-/* Remove what a failed store left: the placed file, else the tmp one. */
+/* Remove what a failed store left: the placed file, else the tmp one
+ * (a small chunk's record went with the aborted transaction). */
 static void store_undo(struct ccache *c, const struct ccache_key *k,
-		       const char *tmp, int placed)
+		       struct csrc *s, int placed)
 {
 	char path[64];
 
 	if (placed) {
 		key_path(k, path);
 		unlinkat(c->dfd, path, 0);
-	} else if (tmp[0]) {
-		unlinkat(c->dfd, tmp, 0);
+	} else if (s->tmp[0]) {
+		unlinkat(c->dfd, s->tmp, 0);
 	}
+	csrc_free(s);
 }
 
 int ccache_put(struct ccache *c, const struct ccache_key *k,
 	       const void *data, uint32_t len)
 {
-	char tmp[64] = "";
+	struct csrc src = { "", NULL, 0 };
 	int rc, placed = 0;
 	struct wtx w;
 
@@ -888,19 +1052,20 @@ int ccache_put(struct ccache *c, const struct ccache_key *k,
 		return -EFBIG;
 	if (GET(c->broken))
 		return -EIO;
-	if ((rc = write_tmp(c, k, data, len, tmp)))
+	if ((rc = write_tmp(c, k, data, len, &src)))
 		goto fail;
 	pthread_mutex_lock(&c->lock);
 	if ((rc = cc_wtx_begin(c, &w))) {
 		pthread_mutex_unlock(&c->lock);
-		unlinkat(c->dfd, tmp, 0);
+		store_undo(c, k, &src, 0);
 		goto fail;
 	}
-	rc = put_index(c, &w, k, len, tmp, &placed);
+	rc = put_index(c, &w, k, len, &src, &placed);
 	rc = cc_wtx_end(c, &w, rc);
 	if (rc)
-		store_undo(c, k, tmp, placed);
+		store_undo(c, k, &src, placed);
 	pthread_mutex_unlock(&c->lock);
+	csrc_free(&src);
 	if (rc == -ESTALE)
 		return rc;
 	if (rc)
@@ -975,7 +1140,7 @@ struct wpiece {
 	int have_old;           /* ok, ov: the chunk holding it at old_dv */
 	struct ccache_key ok;
 	struct ccache_val ov;
-	char tmp[64];           /* its new file; "" when not stored */
+	struct csrc src;        /* its new bytes; not built: not stored */
 	int placed;
 };
 
@@ -1048,9 +1213,9 @@ static int wop_snapshot(struct ccache *c, const struct wop *op,
 	return rc;
 }
 
-/* Build piece p's bytes at new_dv into a tmp file when they are known
- * and cheap enough (PATCH_*). 0 (p->tmp empty when not built), or a
- * negative errno. */
+/* Build piece p's bytes at new_dv (p->src) when they are known and
+ * cheap enough (PATCH_*). 0 (p->src not built then), or a negative
+ * errno. */
 static int wpiece_build(struct ccache *c, const struct wop *op,
 			struct wpiece *p)
 {
@@ -1064,7 +1229,7 @@ static int wpiece_build(struct ccache *c, const struct wop *op,
 	if (chunk_bytes(p->len) > c->limit)
 		return 0;
 	if (carry == 0)
-		return write_tmp(c, &p->k, src, p->len, p->tmp);
+		return write_tmp(c, &p->k, src, p->len, &p->src);
 	if (carry > PATCH_MIN && carry > (uint64_t)PATCH_RATIO * wlen)
 		return 0;
 	if (!p->old_len) {
@@ -1085,7 +1250,7 @@ static int wpiece_build(struct ccache *c, const struct wop *op,
 			       p->len - p->old_len);
 	}
 	memcpy((uint8_t *)b.mem + p->ws, src, wlen);
-	rc = write_tmp(c, &p->k, b.mem, p->len, p->tmp);
+	rc = write_tmp(c, &p->k, b.mem, p->len, &p->src);
 	free(b.mem);
 	return rc;
 }
@@ -1134,14 +1299,14 @@ static int write_index(struct ccache *c, struct wtx *w, const struct wop *op,
 
 		if ((rc = drop(c, w, &op->fid, &s)))
 			return rc;
-		if (ps[i].tmp[0])
+		if (csrc_built(&ps[i].src))
 			need += chunk_bytes(ps[i].len);
 	}
 	if ((rc = cc_evict(c, w, need)))
 		return rc;
 	for (uint32_t i = 0; i < n; i++)
-		if (ps[i].tmp[0] &&
-		    (rc = store(c, w, &ps[i].k, ps[i].len, ps[i].tmp,
+		if (csrc_built(&ps[i].src) &&
+		    (rc = store(c, w, &ps[i].k, ps[i].len, &ps[i].src,
 				&ps[i].placed)))
 			return rc;
 	l.cur = op->new_dv;
@@ -1188,7 +1353,7 @@ int ccache_write(struct ccache *c, const struct cairn_fid *fid,
 	if (!(rc = cc_wtx_begin(c, &w)))
 		rc = cc_wtx_end(c, &w, write_index(c, &w, &op, ps, n));
 	for (uint32_t i = 0; i < n && rc; i++)
-		store_undo(c, &ps[i].k, ps[i].tmp, ps[i].placed);
+		store_undo(c, &ps[i].k, &ps[i].src, ps[i].placed);
 	pthread_mutex_unlock(&c->lock);
 	if (rc == 1) { /* nothing to add */
 		rc = 0;
@@ -1197,14 +1362,14 @@ int ccache_write(struct ccache *c, const struct cairn_fid *fid,
 	if (rc)
 		goto fail;
 	for (uint32_t i = 0; i < n; i++)
-		if (ps[i].tmp[0]) {
+		if (csrc_built(&ps[i].src)) {
 			ADD(c->written, 1);
 			ADD(c->written_bytes, ps[i].len);
 		}
 	goto out;
 undo:
 	for (uint32_t i = 0; i < n; i++)
-		store_undo(c, &ps[i].k, ps[i].tmp, 0);
+		store_undo(c, &ps[i].k, &ps[i].src, 0);
 fail:
 	/* Whatever state the file's chunks are in, none may be served. */
 	if (!GET(c->broken))
@@ -1212,6 +1377,8 @@ fail:
 	ADD(c->errors, 1);
 	log_debug("cache %s: cannot keep a write: %s", c->dir, strerror(-rc));
 out:
+	for (uint32_t i = 0; i < n; i++)
+		csrc_free(&ps[i].src);
 	if (ps != one)
 		free(ps);
 	return rc;

@@ -97,6 +97,12 @@ struct ccache;
 
 /* Default limit: this percentage of the free space of the cache
  * directory's file system at mount, at most CCACHE_DEFAULT_MAX. */
+/* A chunk of at most this many bytes is kept in the index itself (its
+ * header and data, the bytes a chunk file would hold, in LMDB database
+ * "small") rather than in a file of its own: creating and removing a
+ * file per small chunk cost more than the rest of a small file's trip
+ * through the client (ccache.c, "Small chunks"). */
+#define CCACHE_SMALL_MAX  (16u * 1024u)
 #define CCACHE_DEFAULT_PERCENT 10u
 #define CCACHE_DEFAULT_MAX     (10ull << 30)
 

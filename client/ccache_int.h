@@ -19,7 +19,7 @@ struct ccache {
 	int dfd;                /* DIR/chunks */
 	int lockfd;             /* DIR/chunks/lock, flock()ed */
 	MDB_env *env;
-	MDB_dbi db_chunks, db_lru, db_meta, db_lin;
+	MDB_dbi db_chunks, db_lru, db_meta, db_lin, db_small;
 	uint64_t limit;
 
 	pthread_mutex_t lock;

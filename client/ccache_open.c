@@ -19,7 +19,9 @@
 
 /* Virtual size of the index map; the file grows only as used (about 150
  * bytes per chunk, so this bounds the cache at millions of chunks). */
-#define CCACHE_MAP_SIZE   (1ull << 30)
+/* Address space, not disk: small chunks live in the index too, so it
+ * may grow as large as the cache. */
+#define CCACHE_MAP_SIZE   (64ull << 30)
 #define CCACHE_MAX_READERS 512u
 #define CCACHE_FORMAT     2u   /* 2: keys (fid, idx, dv), lineage db */
 
@@ -140,7 +142,7 @@ static int env_open(struct ccache *c, int *fresh)
 		c->env = NULL;
 		return -ENOMEM;
 	}
-	if ((rc = mdb_env_set_maxdbs(c->env, 4)) ||
+	if ((rc = mdb_env_set_maxdbs(c->env, 5)) ||
 	    (rc = mdb_env_set_mapsize(c->env, CCACHE_MAP_SIZE)) ||
 	    (rc = mdb_env_set_maxreaders(c->env, CCACHE_MAX_READERS)) ||
 	    (rc = mdb_env_open(c->env, path, MDB_NOSYNC | MDB_NOTLS, 0600)))
@@ -161,7 +163,8 @@ static int env_open(struct ccache *c, int *fresh)
 	if ((rc = mdb_dbi_open(txn, "chunks", MDB_CREATE, &c->db_chunks)) ||
 	    (rc = mdb_dbi_open(txn, "lru", MDB_CREATE, &c->db_lru)) ||
 	    (rc = mdb_dbi_open(txn, "meta", MDB_CREATE, &c->db_meta)) ||
-	    (rc = mdb_dbi_open(txn, "lineage", MDB_CREATE, &c->db_lin))) {
+	    (rc = mdb_dbi_open(txn, "lineage", MDB_CREATE, &c->db_lin)) ||
+	    (rc = mdb_dbi_open(txn, "small", MDB_CREATE, &c->db_small))) {
 		mdb_txn_abort(txn);
 		goto bad;
 	}
@@ -446,13 +449,15 @@ static int open_locked(struct ccache *c)
 		return rc;
 	pthread_mutex_lock(&c->lock);
 	if (!(rc = cc_wtx_begin(c, &w))) {
-		/* A rebuild starts from nothing: the files are the truth. */
+		/* A rebuild starts from nothing: the files are the truth
+		 * (small chunks, kept only in the index, go with it). */
 		/* No lineage survives it: only exact versions hit until
 		 * the next fetch or write of a file starts one. */
 		if (rebuild &&
 		    ((rc = mdb_drop(w.txn, c->db_chunks, 0)) ||
 		     (rc = mdb_drop(w.txn, c->db_lru, 0)) ||
-		     (rc = mdb_drop(w.txn, c->db_lin, 0))))
+		     (rc = mdb_drop(w.txn, c->db_lin, 0)) ||
+		     (rc = mdb_drop(w.txn, c->db_small, 0))))
 			rc = cc_lmdb_err(c, rc, "drop");
 		if (!rc)
 			rc = load(c, &w);

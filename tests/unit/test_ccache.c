@@ -360,15 +360,19 @@ static void t_damage(void)
 }
 
 /* The checksums on disk are CRC-32 as gzip's (check value of "123456789":
- * 0xcbf43926), so another tool can verify a chunk file. */
+ * 0xcbf43926), so another tool can verify a chunk. A small one is in the
+ * index (db "small"), with the bytes a chunk file would hold; no file. */
 static void t_crc_format(void)
 {
 	char d[128], path[512];
 	struct ccache *c;
 	struct ccache_key k = key(90, 1, 0);
-	uint8_t buf[CCACHE_REC_HDR_MAX];
+	uint8_t kb[CCACHE_REC_KEY_SIZE];
 	struct ccache_hdr h;
-	FILE *f;
+	MDB_env *env;
+	MDB_txn *txn;
+	MDB_dbi dbi;
+	MDB_val val;
 
 	CHECK_EQ(ccache_open(newdir(d, sizeof(d)), 64 * MiB, &c), 0);
 	if (!c)
@@ -376,15 +380,71 @@ static void t_crc_format(void)
 	CHECK_EQ(ccache_put(c, &k, "123456789", 9), 0);
 	ccache_close(c);
 	chunk_file(d, &k, path, sizeof(path));
-	f = fopen(path, "rb");
-	CHECK(f != NULL);
-	if (!f)
+	CHECK_EQ(path[0], 0);               /* no file anywhere */
+	snprintf(path, sizeof(path), "%s/chunks/index", d);
+	CHECK_EQ(mdb_env_create(&env), 0);
+	mdb_env_set_maxdbs(env, 5);
+	CHECK_EQ(mdb_env_open(env, path, MDB_RDONLY, 0600), 0);
+	CHECK_EQ(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn), 0);
+	CHECK_EQ(mdb_dbi_open(txn, "small", 0, &dbi), 0);
+	ccache_rec_key_encode(&k, kb);
+	CHECK_EQ(mdb_get(txn, dbi, &(MDB_val){ sizeof(kb), kb }, &val), 0);
+	CHECK_EQ(val.mv_size, ccache_rec_hdr_bytes(9) + 9);
+	if (val.mv_size == ccache_rec_hdr_bytes(9) + 9) {
+		CHECK_EQ(ccache_rec_hdr_decode(val.mv_data,
+					       ccache_rec_hdr_bytes(9), &h), 0);
+		CHECK_EQ(h.crc[0], 0xcbf43926u);
+		CHECK_EQ(memcmp((const uint8_t *)val.mv_data +
+				ccache_rec_hdr_bytes(9), "123456789", 9), 0);
+	}
+	mdb_txn_abort(txn);
+	mdb_env_close(env);
+}
+
+/* A small chunk has no file; one stored over a file chunk of the same
+ * key removes that file, and a file chunk over a small one removes its
+ * record: whichever was stored last is read back, nothing is left over,
+ * and a small chunk survives a clean reopen and the LRU touches. */
+static void t_small(void)
+{
+	char d[128], path[512];
+	struct ccache *c;
+	struct ccache_key k = key(95, 1, 0), o = key(96, 1, 0);
+	const uint32_t big = CCACHE_SMALL_MAX + 1;
+
+	CHECK_EQ(ccache_open(newdir(d, sizeof(d)), 64 * MiB, &c), 0);
+	if (!c)
 		return;
-	CHECK_EQ(fread(buf, 1, ccache_rec_hdr_bytes(9), f),
-		 ccache_rec_hdr_bytes(9));
-	fclose(f);
-	CHECK_EQ(ccache_rec_hdr_decode(buf, ccache_rec_hdr_bytes(9), &h), 0);
-	CHECK_EQ(h.crc[0], 0xcbf43926u);
+	CHECK_EQ(put(c, &k, CCACHE_SMALL_MAX), 0);
+	chunk_file(d, &k, path, sizeof(path));
+	CHECK_EQ(path[0], 0);               /* no file anywhere */
+	CHECK_EQ(get_ok(c, &k, CCACHE_SMALL_MAX, 100, 5000), 1);
+	CHECK_EQ(get_ok(c, &k, CCACHE_SMALL_MAX, 0, CCACHE_SMALL_MAX), 1);
+	CHECK_EQ(put(c, &k, big), 0);
+	chunk_file(d, &k, path, sizeof(path));
+	CHECK(path[0] != 0);
+	CHECK_EQ(access(path, F_OK), 0);
+	CHECK_EQ(get_ok(c, &k, big, 0, big), 1);
+	CHECK_EQ(put(c, &k, 300), 0);
+	CHECK(access(path, F_OK) != 0);
+	CHECK_EQ(get_ok(c, &k, 300, 0, 300), 1);
+	CHECK_EQ(get_ok(c, &k, 300, 299, 10), 1);
+	CHECK_EQ(put(c, &o, 4000), 0);
+	for (int i = 0; i < 20; i++)        /* LRU touches keep the bytes */
+		CHECK_EQ(get_ok(c, &o, 4000, 0, 4000), 1);
+	CHECK_EQ(stats(c).chunks, 2);
+	ccache_close(c);
+	CHECK_EQ(ccache_open(d, 64 * MiB, &c), 0);
+	if (!c)
+		return;
+	CHECK_EQ(get_ok(c, &k, 300, 0, 300), 1);
+	CHECK_EQ(get_ok(c, &o, 4000, 0, 4000), 1);
+	ccache_forget_fid(c, &k.fid);
+	CHECK_EQ(get_ok(c, &k, 300, 0, 300), 0);
+	CHECK_EQ(get_ok(c, &o, 4000, 0, 4000), 1);
+	CHECK_EQ(stats(c).chunks, 1);
+	CHECK_EQ(stats(c).discarded, 0);
+	ccache_close(c);
 }
 
 /* ---- persistence and recovery ------------------------------------------ */
@@ -845,7 +905,8 @@ static void seam_count(void)
 }
 
 /* A new file written 1 MiB at a time, as cp or dd do: each write costs
- * one chunk file and no read, and the last version hits everywhere. */
+ * one chunk file (the last, 1000 bytes, none: a small chunk lives in the
+ * index) and no read, and the last version hits everywhere. */
 static void t_write_sequential(void)
 {
 	char d[128];
@@ -863,7 +924,7 @@ static void t_write_sequential(void)
 	seam_count();
 	for (int v = 1; v < m.n; v++)
 		CHECK_EQ(mwrite(c, &m, v), 0);
-	CHECK_EQ(n_creat, 7);
+	CHECK_EQ(n_creat, 6);
 	CHECK_EQ(n_pread, 0);
 	ccache_os_reset();
 	for (uint32_t i = 0; i < 7; i++)
@@ -1279,8 +1340,9 @@ static void t_write_evict(void)
 }
 
 /* A lost index is rebuilt from the chunk files, which know no lineage:
- * each chunk then hits at its own version only. Also an index of the
- * previous format, and two chunk files of one (fid, idx). */
+ * each chunk then hits at its own version only; small chunks, which live
+ * in the index, are gone with it (a miss, never wrong bytes). Also an
+ * index of the previous format, and two chunk files of one (fid, idx). */
 static void t_write_rebuild(void)
 {
 	char d[128], path[512], copy[600], cmd[1300];
@@ -1289,7 +1351,9 @@ static void t_write_rebuild(void)
 	MDB_env *env;
 	MDB_txn *txn;
 	MDB_dbi dbi;
-	struct ccache_key k1 = key(341, 1, 0), k2 = key(341, 2, 0);
+	struct ccache_key k1 = key(341, 1, 0), k2 = key(341, 2, 0),
+			  k3 = key(342, 1, 0);
+	const uint32_t l1 = CCACHE_SMALL_MAX + 5000, l2 = CCACHE_SMALL_MAX + 6000;
 
 	model_init(&m, 340, 0);
 	for (int i = 0; i < 3; i++)
@@ -1303,12 +1367,14 @@ static void t_write_rebuild(void)
 	/* chunks 0, 1, 2 of versions 5, 3, 4: all at 5, each at its own */
 	CHECK_EQ(mcheck(c, &m), 3 + 2);
 	/* k1's file kept aside, then superseded by k2 */
-	CHECK_EQ(put(c, &k1, 5000), 0);
+	CHECK_EQ(put(c, &k1, l1), 0);
 	chunk_file(d, &k1, path, sizeof(path));
 	snprintf(copy, sizeof(copy), "%s.keep", path);
 	snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", path, copy);
 	CHECK_EQ(system(cmd), 0);
-	CHECK_EQ(put(c, &k2, 6000), 0);
+	CHECK_EQ(put(c, &k2, l2), 0);
+	CHECK_EQ(put(c, &k3, 700), 0);
+	CHECK_EQ(get_ok(c, &k3, 700, 0, 700), 1);
 	ccache_close(c);
 	CHECK_EQ(rename(copy, path), 0);
 
@@ -1320,8 +1386,9 @@ static void t_write_rebuild(void)
 	CHECK_EQ(mget(c, &m, m.n, 0), 1);   /* stored at the last version */
 	CHECK_EQ(mget(c, &m, m.n, 1), 0);   /* of version 3: no lineage */
 	CHECK_EQ(mget(c, &m, 3, 1), 1);
-	CHECK_EQ(get_ok(c, &k2, 6000, 0, 6000), 1);
-	CHECK_EQ(get_ok(c, &k1, 5000, 0, 5000), 0); /* the older went */
+	CHECK_EQ(get_ok(c, &k2, l2, 0, l2), 1);
+	CHECK_EQ(get_ok(c, &k1, l1, 0, l1), 0); /* the older went */
+	CHECK_EQ(get_ok(c, &k3, 700, 0, 700), 0); /* small: went too */
 	CHECK_EQ(stats(c).chunks, 3 + 1);
 	/* writing on starts a lineage from the chunks of that version */
 	model_write(&m, 2 * (uint64_t)MiB, MiB);
@@ -1348,7 +1415,7 @@ static void t_write_rebuild(void)
 	CHECK_EQ(mcheck(c, &m), 2);
 	CHECK_EQ(mget(c, &m, m.n, 0), 0);   /* the lineage is gone */
 	CHECK_EQ(mget(c, &m, m.n - 1, 0), 1);
-	CHECK_EQ(get_ok(c, &k2, 6000, 0, 6000), 1);
+	CHECK_EQ(get_ok(c, &k2, l2, 0, l2), 1);
 	ccache_close(c);
 	model_free(&m);
 }
@@ -1478,6 +1545,7 @@ int main(void)
 	run("lru_eviction_and_limits", t_evict_lru);
 	run("damage_detected_never_served", t_damage);
 	run("checksums_are_gzip_crc32", t_crc_format);
+	run("small_chunks_live_in_the_index", t_small);
 	run("reopen_persistence", t_reopen);
 	run("lock_ebusy", t_lock);
 	run("process_crash_orphans_removed", t_process_crash);
