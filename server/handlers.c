@@ -544,17 +544,21 @@ static int op_create(struct op_req *q)
 	uint32_t uid = m->uid, gid = m->gid;
 	new_owner(q, &m->dir, &uid, &gid);
 	tag(q);
-	ret = store_create_fid(q->ctx->st, &m->dir, name, m->mode, uid, gid,
-			       m->rdev, m->flags,
-			       m->flags & CR_FID ? &m->fid : NULL, m->time,
-			       &created, &rep.child, &rep.dir);
+	/* With its first bytes (CR_FID): in the same commit, or once when
+	 * an earlier copy of the request made the file but did not get to
+	 * write them. */
+	if (m->data.len)
+		ret = store_create_data(q->ctx->st, &m->dir, name, m->mode,
+					uid, gid, m->flags, &m->fid, m->time,
+					m->data.p, (uint32_t)m->data.len,
+					&created, &rep.child, &rep.dir);
+	else
+		ret = store_create_fid(q->ctx->st, &m->dir, name, m->mode,
+				       uid, gid, m->rdev, m->flags,
+				       m->flags & CR_FID ? &m->fid : NULL,
+				       m->time, &created, &rep.child,
+				       &rep.dir);
 	untag();
-	/* Its first bytes (CR_FID): once, also when an earlier copy of the
-	 * request made the file but did not get to write them. */
-	if (ret == 0 && m->data.len && (created == 1 || rep.child.dv == 1))
-		ret = store_write(q->ctx->st, &rep.child.fid, 0, m->data.p,
-				  (uint32_t)m->data.len, WR_KEEPTIME,
-				  &rep.child);
 	if (ret == 0 && created == 2) {
 		/* CR_FID, made by an earlier copy of this request: done,
 		 * nothing changed, and no token comes with it (the creator

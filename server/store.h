@@ -125,6 +125,20 @@ int store_create_fid(struct store *st, const struct cairn_fid *dir,
 		     const struct cairn_fid *fid, struct cairn_time t,
 		     int *created, struct cairn_attr *out,
 		     struct cairn_attr *dir_out);
+/*
+ * store_create_fid of a regular file with its first len bytes (CREATE's
+ * data): in one commit when the object does not exist yet (its data file
+ * is written first, under the vnode's lock; it goes again if the create
+ * fails), else as store_create_fid and then store_write (WR_KEEPTIME)
+ * when the object is still at data version 1. Either way the result is
+ * what those two calls would give: size len, data version 2, the times t.
+ */
+int store_create_data(struct store *st, const struct cairn_fid *dir,
+		      const char *name, uint32_t mode, uint32_t uid,
+		      uint32_t gid, uint32_t flags, const struct cairn_fid *fid,
+		      struct cairn_time t, const void *data, uint32_t len,
+		      int *created, struct cairn_attr *out,
+		      struct cairn_attr *dir_out);
 /* Hand out count (1 .. CAIRN_FIDS_MAX) FIDs for CR_FID creates: first,
  * and the vnodes after it with the same uniq. No vnode is handed out
  * twice. */

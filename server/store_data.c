@@ -431,6 +431,57 @@ out:
 	return rc;
 }
 
+int store_create_data(struct store *st, const struct cairn_fid *dir,
+		      const char *name, uint32_t mode, uint32_t uid,
+		      uint32_t gid, uint32_t flags, const struct cairn_fid *fid,
+		      struct cairn_time t, const void *data, uint32_t len,
+		      int *created, struct cairn_attr *out,
+		      struct cairn_attr *dir_out)
+{
+	pthread_mutex_t *l = store_vlock(st, fid->vnode);
+	struct store_fh fh = { -1, NULL };
+	struct sinode ino;
+	MDB_txn *txn;
+	int rc, exists;
+
+	if (!S_ISREG(mode) || !(flags & CR_FID) || len == 0 ||
+	    len > CAIRN_MAX_IO)
+		return -EINVAL;
+	pthread_mutex_lock(l);
+	if ((rc = store_rtxn(st, &txn))) {
+		pthread_mutex_unlock(l);
+		return rc;
+	}
+	rc = store_inode_get(st, txn, fid->vnode, &ino);
+	store_rtxn_end(st, txn);
+	exists = rc != -ENOENT;
+	if (!exists) {
+		/* The data first (a crash before the commit leaves a stray
+		 * data file, which the next open removes), then one commit
+		 * that makes the file with them. */
+		if (!(rc = store_fdc_get(st, fid->vnode, 1, &fh)))
+			rc = data_pwrite(fh.fd, data, len, 0);
+		store_fdc_put(st, &fh);
+		if (!rc)
+			rc = store_create_sized(st, dir, name, mode, uid, gid,
+						0, flags, fid, t, len, created,
+						out, dir_out);
+		/* Not made by us: what we wrote is no one's. */
+		if (rc || *created != 1)
+			store_data_drop(st, fid->vnode, 1);
+	}
+	pthread_mutex_unlock(l);
+	if (!exists || rc)
+		return rc;
+	/* Made by an earlier copy of this request: its first bytes once,
+	 * if that copy did not get to write them. */
+	rc = store_create_fid(st, dir, name, mode, uid, gid, 0, flags, fid, t,
+			      created, out, dir_out);
+	if (rc == 0 && out->dv == 1)
+		rc = store_write(st, &out->fid, 0, data, len, WR_KEEPTIME, out);
+	return rc;
+}
+
 /* Metadata is synced on every commit already: only a regular file's data
  * (and its name) needs a sync. Under the vlock, see the head of the file. */
 int store_fsync(struct store *st, const struct cairn_fid *fid,

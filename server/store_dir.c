@@ -219,6 +219,8 @@ struct create_args {
 	uint32_t mode, uid, gid, rdev, flags;
 	const struct cairn_fid *want;   /* CR_FID: the new object's FID */
 	struct cairn_time t;            /* CR_FID: its times */
+	uint64_t size;                  /* CR_FID: bytes written to its data
+					 * file already (store_create_data) */
 	int created;
 	uint64_t vn;
 	struct sinode ino, dino;
@@ -293,6 +295,11 @@ static int create_tx(struct store *st, MDB_txn *txn, void *arg)
 		store_inode_init(a->mode, a->t, &a->ino);
 		a->ino.uniq = a->want->uniq;
 		a->vn = a->want->vnode;
+		if (a->size) {
+			/* As a WR_KEEPTIME write after the create would. */
+			a->ino.size = a->size;
+			a->ino.dv++;
+		}
 	} else if ((rc = store_inode_new(st, txn, a->mode, &a->vn,
 					 &a->ino))) {
 		return rc;
@@ -365,9 +372,20 @@ int store_create_fid(struct store *st, const struct cairn_fid *dir,
 		     int *created, struct cairn_attr *out,
 		     struct cairn_attr *dir_out)
 {
+	return store_create_sized(st, dir, name, mode, uid, gid, rdev, flags,
+				  fid, t, 0, created, out, dir_out);
+}
+
+int store_create_sized(struct store *st, const struct cairn_fid *dir,
+		       const char *name, uint32_t mode, uint32_t uid,
+		       uint32_t gid, uint32_t rdev, uint32_t flags,
+		       const struct cairn_fid *fid, struct cairn_time t,
+		       uint64_t size, int *created, struct cairn_attr *out,
+		       struct cairn_attr *dir_out)
+{
 	struct create_args a = { .dir = dir, .name = name, .uid = uid,
 				 .gid = gid, .rdev = rdev, .flags = flags,
-				 .want = fid, .t = t };
+				 .want = fid, .t = t, .size = size };
 	int rc;
 
 	if (!!(flags & CR_FID) != !!fid)

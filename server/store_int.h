@@ -144,6 +144,15 @@ int store_time_cmp(struct cairn_time a, struct cairn_time b);
 void store_be64_put(uint8_t *p, uint64_t v);
 uint64_t store_be64_get(const uint8_t *p);
 
+/* store_create_fid of a regular file whose data file holds size bytes
+ * already (store_create_data): recorded with that size, one data version
+ * further, as a WR_KEEPTIME write right after the create would leave it. */
+int store_create_sized(struct store *st, const struct cairn_fid *dir,
+		       const char *name, uint32_t mode, uint32_t uid,
+		       uint32_t gid, uint32_t rdev, uint32_t flags,
+		       const struct cairn_fid *fid, struct cairn_time t,
+		       uint64_t size, int *created, struct cairn_attr *out,
+		       struct cairn_attr *dir_out);
 int store_inode_get(struct store *st, MDB_txn *txn, uint64_t vn,
 		    struct sinode *ino);
 int store_inode_put(struct store *st, MDB_txn *txn, uint64_t vn,

@@ -1856,6 +1856,54 @@ static void t_create_fid(void)
 	CHECK_EQ(fsck_quiet(), 0);
 }
 
+/* A CR_FID create with its first bytes: one commit that makes the file
+ * with them (size, data version 2, the times given); once more, it is
+ * done and a later write stays; a name taken leaves no data file. */
+static void t_create_data(void)
+{
+	struct cairn_fid f;
+	struct cairn_attr a, b, d, dir;
+	struct cairn_time t = { 1700000001, 7 };
+	char buf[64], path[256];
+	uint32_t n;
+	int created;
+
+	CHECK_EQ(mk(&root, "withdata", S_IFDIR | 0755, &dir), 0);
+	CHECK_EQ(store_fids(st, 2, &f), 0);
+	CHECK_EQ(store_create_data(st, &dir.fid, "f", S_IFREG | 0644, 0, 0,
+				   CR_EXCL | CR_FID, &f, t, "first bytes", 11,
+				   &created, &a, &d), 0);
+	CHECK_EQ(created, 1);
+	CHECK(fid_eq(&a.fid, &f));
+	CHECK_EQ(a.size, 11);
+	CHECK_EQ(a.dv, 2);
+	CHECK(a.mtime.sec == t.sec && a.mtime.nsec == t.nsec);
+	CHECK(a.ctime.sec == t.sec && a.ctime.nsec == t.nsec);
+	CHECK_EQ(store_read(st, &f, 0, sizeof(buf), buf, &n, &b), 0);
+	CHECK_EQ(n, 11);
+	CHECK_EQ(memcmp(buf, "first bytes", 11), 0);
+	CHECK_EQ(store_write(st, &f, 0, "FIRST", 5, 0, &b), 0);
+	CHECK_EQ(store_create_data(st, &dir.fid, "f", S_IFREG | 0644, 0, 0,
+				   CR_EXCL | CR_FID, &f, t, "first bytes", 11,
+				   &created, &b, &d), 0);
+	CHECK_EQ(created, 2);
+	CHECK_EQ(b.dv, 3);
+	CHECK_EQ(store_read(st, &f, 0, sizeof(buf), buf, &n, &b), 0);
+	CHECK_EQ(memcmp(buf, "FIRST bytes", 11), 0);
+	/* The name taken by another object: no data file for f + 1. */
+	f.vnode++;
+	CHECK_EQ(store_create_data(st, &dir.fid, "f", S_IFREG | 0644, 0, 0,
+				   CR_EXCL | CR_FID, &f, t, "other", 5,
+				   &created, &b, &d), -EEXIST);
+	snprintf(path, sizeof(path), "%s/objects/%02x/%llx", datadir,
+		 (unsigned)(f.vnode & 0xff), (unsigned long long)f.vnode);
+	CHECK(access(path, F_OK) != 0);
+	CHECK_EQ(store_create_data(st, &dir.fid, "g", S_IFDIR | 0755, 0, 0,
+				   CR_EXCL | CR_FID, &f, t, "x", 1, &created,
+				   &b, &d), -EINVAL);
+	CHECK_EQ(fsck_quiet(), 0);
+}
+
 int main(void)
 {
 	char err[256], cmd[256];
@@ -1903,6 +1951,7 @@ int main(void)
 	run("server_id_stable_and_adopted", t_server_id);
 	run("applied_changes_run_once", t_applied_once);
 	run("fids_and_create_fid", t_create_fid);
+	run("create_with_first_bytes", t_create_data);
 	run("fsck_clean_and_detects", t_fsck);
 	store_close(st);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
