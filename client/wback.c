@@ -1279,9 +1279,13 @@ static void ship_file(struct wb *w, struct wfile *f, uint8_t *buf)
 			 * we know from the reply; what waits for it to exist
 			 * (next_ready) may go now. */
 			if (o->type == JR_CREATE && S_ISDIR(o->valid)) {
-				if (!(created & CREATED_TOKEN) &&
-				    f->tok == TK_HELD)
-					set_tok(w, f, TK_NONE);
+				if (!(created & CREATED_TOKEN)) {
+					if (f->tok == TK_HELD)
+						set_tok(w, f, TK_NONE);
+				} else if (f->tok != TK_HELD &&
+					   f->tok != TK_RECALLED) {
+					set_tok(w, f, TK_HELD);
+				}
 				pthread_cond_broadcast(&w->work);
 			} else if (o->type == JR_CREATE && f->tok != TK_HELD &&
 				   f->tok != TK_RECALLED) {
@@ -1335,14 +1339,14 @@ static void ship_file(struct wb *w, struct wfile *f, uint8_t *buf)
 				? "its directory is gone" : strerror(-rc);
 
 			if (S_ISDIR(o->valid)) {
+				uint64_t pvn = o->parent.vnode;
+
 				log_error("write-back: the directory this client "
 					  "made as vnode %" PRIu64 " could not be "
 					  "made on the server: %s; what was "
 					  "written to files made in it is kept "
 					  "in %s", f->fid.vnode, why,
 					  w->conflicts);
-				uint64_t pvn = o->parent.vnode;
-
 				w->st.conflicts++;
 				drop_all(w, f);
 				set_tok(w, f, TK_NONE);
