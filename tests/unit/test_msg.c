@@ -711,15 +711,18 @@ static void test_xattr_name_check(void)
 	CHECK(!strcmp(msg_str_copy(dst, &s), ""));
 }
 
-/* created and eof are 0 or 1: any other byte would be a second encoding
- * of the same reply (found by fuzz_msg: tests/fuzz/crashes/fuzz_msg). */
+/* eof is 0 or 1, created its defined bits (CREATED, CREATED_TOKEN):
+ * any other byte would be a second encoding of the same reply (found by
+ * fuzz_msg: tests/fuzz/crashes/fuzz_msg). */
 static void test_bools(void)
 {
 	static const struct {
 		unsigned op;
 		size_t at;  /* offset of the u8 in an encoding of the reply */
-	} bools[] = { { OP_CREATE, 0 }, { OP_READDIR, 4 },
-		      { OP_BULKSTAT, WIRE_ATTR_SIZE + 8 + 4 } };
+		unsigned max;
+	} bools[] = { { OP_CREATE, 0, CREATED | CREATED_TOKEN },
+		      { OP_READDIR, 4, 1 },
+		      { OP_BULKSTAT, WIRE_ATTR_SIZE + 8 + 4, 1 } };
 
 	for (size_t i = 0; i < sizeof(bools) / sizeof(bools[0]); i++) {
 		union msg_any m;
@@ -734,7 +737,7 @@ static void test_bools(void)
 			w.data[bools[i].at] = (uint8_t)v;
 			int rc = msg_decode(bools[i].op, 1, w.data, w.len, &m,
 					    &why);
-			CHECK_EQ(rc, v <= 1 ? 0 : -EPROTO);
+			CHECK_EQ(rc, v <= bools[i].max ? 0 : -EPROTO);
 		}
 		wbuf_free(&w);
 	}
@@ -777,8 +780,8 @@ int main(void)
 	run("msg in-place builders match msg_encode", test_builders);
 	run("msg str over 65535 not encoded, nsec >= 10^9 not decoded",
 	    test_encode_limits);
-	run("msg u8 flags created, eof (READDIR, BULKSTAT) are 0 or 1, CB_BREAK "
-	    "record flags defined bits only",
+	run("msg u8 flags created defined bits only, eof (READDIR, BULKSTAT) "
+	    "0 or 1, CB_BREAK record flags defined bits only",
 	    test_bools);
 	run("msg name check edges", test_name_check);
 	run("msg xattr name check edges", test_xattr_name_check);
