@@ -1471,8 +1471,10 @@ static struct wfile *next_ready(struct wb *w)
 	     prev = *p, p = &(*p)->qnext) {
 		struct wfile *f = *p;
 
+		/* busy: being journaled (ns_journal writes a removal of a
+		 * file queued to send) or sent; it is taken after that. */
 		if ((f->retry_ms > now && !f->must_return && !w->stopping) ||
-		    ns_waits(w, f))
+		    f->busy || ns_waits(w, f))
 			continue;
 		*p = f->qnext;
 		if (w->qtail == f)
@@ -2510,6 +2512,10 @@ static int ns_journal(struct wb *w, struct wfile *d, struct wfile *f,
 		d->ldv = *dir_dv;
 	*dir_dv = ++d->ldv;
 	w->st.journaled++;
+	/* Queued already (a shipper skipped it while it was busy): wake
+	 * one for it. */
+	if (f->queued)
+		pthread_cond_signal(&w->work);
 	enqueue(w, f, 0);
 	return 0;
 }

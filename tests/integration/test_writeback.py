@@ -1454,6 +1454,33 @@ def removes_answered_here_reach_the_other_client(ctx):
 
 
 @test(timeout=90)
+def files_made_and_removed_at_once_many_times(ctx):
+    """dbench's temporary files: created, written, closed and unlinked
+    at once, thousands of times, with the creations on their way to the
+    server while the unlinks are journaled (a shipper once took such a
+    file while its removal was being written, and two shippers then sent
+    it: the daemon crashed). The daemon stays up, the journal empties,
+    and B sees only the files kept."""
+    srv = ctx.server()
+    a = ctx.mount(srv, "a")
+    b = ctx.mount(srv, "b")
+    os.mkdir(a.p("d"))
+    os.listdir(a.p("d"))
+    keep = {}
+    for i in range(1500):
+        name = "t%04d" % i
+        write_file(a.p("d", name), b"temp %d" % i)
+        if i % 100 == 0:
+            keep[name] = b"temp %d" % i
+        else:
+            os.unlink(a.p("d", name))
+    wait_for(lambda: wb_status(a)["wb.pending_changes"] == 0, 30, "A's journal sent")
+    expect(H.is_mounted(a.path), "A's mount is gone")
+    same_dir(b.p("d"), keep, "d on B")
+    expect_eq(sorted(os.listdir(b.p("d"))), sorted(keep), "names on B")
+
+
+@test(timeout=90)
 def kill9_after_removes_answered_here_replays_them(ctx):
     """Unlinks answered here while the server was stopped, then the
     daemon killed: the next mount sends them, each once."""
