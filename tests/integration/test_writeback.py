@@ -1212,6 +1212,17 @@ def same_dir(path, want, what):
                   "%s/%s" % (what, name))
 
 
+def warm_dir(ctx, n):
+    """A server, mount a on it, and directory d listed on a with n files
+    made there: its listing is a's and its token too. (srv, a)."""
+    srv = ctx.server()
+    a = ctx.mount(srv, "a")
+    os.mkdir(a.p("d"))
+    os.listdir(a.p("d"))
+    fill_dir(a, a.p("d"), n, "warm")
+    return srv, a
+
+
 @test(timeout=90)
 def creates_answered_here_reach_the_other_client(ctx):
     """Files created on A in a directory whose listing A has and whose
@@ -1276,11 +1287,7 @@ def kill9_after_close_of_files_created_here_keeps_them(ctx):
     """Files created here and closed, then the daemon is killed before
     it sent them (the server stopped): the next mount of the cache
     directory makes them on the server with their data, each once."""
-    srv = ctx.server()
-    a = ctx.mount(srv, "a")
-    os.mkdir(a.p("d"))
-    os.listdir(a.p("d"))
-    fill_dir(a, a.p("d"), 3, "warm")
+    srv, a = warm_dir(ctx, 3)
     sig(srv.proc, 19)
     try:
         want = fill_dir(a, a.p("d"), 25, "k")
@@ -1384,11 +1391,7 @@ def kill9_after_directories_made_here_replays_them(ctx):
     stopped, then the daemon killed: the next mount of the cache
     directory makes each directory before what is in it, each once, with
     the files' data."""
-    srv = ctx.server()
-    a = ctx.mount(srv, "a")
-    os.mkdir(a.p("d"))
-    os.listdir(a.p("d"))
-    fill_dir(a, a.p("d"), 2, "warm")
+    srv, a = warm_dir(ctx, 2)
     sig(srv.proc, 19)
     try:
         want = make_tree(a, a.p("d"), 3, 3, "k")
@@ -1515,11 +1518,7 @@ def kill9_after_tree_removed_here_replays_it(ctx):
     files and directories), then the daemon killed: the next mount sends
     each directory's removal after those of its entries, each once, and
     B finds the tree gone and its sibling whole."""
-    srv = ctx.server()
-    a = ctx.mount(srv, "a")
-    os.mkdir(a.p("d"))
-    os.listdir(a.p("d"))
-    fill_dir(a, a.p("d"), 2, "warm")
+    srv, a = warm_dir(ctx, 2)
     tree = make_tree(a, a.p("d"), 3, 2, "x")
     keep = make_tree(a, a.p("d"), 1, 2, "y")
     wait_for(lambda: wb_status(a)["wb.pending_changes"] == 0, 20, "A's journal sent")
