@@ -44,8 +44,9 @@
  * Small chunks: one of at most CCACHE_SMALL_MAX bytes is not a file but
  * a record of db small under its key, holding exactly the bytes its file
  * would (header with checksums, then data), written in the same
- * transaction as its index record and deleted with it (cc_rec_del). It
- * skips the tmp file and the rename; reads check it as they check a file.
+ * transaction as its index record (store) and deleted in the one that
+ * drops the chunk (chunk_gone, where a file's unlink is queued). It skips
+ * the tmp file and the rename; reads check it as they check a file.
  * A cache written before small chunks existed has them as files: a small
  * chunk without a record in db small is looked for there.
  *
@@ -638,15 +639,14 @@ static int check_hdr(int fd, const struct ccache_key *k, uint32_t len,
 }
 
 /*
- * Check the bytes of chunk k (header and data, len data bytes as the
- * index says) that a file or a small record holds: 0 and *h, or
- * -EUCLEAN with *why.
+ * Check the bytes of small chunk k (header and data, len data bytes as
+ * the index says) as its record holds them: 0 and *h, or -EUCLEAN with
+ * *why.
  */
 static int check_rec(const uint8_t *buf, size_t n, const struct ccache_key *k,
 		     uint32_t len, struct ccache_hdr *h, const char **why)
 {
 	size_t hsz = ccache_rec_hdr_bytes(len);
-
 	int rc;
 
 	if (n != hsz + len) {
@@ -867,7 +867,6 @@ void ccache_buf_free(struct ccache_buf *b)
 
 /* ---- stores -------------------------------------------------------------- */
 
-/* Write chunk k to a new file under tmp/; its name goes to tmp. */
 /* Where a chunk to be stored waits: a file in tmp/, or (a small chunk)
  * its bytes in memory. Built when either is set; csrc_free in the end. */
 struct csrc {
