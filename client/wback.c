@@ -498,6 +498,29 @@ static struct wop *op_new(struct wfile *f, const struct jrec *h,
 	return o;
 }
 
+/*
+ * A new change h of f, h->len bytes of journal room reserved and put at
+ * the end of f's list (not ready: the caller writes it), numbered in
+ * journal order and counted as pending. 0 and *out, or an error. Under
+ * lock.
+ */
+static int op_append(struct wb *w, struct wfile *f, struct jrec *h,
+		     struct wop **out)
+{
+	struct jseg *s;
+	uint64_t at;
+	int rc;
+
+	if ((rc = reserve(w, h->len, &s, &at)))
+		return rc;
+	h->seq = ++w->seq;
+	if (!(*out = op_new(f, h, s, at)))
+		return -ENOMEM;
+	w->pending_ops++;
+	w->pending_bytes += (*out)->len;
+	return 0;
+}
+
 /* --- loading what a previous mount left ---------------------------------- */
 
 /* The parent a JR_CREATE's data names: 0, or -EINVAL if malformed. */
@@ -1865,27 +1888,22 @@ static int journal(struct wb *w, struct wfile *f, struct jrec *h,
 {
 	struct wop *o;
 	struct jseg *s;
-	uint64_t at;
 	int rc;
 
-	if ((rc = reserve(w, h->len, &s, &at)))
-		return rc;
 	/* In the file's list at once, in the order of the reservations
 	 * (the order of tidx), but sent only once written (ready). The
 	 * kernel writes different pages of a file at the same time; their
 	 * order does not matter, only that the list, the journal and tidx
 	 * agree. (Room reserved and never written reads as a gap.) */
-	h->seq = ++w->seq;
 	h->tbase = f->tbase;
 	h->tidx = f->tidx++;
-	if (!(o = op_new(f, h, s, at))) {
+	if ((rc = op_append(w, f, h, &o))) {
 		f->tidx--;
-		return -ENOMEM;
+		return rc;
 	}
-	w->pending_ops++;
-	w->pending_bytes += o->len;
+	s = o->seg;
 	pthread_mutex_unlock(&w->lock);
-	rc = rec_write(s, at, h, data);
+	rc = rec_write(s, o->at, h, data);
 	pthread_mutex_lock(&w->lock);
 	if (rc) {
 		struct wop **p = &f->head, *prev = NULL;
@@ -2473,22 +2491,15 @@ static int ns_journal(struct wb *w, struct wfile *d, struct wfile *f,
 		      size_t len, uint64_t *dir_dv)
 {
 	struct wop *o, *prev = f->tail;
-	struct jseg *s;
-	uint64_t at;
 	int rc;
 
-	if ((rc = reserve(w, h->len, &s, &at)))
+	if ((rc = op_append(w, f, h, &o)))
 		return rc;
-	h->seq = ++w->seq;
-	if (!(o = op_new(f, h, s, at)))
-		return -ENOMEM;
 	o->parent = d->fid;
 	ns_pending_add(w, &d->fid, o, name, len);
-	w->pending_ops++;
-	w->pending_bytes += o->len;
 	f->busy = 1; /* nobody sends it before it is written */
 	pthread_mutex_unlock(&w->lock);
-	rc = rec_write(s, at, h, data);
+	rc = rec_write(o->seg, o->at, h, data);
 	pthread_mutex_lock(&w->lock);
 	f->busy = 0;
 	if (rc) {
