@@ -719,18 +719,30 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino,
 	struct cairn_attr a;
 	int cur, rc;
 
-	/* The journal's changes of the file are in what we answer
-	 * (attr_to_stat), but blocks and the data version only the server
-	 * knows: it gets them first. Not a directory's: what we hold of
-	 * one made here, or changed by creates and removes answered here,
-	 * is whole (the kernel asks after each, and a path walk through a
-	 * directory just made must not wait for the server). */
-	if (wb_busy(fs->wbk) && itab_fid(fs->itab, ino, &fid) == 0 &&
-	    !(itab_attr_last(fs->itab, ino, &a, &cur) == 0 &&
-	      S_ISDIR(a.mode)) &&
-	    (rc = fs_wb_settle(fs, &fid))) {
-		reply_error(req, rc);
-		return;
+	/* A file with changes in the journal: while we hold its write
+	 * token nobody else changes it, so the current attributes the
+	 * table holds with the journal's changes applied (attr_to_stat,
+	 * wb_patch: size, times, blocks estimated) are the file's. Else
+	 * the server gets the journal first. A directory's is never
+	 * waited for: what we hold of one made here, or changed by creates
+	 * and removes answered here, is whole (the kernel asks after each,
+	 * and a path walk through a directory just made must not wait). */
+	if (wb_busy(fs->wbk) && itab_fid(fs->itab, ino, &fid) == 0) {
+		int known = itab_attr_last(fs->itab, ino, &a, &cur) == 0 &&
+			    a.fid.uniq == fid.uniq;
+
+		if (known && cur && S_ISREG(a.mode) &&
+		    wb_holds(fs->wbk, &fid)) {
+			notify_reply_begin(fs->ntf, seq);
+			send_attr(req, fs, &a, 1);
+			notify_reply_end(fs->ntf);
+			return;
+		}
+		if (!(known && S_ISDIR(a.mode)) &&
+		    (rc = fs_wb_settle(fs, &fid))) {
+			reply_error(req, rc);
+			return;
+		}
 	}
 	notify_reply_begin(fs->ntf, seq);
 	rc = itab_getattr(fs->itab, ino, &a);
@@ -849,6 +861,26 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	}
 	if ((rc = itab_fid(fs->itab, ino, &fid))) {
 		reply_error(req, rc);
+		return;
+	}
+	/* The same when our removal of a name of it is still in the
+	 * journal (the file was being sent when it was removed, so the
+	 * table did not know its last link then): the server moves the
+	 * ctime when it gets the removal, the mtime is the journal's. */
+	if (fs->wb && (valid & SA_CTIME) &&
+	    !(valid & ~(uint32_t)(SA_MTIME | SA_CTIME | SA_KEEPTIME)) &&
+	    itab_attr_last(fs->itab, ino, &a, &current) == 0 &&
+	    a.fid.uniq == fid.uniq && S_ISREG(a.mode) &&
+	    wb_removal_last(fs->wbk, &fid, &a) &&
+	    (!(valid & SA_MTIME) ||
+	     (attr->st_mtim.tv_sec == a.mtime.sec &&
+	      (uint32_t)attr->st_mtim.tv_nsec == a.mtime.nsec))) {
+		struct stat st;
+
+		a.ctime = cairn_time_of(&attr->st_ctim);
+		a.nlink = a.nlink ? a.nlink - 1 : 0;
+		attr_to_stat(&a, &st);
+		fuse_reply_attr(req, &st, 0);
 		return;
 	}
 	/* After the file's WRITEs in progress (fs_op_write), so that

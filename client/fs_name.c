@@ -587,6 +587,15 @@ static int remove_local(fuse_req_t req, struct fs *fs, fuse_ino_t parent,
 	wbuf_free(&cred);
 	if (rc)
 		return rc;
+	/* What the kernel has of the file: the latest status, with the
+	 * journal's size and times (its GETATTRs were answered so), which
+	 * it sends back with the ctime it moves (op_setattr, itab_gone). */
+	if (!isdir) {
+		a.size = again.size;
+		a.mtime = again.mtime;
+		a.ctime = again.ctime;
+		wb_patch(fs->wbk, &a);
+	}
 	clock_gettime(CLOCK_REALTIME_COARSE, &now);
 	dir.mtime.sec = now.tv_sec;
 	dir.mtime.nsec = (uint32_t)now.tv_nsec;

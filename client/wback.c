@@ -198,7 +198,9 @@ struct wb {
 	int lockfd;
 	pthread_mutex_t lock;
 	pthread_cond_t work;      /* shippers: something to do */
-	pthread_cond_t done;      /* drain waiters, writers over the limit */
+	pthread_cond_t done;      /* drain waiters, writers over the limit,
+				   * wait_unbusy */
+	int busy_waiters;         /* in wait_unbusy */
 	struct wfile **buckets;   /* guarded by lock */
 	size_t nbuckets, nfiles;
 	struct wfile *qhead, *qtail;
@@ -268,6 +270,14 @@ static void grow(struct wb *w)
 }
 
 /* fid's wfile, created if need be (NULL: out of memory). Under lock. */
+/* f is no longer being sent or written: wake wait_unbusy. Under lock. */
+static void unbusy(struct wb *w, struct wfile *f)
+{
+	f->busy = 0;
+	if (w->busy_waiters)
+		pthread_cond_broadcast(&w->done);
+}
+
 static struct wfile *file_get(struct wb *w, const struct cairn_fid *fid)
 {
 	struct wfile **p = fslot(w, fid), *f = *p;
@@ -1650,7 +1660,7 @@ static void *shipper(void *arg)
 		}
 		f->busy = 1;
 		ship_file(w, f, buf);
-		f->busy = 0;
+		unbusy(w, f);
 		/* A change still being written queues f when it is done; a
 		 * recall that came while we were at it needs another turn. */
 		if (f->head && !f->head->ready)
@@ -2257,6 +2267,14 @@ void wb_patch(struct wb *w, struct cairn_attr *a)
 	pthread_mutex_lock(&w->lock);
 	f = *fslot(w, &a->fid);
 	if (f && f->nops) {
+		uint64_t est = a->blocks + (f->bytes + 511) / 512;
+		uint64_t whole = ((f->psz ? f->psize : a->size) + 511) / 512;
+
+		/* Blocks: the server's and the bytes not sent yet, as if
+		 * none overwrote another, but no more than the size holds
+		 * (a sparse file written here stays sparse for du). */
+		a->blocks = est < whole ? est : whole > a->blocks ? whole
+								  : a->blocks;
 		if (f->psz)
 			a->size = f->psize;
 		if (f->pmt)
@@ -2386,6 +2404,23 @@ void wb_barrier_list(struct wb *w, const struct cairn_fid *fids, size_t n)
 	barrier(w, NULL, fids, n);
 }
 
+int wb_removal_last(struct wb *w, const struct cairn_fid *fid,
+		    struct cairn_attr *a)
+{
+	struct wfile *f;
+	int rc;
+
+	if (!w || !__atomic_load_n(&w->pending_ops, __ATOMIC_RELAXED))
+		return 0;
+	pthread_mutex_lock(&w->lock);
+	f = *fslot(w, fid);
+	rc = f && f->tail && f->tail->type == JR_REMOVE;
+	pthread_mutex_unlock(&w->lock);
+	if (rc)
+		wb_patch(w, a);
+	return rc;
+}
+
 int wb_holds(struct wb *w, const struct cairn_fid *fid)
 {
 	struct wfile *f;
@@ -2501,7 +2536,7 @@ static int ns_journal(struct wb *w, struct wfile *d, struct wfile *f,
 	pthread_mutex_unlock(&w->lock);
 	rc = rec_write(o->seg, o->at, h, data);
 	pthread_mutex_lock(&w->lock);
-	f->busy = 0;
+	unbusy(w, f);
 	if (rc) {
 		/* Taken back: pop_op's bookkeeping, for the last change. */
 		struct wop *keep = f->head == o ? NULL : f->head;
@@ -2583,6 +2618,29 @@ int wb_create(struct wb *w, const struct cairn_fid *dir, uint64_t *dir_dv,
 	return rc;
 }
 
+/*
+ * fid's file once no shipper sends it and no change of it is being
+ * written (a second at most: then as it is), or NULL without memory.
+ * Under lock; dropped while waiting.
+ */
+static struct wfile *wait_unbusy(struct wb *w, const struct cairn_fid *fid)
+{
+	struct timespec until;
+	struct wfile *f;
+
+	clock_deadline(CLOCK_REALTIME, 1000, &until);
+	while ((f = file_get(w, fid)) && f->busy && !w->stopping) {
+		int rc;
+
+		w->busy_waiters++;
+		rc = pthread_cond_timedwait(&w->done, &w->lock, &until);
+		w->busy_waiters--;
+		if (rc == ETIMEDOUT)
+			return file_get(w, fid);
+	}
+	return f;
+}
+
 int wb_remove(struct wb *w, const struct cairn_fid *dir, uint64_t *dir_dv,
 	      const char *name, size_t len, const struct cairn_fid *victim,
 	      uint32_t flags, const void *cred, size_t credlen)
@@ -2599,12 +2657,16 @@ int wb_remove(struct wb *w, const struct cairn_fid *dir, uint64_t *dir_dv,
 		return rc;
 	h.valid = flags;
 	pthread_mutex_lock(&w->lock);
+	/* A file being sent now (what dbench and rm do to a file just
+	 * written) is journaled once that send is over: far sooner than
+	 * the server would answer a REMOVE, which waits for it too. */
+	f = wait_unbusy(w, victim);
 	d = *fslot(w, dir);
 	/* Only while the directory's token is ours. Nothing after a
 	 * removal in a file's journal: one pending is enough (its other
 	 * names go to the server). */
 	if (!d || d->tok != TK_HELD || w->stopping ||
-	    !(f = file_get(w, victim)) || f->busy || f->err ||
+	    !f || f->busy || f->err ||
 	    (f->tail && f->tail->type == JR_REMOVE) ||
 	    ((flags & RM_DIR) && f->tok != TK_HELD)) {
 		rc = -EAGAIN;

@@ -177,6 +177,10 @@ int wb_create(struct wb *w, const struct cairn_fid *dir, uint64_t *dir_dv,
 void wb_barrier(struct wb *w, const struct cairn_fid *const *fids, int n);
 /* Whether fid's token is held here (and not recalled). */
 int wb_holds(struct wb *w, const struct cairn_fid *fid);
+/* 1 when the last change of fid in the journal is the removal of a name
+ * of it; then *a (its attributes) gets the journal's (wb_patch). */
+int wb_removal_last(struct wb *w, const struct cairn_fid *fid,
+		    struct cairn_attr *a);
 /* wb_barrier for the FIDs of an array (ORPHAN_DROP, ATIME). */
 void wb_barrier_list(struct wb *w, const struct cairn_fid *fids, size_t n);
 /*

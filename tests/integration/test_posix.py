@@ -637,6 +637,9 @@ def unlink_many_releases_all(ctx):
         write_file(os.path.join(d, "f%03d" % i), b"%d" % i)
     for i in range(300):
         os.stat(os.path.join(d, "f%03d" % i))
+    # The stats are answered here while the files are still being sent:
+    # their write-back (a SETATTR of the mtime of some) is not counted.
+    H.wb_idle(ctx.A)
     before = H.mount_status(ctx.A)
     for i in range(300):
         os.unlink(os.path.join(d, "f%03d" % i))
