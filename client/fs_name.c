@@ -723,6 +723,15 @@ void fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	    (rn & RN_KEEP) && sfid.vnode == vfid.vnode)
 		rn &= ~(uint32_t)RN_KEEP; /* renamed onto a link of itself */
 	q.flags = rn;
+	/* A directory replaced: the creates in it still in our journal
+	 * reach the server first, or it would look empty there (fs_rpc
+	 * waits for those in the directories the request names only). */
+	if (victim > 0 && fs->wbk &&
+	    itab_fid(fs->itab, (uint64_t)victim, &vfid) == 0) {
+		const struct cairn_fid *vf = &vfid;
+
+		wb_barrier(fs->wbk, &vf, 1);
+	}
 	if ((rc = fs_rpc(req, fs, OP_RENAME, &q, &p, NULL)))
 		goto out;
 	fresh = notify_reply_begin(fs->ntf, seq);

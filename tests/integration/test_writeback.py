@@ -1385,6 +1385,30 @@ def directories_made_here_reach_the_other_client(ctx):
     same_tree(a, "d", want, "A remounted")
 
 
+@test(timeout=60)
+def rename_over_directory_filled_here_is_refused(ctx):
+    """A directory made here and filled with files answered here, its
+    creates maybe not sent yet: renaming another directory over it is
+    ENOTEMPTY, as on a local disk, and nothing made in it is lost (the
+    server learns of what is in it before it answers the rename)."""
+    srv, a = warm_dir(ctx, 2)
+    for round_ in range(20):
+        src, dst = a.p("d", "src%d" % round_), a.p("d", "dst%d" % round_)
+        os.mkdir(src)
+        os.mkdir(dst)
+        for i in range(30):
+            write_file(os.path.join(dst, "f%02d" % i), b"%d" % i)
+        H.expect_errno(errno.ENOTEMPTY, os.rename, src, dst,
+                       what="rename over a directory with 30 files made "
+                       "here (round %d)" % round_)
+    wait_for(lambda: wb_status(a)["wb.pending_changes"] == 0, 20, "A's journal sent")
+    expect_eq(wb_status(a)["wb.conflicts"], 0, "wb.conflicts")
+    remount(a)
+    for round_ in range(20):
+        expect_eq(len(os.listdir(a.p("d", "dst%d" % round_))), 30,
+                  "files in d/dst%d after a remount" % round_)
+
+
 @test(timeout=90)
 def kill9_after_directories_made_here_replays_them(ctx):
     """A tree of directories and files made here while the server is
