@@ -275,7 +275,10 @@ void store_attr_fill(struct store *st, uint64_t vn, const struct sinode *ino,
 	out->mtime = ino->mtime;
 	out->ctime = ino->ctime;
 	out->dv = ino->dv;
-	if (S_ISREG(ino->mode)) {
+	if (S_ISREG(ino->mode) && (ino->flags & SINODE_INLINE)) {
+		/* What ext4 would give the bytes: whole 4 KiB blocks. */
+		out->blocks = (ino->size + 4095) / 4096 * 8;
+	} else if (S_ISREG(ino->mode)) {
 		/* A cached descriptor spares the path walk (most of the
 		 * cost of a GETATTR when the file is in use). */
 		if (store_fdc_peek(st, vn, &fh) == 0) {
@@ -465,7 +468,44 @@ int store_inode_del(struct store *st, MDB_txn *txn, uint64_t vn)
 	rc = mdb_del(txn, st->db_symlinks, &k, NULL);
 	if (rc && rc != MDB_NOTFOUND)
 		return store_lmdb_err(rc);
+	rc = mdb_del(txn, st->db_inline, &k, NULL);
+	if (rc && rc != MDB_NOTFOUND)
+		return store_lmdb_err(rc);
 	return prefix_del(txn, st->db_xattrs, vn);
+}
+
+int store_inline_get(struct store *st, MDB_txn *txn, uint64_t vn,
+		     MDB_val *v)
+{
+	uint8_t kb[8];
+	MDB_val k = { 8, kb };
+	int rc;
+
+	store_be64_put(kb, vn);
+	rc = mdb_get(txn, st->db_inline, &k, v);
+	if (rc == MDB_NOTFOUND) {
+		v->mv_size = 0;
+		v->mv_data = NULL;
+		return 0;
+	}
+	if (rc)
+		return store_lmdb_err(rc);
+	return v->mv_size > STORE_INLINE_MAX ? -EUCLEAN : 0;
+}
+
+int store_inline_put(struct store *st, MDB_txn *txn, uint64_t vn,
+		     const void *p, size_t n)
+{
+	uint8_t kb[8];
+	MDB_val k = { 8, kb }, v = { n, (void *)p };
+	int rc;
+
+	store_be64_put(kb, vn);
+	if (n == 0) {
+		rc = mdb_del(txn, st->db_inline, &k, NULL);
+		return rc == MDB_NOTFOUND ? 0 : store_lmdb_err(rc);
+	}
+	return store_lmdb_err(mdb_put(txn, st->db_inline, &k, &v, 0));
 }
 
 void store_touch_c(struct sinode *ino, struct cairn_time now)
@@ -1024,7 +1064,7 @@ int store_env_open(const char *dir, unsigned flags, MDB_env **envp,
 {
 	static const char *names[STORE_NDBI] = {
 		"inodes", "dirents", "dirseq", "xattrs", "symlinks", "meta",
-		"orphans", "applied",
+		"orphans", "applied", "inline",
 	};
 	char path[4096];
 	MDB_env *env = NULL;
@@ -1044,7 +1084,8 @@ int store_env_open(const char *dir, unsigned flags, MDB_env **envp,
 		rc = mdb_dbi_open(txn, names[i], rdonly ? 0 : MDB_CREATE,
 				  &dbi[i]);
 		if (rc == MDB_NOTFOUND && rdonly && i >= 6) {
-			dbi[i] = 0; /* no orphans / applied changes yet */
+			dbi[i] = 0; /* no orphans / applied changes /
+				     * inline files yet */
 			rc = 0;
 		}
 		if (rc)
@@ -1111,11 +1152,14 @@ static int init_tx(struct store *st, MDB_txn *txn, void *arg)
 	rc = meta_get(st, txn, "format", &v);
 	if (rc == 0) {
 		if (store_rec_meta_u32_decode(v.mv_data, v.mv_size, &format) ||
-		    format != STORE_FORMAT) {
+		    format < STORE_FORMAT_OLDEST || format > STORE_FORMAT) {
 			snprintf(a->err, a->errsz, "%s/meta: unsupported "
 				 "format version", st->dir);
 			return -EPROTO;
 		}
+		if (format != STORE_FORMAT &&
+		    (rc = meta_put_u32(st, txn, "format", STORE_FORMAT)))
+			return rc;
 		if ((rc = init_server_id(st, txn, a)))
 			return rc;
 		return store_inode_get(st, txn, STORE_ROOT, &root);
@@ -1139,9 +1183,11 @@ static int init_tx(struct store *st, MDB_txn *txn, void *arg)
 }
 
 /*
- * Remove data files whose vnode has no inode record. store_remove deletes
- * the data file after the commit that drops the inode; a crash in between
- * leaves the file behind, and nothing would ever delete it. (An orphan
+ * Remove data files whose vnode has no inode record, or an inline one.
+ * store_remove deletes the data file after the commit that drops the
+ * inode; a crash in between leaves the file behind, and nothing would ever
+ * delete it. An inline file's is what a move out of LMDB wrote before a
+ * crash stopped its commit (store_data.c). (An orphan
  * keeps its inode, so its data file stays.) Runs before
  * the store serves anyone, so nothing races with it. Best effort: a name
  * that is not exactly one of ours, or an inode that cannot be read, is
@@ -1156,7 +1202,7 @@ static void strays_remove(struct store *st)
 	uint64_t vn;
 	char *end;
 	DIR *d;
-	int fd;
+	int fd, rc;
 
 	if (store_rtxn(st, &txn))
 		return;
@@ -1177,8 +1223,12 @@ static void strays_remove(struct store *st)
 			store_data_path(vn, want, sizeof(want));
 			snprintf(path, sizeof(path), "objects/%02x/%.20s", xx,
 				 de->d_name);
+			/* An inline file's: a move to a data file that the
+			 * crash stopped before its commit. */
 			if (strcmp(path, want) ||
-			    store_inode_get(st, txn, vn, &ino) != -ENOENT)
+			    ((rc = store_inode_get(st, txn, vn, &ino)) !=
+			     -ENOENT &&
+			     (rc || !(ino.flags & SINODE_INLINE))))
 				continue;
 			if (store_os.unlinkat(st->dirfd, path, 0) == 0)
 				st->strays_removed++;
@@ -1331,6 +1381,15 @@ static int dirs_sync(struct store *st, char *err, size_t errsz)
 	return rc;
 }
 
+static uint32_t inline_max_default = STORE_INLINE_MAX;
+
+void store_set_inline_max(uint32_t bytes)
+{
+	__atomic_store_n(&inline_max_default,
+			 bytes < STORE_INLINE_MAX ? bytes : STORE_INLINE_MAX,
+			 __ATOMIC_RELAXED);
+}
+
 int store_open(const char *dir, struct store **out, char *err, size_t errsz)
 {
 	struct store *st;
@@ -1347,6 +1406,8 @@ int store_open(const char *dir, struct store **out, char *err, size_t errsz)
 		return -ENOMEM;
 	}
 	st->dirfd = st->lockfd = -1;
+	st->inline_max = __atomic_load_n(&inline_max_default,
+					 __ATOMIC_RELAXED);
 	pthread_mutex_init(&st->gc_lock, NULL);
 	st->gc_tail = &st->gc_head;
 	for (int i = 0; i < STORE_NSTRIPE; i++)
@@ -1396,6 +1457,7 @@ int store_open(const char *dir, struct store **out, char *err, size_t errsz)
 	st->db_meta = dbi[5];
 	st->db_orphans = dbi[6];
 	st->db_applied = dbi[7];
+	st->db_inline = dbi[8];
 	if (store_fresh(st) && (rc = dirs_sync(st, err, errsz)))
 		goto fail;
 	if ((rc = sid_file_read(st, adopt, &sid_file, err, errsz)))

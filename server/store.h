@@ -78,6 +78,14 @@ int store_open(const char *dir, struct store **out, char *err, size_t errsz);
 void store_close(struct store *st);
 
 /*
+ * The largest file whose bytes stores opened from now on keep in LMDB
+ * instead of a data file of its own (store_int.h); at most, and by
+ * default, STORE_INLINE_MAX. 0: every file has a data file (as stores
+ * before inline files did; the tests of data files use it).
+ */
+void store_set_inline_max(uint32_t bytes);
+
+/*
  * The server's identity, 16 bytes that stay the same for the life of the
  * data directory (kept in meta, made at the first start; a DATA/server-id
  * left by an earlier version is adopted, so clients see the same id as

@@ -2,8 +2,16 @@
  * store_data.c - file data and the attribute changes that go with it:
  * read, write, fsync, fallocate, setattr (truncate).
  *
- * A regular file's bytes live in DATA/objects/XX/N; its size lives in
- * LMDB and wins. The data file may be shorter than the size (a sparse
+ * A regular file's bytes live in DATA/objects/XX/N, or while it is small
+ * in its inline record in LMDB (SINODE_INLINE, store_int.h: every regular
+ * file starts so); its size lives in LMDB and wins. An inline file leaves
+ * LMDB for good when a write or truncate takes it past STORE_INLINE_MAX,
+ * or on fallocate (inline_out): its bytes are written to a new data file
+ * and synced, with the directory entry, before the commit that clears the
+ * flag (bytes an fsync made durable stay durable); a crash before that
+ * commit leaves a data file the next open removes (strays_remove). A
+ * write or truncate that stays within the limit rewrites the record in
+ * its commit. The data file may be shorter than the size (a sparse
  * tail, or nothing written yet): those bytes read as zeros. It may also
  * be longer, when the server died after writing data but before the
  * metadata commit; those stale bytes must never become visible, so every
@@ -251,6 +259,43 @@ static int data_pread(int fd, uint8_t *buf, uint32_t n, uint64_t off)
 	return 0;
 }
 
+/*
+ * Bytes [off, off + len) of fid read from its inline record, in one read
+ * transaction with its inode (*ino, *n: the bytes there). 1 when it was
+ * inline, 0 when it no longer is (moved to a data file since the caller
+ * looked: *ino is the new state), or -errno.
+ */
+static int inline_pread(struct store *st, const struct cairn_fid *fid,
+			uint64_t off, uint32_t len, void *buf, uint32_t *n,
+			struct sinode *ino)
+{
+	MDB_txn *txn;
+	MDB_val v;
+	int rc;
+
+	if ((rc = store_rtxn(st, &txn)))
+		return rc;
+	rc = store_fid_get(st, txn, fid, ino);
+	if (rc == 0 && (ino->flags & SINODE_INLINE) &&
+	    (rc = store_inline_get(st, txn, fid->vnode, &v)) == 0) {
+		uint32_t want = 0, have = 0;
+
+		if (off < ino->size)
+			want = ino->size - off < len
+				       ? (uint32_t)(ino->size - off) : len;
+		if (off < v.mv_size)
+			have = v.mv_size - off < want
+				       ? (uint32_t)(v.mv_size - off) : want;
+		if (have)
+			memcpy(buf, (const uint8_t *)v.mv_data + off, have);
+		memset((uint8_t *)buf + have, 0, want - have);
+		*n = want;
+		rc = 1;
+	}
+	store_rtxn_end(st, txn);
+	return rc;
+}
+
 int store_read(struct store *st, const struct cairn_fid *fid, uint64_t off,
 	       uint32_t len, void *buf, uint32_t *n, struct cairn_attr *out)
 {
@@ -262,6 +307,12 @@ int store_read(struct store *st, const struct cairn_fid *fid, uint64_t off,
 	if ((rc = file_get(st, fid, &a.ino, -EISDIR, -EINVAL)) ||
 	    (rc = data_usable(st, &a.ino)))
 		return rc;
+	if ((a.ino.flags & SINODE_INLINE) &&
+	    (rc = inline_pread(st, fid, off, len, buf, &want, &a.ino))) {
+		if (rc < 0)
+			return rc;
+		goto done;
+	}
 	if (off < a.ino.size)
 		want = a.ino.size - off < len ? (uint32_t)(a.ino.size - off)
 					      : len;
@@ -278,6 +329,7 @@ int store_read(struct store *st, const struct cairn_fid *fid, uint64_t off,
 				return rc;
 		}
 	}
+done:
 	/* Best effort: a failed atime update does not fail the read. */
 	if (store_atime_due(&a.ino, store_now())) {
 		struct store_atime_args b = { fid, { 0 } };
@@ -335,7 +387,39 @@ struct write_args {
 	uint64_t end;      /* new minimum size */
 	struct sinode ino;
 	int keeptime;      /* WR_KEEPTIME: mtime and ctime stay */
+	/* An inline file's: the bytes at off go into its record (inl), or
+	 * it leaves LMDB empty for the data file just written (uninline). */
+	const uint8_t *inl;
+	uint64_t off;
+	uint32_t len;
+	int uninline;
 };
+
+/* Record vn (size bytes before) with size `size` after: its bytes, then
+ * zeros, then (len > 0) p's len bytes at off. In a write transaction. */
+static int inline_rewrite(struct store *st, MDB_txn *txn, uint64_t vn,
+			  uint64_t before, uint64_t size, const uint8_t *p,
+			  uint64_t off, uint32_t len)
+{
+	uint8_t buf[STORE_INLINE_MAX];
+	MDB_val v;
+	size_t keep;
+	int rc;
+
+	if (size > STORE_INLINE_MAX || off + len > size)
+		return -EIO;
+	if ((rc = store_inline_get(st, txn, vn, &v)))
+		return rc;
+	keep = v.mv_size < before ? v.mv_size : (size_t)before;
+	if (keep > size)
+		keep = (size_t)size;
+	if (keep)
+		memcpy(buf, v.mv_data, keep);
+	memset(buf + keep, 0, (size_t)size - keep);
+	if (len)
+		memcpy(buf + off, p, len);
+	return store_inline_put(st, txn, vn, buf, (size_t)size);
+}
 
 static int write_tx(struct store *st, MDB_txn *txn, void *arg)
 {
@@ -344,6 +428,20 @@ static int write_tx(struct store *st, MDB_txn *txn, void *arg)
 
 	if ((rc = store_fid_get(st, txn, a->fid, &a->ino)))
 		return rc;
+	/* The caller holds the vlock: nothing moved it out meanwhile. */
+	if ((a->inl || a->uninline) && !(a->ino.flags & SINODE_INLINE))
+		return -EIO;
+	if (a->uninline) {
+		a->ino.flags &= ~SINODE_INLINE;
+		if ((rc = store_inline_put(st, txn, a->fid->vnode, NULL, 0)))
+			return rc;
+	} else if (a->inl &&
+		   (rc = inline_rewrite(st, txn, a->fid->vnode, a->ino.size,
+					a->end > a->ino.size ? a->end
+							     : a->ino.size,
+					a->inl, a->off, a->len))) {
+		return rc;
+	}
 	if (a->end > a->ino.size)
 		a->ino.size = a->end;
 	if (a->keeptime)
@@ -392,11 +490,62 @@ static int data_pwrite(int fd, const uint8_t *buf, uint32_t len, uint64_t off)
 	return 0;
 }
 
+static int out_tx(struct store *st, MDB_txn *txn, void *arg)
+{
+	struct write_args *a = arg;
+	int rc;
+
+	if ((rc = store_fid_get(st, txn, a->fid, &a->ino)))
+		return rc;
+	if (!(a->ino.flags & SINODE_INLINE))
+		return -EIO; /* the caller holds the vlock */
+	a->ino.flags &= ~SINODE_INLINE;
+	if ((rc = store_inline_put(st, txn, a->fid->vnode, NULL, 0)))
+		return rc;
+	return store_inode_put(st, txn, a->fid->vnode, &a->ino);
+}
+
+/*
+ * Move fid's bytes from its inline record to a data file (see the head of
+ * the file), unless it is not inline (any more); *ino gets its state
+ * after. Caller holds the vlock.
+ */
+static int inline_out(struct store *st, const struct cairn_fid *fid,
+		      struct sinode *ino)
+{
+	struct write_args a = { .fid = fid };
+	struct store_fh fh = { -1, NULL };
+	uint8_t buf[STORE_INLINE_MAX];
+	uint32_t n = 0;
+	int rc;
+
+	LOCK_ASSERT_HELD(store_vlock(st, fid->vnode));
+	if ((rc = inline_pread(st, fid, 0, STORE_INLINE_MAX, buf, &n,
+			       ino)) <= 0)
+		return rc;
+	if (n) {
+		if ((rc = store_fdc_get(st, fid->vnode, 1, &fh)))
+			return rc;
+		if (store_os.ftruncate(fh.fd, 0) < 0 ||
+		    (rc = data_pwrite(fh.fd, buf, n, 0)) ||
+		    store_os.fdatasync(fh.fd) < 0)
+			rc = rc ? rc : -errno;
+		store_fdc_put(st, &fh);
+		/* A failure leaves the file inline, its bytes unchanged. */
+		if (rc || (rc = data_name_sync(st, fid->vnode)))
+			return rc;
+	}
+	if ((rc = data_commit_tx(st, fid->vnode, out_tx, &a)) == 0)
+		*ino = a.ino;
+	return rc;
+}
+
 int store_write(struct store *st, const struct cairn_fid *fid, uint64_t off,
 		const void *buf, uint32_t len, uint32_t flags,
 		struct cairn_attr *out)
 {
-	struct write_args a = { fid, off + len, { 0 }, !!(flags & WR_KEEPTIME) };
+	struct write_args a = { .fid = fid, .end = off + len,
+				.keeptime = !!(flags & WR_KEEPTIME) };
 	pthread_mutex_t *l = store_vlock(st, fid->vnode);
 	struct store_fh fh = { -1, NULL };
 	int rc;
@@ -409,6 +558,20 @@ int store_write(struct store *st, const struct cairn_fid *fid, uint64_t off,
 		goto out;
 	if (len == 0)
 		goto out; /* like write(2): nothing changes */
+	if ((a.ino.flags & SINODE_INLINE) && off + len <= st->inline_max) {
+		a.inl = buf;
+		a.off = off;
+		a.len = len;
+		if ((rc = data_commit(st, &a)) == 0 && (flags & WR_SYNC))
+			rc = store_sync(st);
+		goto out;
+	}
+	/* Past the limit: an empty one leaves LMDB in this commit. */
+	if ((a.ino.flags & SINODE_INLINE) && a.ino.size == 0)
+		a.uninline = 1;
+	else if ((a.ino.flags & SINODE_INLINE) &&
+		 (rc = inline_out(st, fid, &a.ino)))
+		goto out;
 	if ((rc = store_fdc_get(st, fid->vnode, 1, &fh)))
 		goto out;
 	if (off > a.ino.size && (rc = data_trim(fh.fd, a.ino.size)))
@@ -455,7 +618,12 @@ int store_create_data(struct store *st, const struct cairn_fid *dir,
 	rc = store_inode_get(st, txn, fid->vnode, &ino);
 	store_rtxn_end(st, txn);
 	exists = rc != -ENOENT;
-	if (!exists) {
+	if (!exists && len <= st->inline_max) {
+		/* One commit makes the file and its inline record. */
+		rc = store_create_sized(st, dir, name, mode, uid, gid, 0,
+					flags, fid, t, len, data, created, out,
+					dir_out);
+	} else if (!exists) {
 		/* The data first (a crash before the commit leaves a stray
 		 * data file, which the next open removes), then one commit
 		 * that makes the file with them. */
@@ -464,8 +632,8 @@ int store_create_data(struct store *st, const struct cairn_fid *dir,
 		store_fdc_put(st, &fh);
 		if (!rc)
 			rc = store_create_sized(st, dir, name, mode, uid, gid,
-						0, flags, fid, t, len, created,
-						out, dir_out);
+						0, flags, fid, t, len, NULL,
+						created, out, dir_out);
 		/* Not made by us: what we wrote is no one's. */
 		if (rc || *created != 1)
 			store_data_drop(st, fid->vnode, 1);
@@ -483,7 +651,7 @@ int store_create_data(struct store *st, const struct cairn_fid *dir,
 }
 
 /* Metadata is synced on every commit already: only a regular file's data
- * (and its name) needs a sync. Under the vlock, see the head of the file. */
+ * (and its name) needs a sync, unless its bytes are inline. Under the vlock, see the head of the file. */
 int store_fsync(struct store *st, const struct cairn_fid *fid,
 		uint32_t flags)
 {
@@ -496,7 +664,7 @@ int store_fsync(struct store *st, const struct cairn_fid *fid,
 	rc = file_get(st, fid, &ino, 0, 0);
 	if (rc)
 		goto out;
-	if (!S_ISREG(ino.mode)) {
+	if (!S_ISREG(ino.mode) || (ino.flags & SINODE_INLINE)) {
 		rc = store_sync(st);
 		goto out;
 	}
@@ -554,7 +722,7 @@ int store_fallocate(struct store *st, const struct cairn_fid *fid,
 {
 	/* ext4 (Linux 6.x) moves mtime and ctime on every successful
 	 * fallocate, KEEP_SIZE and no-op allocations included. */
-	struct write_args a = { fid, 0, { 0 }, 0 };
+	struct write_args a = { .fid = fid };
 	pthread_mutex_t *l = store_vlock(st, fid->vnode);
 	struct store_fh fh = { -1, NULL };
 	size_t i;
@@ -571,7 +739,9 @@ int store_fallocate(struct store *st, const struct cairn_fid *fid,
 		return -EFBIG;
 	pthread_mutex_lock(l);
 	if ((rc = file_get(st, fid, &a.ino, -EISDIR, -ENODEV)) ||
-	    (rc = data_usable(st, &a.ino)))
+	    (rc = data_usable(st, &a.ino)) ||
+	    ((a.ino.flags & SINODE_INLINE) &&
+	     (rc = inline_out(st, fid, &a.ino))))
 		goto out;
 	if ((rc = store_fdc_get(st, fid->vnode, 1, &fh)) ||
 	    (rc = data_trim(fh.fd, a.ino.size)) ||
@@ -631,6 +801,11 @@ static int setattr_tx(struct store *st, MDB_txn *txn, void *arg)
 			return -EISDIR;
 		if (!S_ISREG(ino->mode))
 			return -EINVAL;
+		/* Within the limit (store_setattr moved it out else). */
+		if ((ino->flags & SINODE_INLINE) &&
+		    (rc = inline_rewrite(st, txn, a->fid->vnode, ino->size,
+					 sa->size, NULL, 0, 0)))
+			return rc;
 		ino->size = sa->size;
 		if (!keep)
 			ino->mtime = now;
@@ -667,6 +842,10 @@ static int setattr_data(struct store *st, const struct cairn_fid *fid,
 
 	LOCK_ASSERT_HELD(store_vlock(st, fid->vnode));
 	if ((rc = file_get(st, fid, &ino, -EISDIR, -EINVAL)))
+		return rc;
+	if ((ino.flags & SINODE_INLINE) && size <= st->inline_max)
+		return 0; /* setattr_tx rewrites the record */
+	if ((ino.flags & SINODE_INLINE) && (rc = inline_out(st, fid, &ino)))
 		return rc;
 	if (size != 0 && (rc = data_usable(st, &ino)))
 		return rc;

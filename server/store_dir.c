@@ -219,8 +219,11 @@ struct create_args {
 	uint32_t mode, uid, gid, rdev, flags;
 	const struct cairn_fid *want;   /* CR_FID: the new object's FID */
 	struct cairn_time t;            /* CR_FID: its times */
-	uint64_t size;                  /* CR_FID: bytes written to its data
-					 * file already (store_create_data) */
+	uint64_t size;                  /* CR_FID: its first bytes, written
+					 * to its data file already or (data)
+					 * to be its inline record
+					 * (store_create_data) */
+	const void *data;
 	int created;
 	uint64_t vn;
 	struct sinode ino, dino;
@@ -327,6 +330,15 @@ static int create_tx(struct store *st, MDB_txn *txn, void *arg)
 		if ((rc = mdb_put(txn, st->db_symlinks, &k, &v, 0)))
 			return store_lmdb_err(rc);
 	}
+	/* A regular file starts inline (store_int.h), unless its first
+	 * bytes are in a data file already. */
+	if (S_ISREG(a->ino.mode) && st->inline_max &&
+	    (a->data || !a->size)) {
+		a->ino.flags |= SINODE_INLINE;
+		if (a->data && (rc = store_inline_put(st, txn, a->vn, a->data,
+						      a->size)))
+			return rc;
+	}
 	if ((rc = dirent_add(st, txn, dvn, &a->dino, a->name, a->vn,
 			     a->ino.mode)))
 		return rc;
@@ -373,22 +385,25 @@ int store_create_fid(struct store *st, const struct cairn_fid *dir,
 		     struct cairn_attr *dir_out)
 {
 	return store_create_sized(st, dir, name, mode, uid, gid, rdev, flags,
-				  fid, t, 0, created, out, dir_out);
+				  fid, t, 0, NULL, created, out, dir_out);
 }
 
 int store_create_sized(struct store *st, const struct cairn_fid *dir,
 		       const char *name, uint32_t mode, uint32_t uid,
 		       uint32_t gid, uint32_t rdev, uint32_t flags,
 		       const struct cairn_fid *fid, struct cairn_time t,
-		       uint64_t size, int *created, struct cairn_attr *out,
-		       struct cairn_attr *dir_out)
+		       uint64_t size, const void *data, int *created,
+		       struct cairn_attr *out, struct cairn_attr *dir_out)
 {
 	struct create_args a = { .dir = dir, .name = name, .uid = uid,
 				 .gid = gid, .rdev = rdev, .flags = flags,
-				 .want = fid, .t = t, .size = size };
+				 .want = fid, .t = t, .size = size,
+				 .data = data };
 	int rc;
 
-	if (!!(flags & CR_FID) != !!fid)
+	if (!!(flags & CR_FID) != !!fid ||
+	    (data && (size > st->inline_max ||
+		      ((mode & S_IFMT) && (mode & S_IFMT) != S_IFREG))))
 		return -EINVAL;
 	if ((mode & S_IFMT) == 0)
 		mode |= S_IFREG;

@@ -20,8 +20,10 @@
  *     without a record is unreachable as any other;
  *   - symlinks have their target; xattrs and symlink targets belong to
  *     existing inodes;
- *   - a regular file with size > 0 has a data file, and every data file
- *     belongs to a regular file (in the right XX directory);
+ *   - a regular file with size > 0 has a data file, or (inline) an inline
+ *     record of exactly its size; every data file belongs to a regular
+ *     file that is not inline (in the right XX directory), every inline
+ *     record to an inline one;
  *   - no file is in the sticky error state of a failed data sync.
  * Each problem is one line on `report`; nothing is repaired.
  */
@@ -327,6 +329,23 @@ static int check_symlink(struct fsck *f, MDB_val *k, MDB_val *v)
 	return 0;
 }
 
+static int check_inline(struct fsck *f, MDB_val *k, MDB_val *v)
+{
+	struct fino *o;
+	uint64_t vn;
+
+	if (k->mv_size != 8) {
+		problem(f, "malformed inline key (%zu bytes)", k->mv_size);
+		return 0;
+	}
+	vn = store_be64_get(k->mv_data);
+	o = fino_find(f, vn);
+	if (!o || !S_ISREG(o->ino.mode) || !(o->ino.flags & SINODE_INLINE))
+		problem(f, "inline record of vnode %" PRIu64 ", which is no "
+			"inline file", vn);
+	return 0;
+}
+
 static int check_orphan(struct fsck *f, MDB_val *k, MDB_val *v)
 {
 	struct fino *fi;
@@ -397,7 +416,17 @@ static void check_inode(struct fsck *f, struct fino *fi)
 		if (mdb_get(f->txn, f->st.db_symlinks, &k, &v))
 			problem(f, "symlink %" PRIu64 " has no target", vn);
 	}
-	if (S_ISREG(fi->ino.mode) && fi->ino.size > 0) {
+	if (S_ISREG(fi->ino.mode) && (fi->ino.flags & SINODE_INLINE)) {
+		store_be64_put(kb, vn);
+		if (fi->ino.size > STORE_INLINE_MAX ||
+		    (!f->st.db_inline ? fi->ino.size != 0
+				      : mdb_get(f->txn, f->st.db_inline, &k,
+						&v) ? fi->ino.size != 0
+						    : v.mv_size != fi->ino.size))
+			problem(f, "vnode %" PRIu64 ": inline, size %" PRIu64
+				", but its inline record does not hold that "
+				"many bytes", vn, fi->ino.size);
+	} else if (S_ISREG(fi->ino.mode) && fi->ino.size > 0) {
 		store_data_path(vn, path, sizeof(path));
 		if (fstatat(f->st.dirfd, path, &sb, 0) < 0)
 			problem(f, "vnode %" PRIu64 ": size %" PRIu64 " but no "
@@ -422,7 +451,7 @@ static void check_meta(struct fsck *f)
 
 	if (meta_val(f, "format", &v) ||
 	    store_rec_meta_u32_decode(v.mv_data, v.mv_size, &x) ||
-	    x != STORE_FORMAT)
+	    x < STORE_FORMAT_OLDEST || x > STORE_FORMAT)
 		problem(f, "meta: missing or unknown format record");
 	if (meta_val(f, "volume", &v) ||
 	    store_rec_meta_u32_decode(v.mv_data, v.mv_size, &x) ||
@@ -466,7 +495,8 @@ static void check_objects(struct fsck *f)
 				continue;
 			vn = strtoull(de->d_name, &end, 16);
 			fi = *end ? NULL : fino_find(f, vn);
-			if (!fi || !S_ISREG(fi->ino.mode) || (vn & 0xff) != xx)
+			if (!fi || !S_ISREG(fi->ino.mode) || (vn & 0xff) != xx ||
+			    (fi->ino.flags & SINODE_INLINE))
 				problem(f, "data file objects/%02x/%s belongs "
 					"to no regular file", xx, de->d_name);
 		}
@@ -486,6 +516,9 @@ static int fsck_run(struct fsck *f)
 	    (rc = scan(f, f->st.db_dirents, mark_files)) ||
 	    (rc = scan(f, f->st.db_xattrs, check_xattr)) ||
 	    (rc = scan(f, f->st.db_symlinks, check_symlink)))
+		return rc;
+	/* 0: a data directory from before inline files has none. */
+	if (f->st.db_inline && (rc = scan(f, f->st.db_inline, check_inline)))
 		return rc;
 	/* 0: a data directory from before orphans has none. */
 	if (f->st.db_orphans && (rc = scan(f, f->st.db_orphans, check_orphan)))
@@ -525,6 +558,7 @@ int store_fsck(const char *dir, void *report, unsigned long *orphans,
 	f.st.db_meta = dbi[5];
 	f.st.db_orphans = dbi[6];
 	f.st.db_applied = dbi[7];
+	f.st.db_inline = dbi[8];
 	/* Not store_rtxn: f.st is no opened store (no transaction pool). */
 	if ((rc = store_lmdb_err(mdb_txn_begin(f.st.env, NULL, MDB_RDONLY,
 					       &f.txn)))) {

@@ -9,6 +9,7 @@
  *   xattrs   BE8 vnode + name         -> value
  *   symlinks BE8 vnode                -> target
  *   orphans  BE8 vnode                -> holder's client id (16 bytes)
+ *   inline   BE8 vnode                -> the bytes of a small file
  *   meta     "format" u32, "next_vnode" u64, "volume" u32, "server_id" 16 B
  *            (the one server id: store_server_id)
  * Values are little-endian; store_rec.h has the exact layouts and the one
@@ -17,7 +18,10 @@
  * come and go (cookies come from the directory's next_cookie and are never
  * reused). orphans lists the objects whose last name went while a client
  * may still have them open (store_orphan.c): they keep their inode (nlink
- * 0) and data file until their holder drops them.
+ * 0) and data file until their holder drops them. A regular file keeps
+ * its bytes in inline (flag SINODE_INLINE) from its creation until it
+ * grows past STORE_INLINE_MAX or is fallocated (store_data.c): a small
+ * file costs the server no file of its own to make, sync and delete.
  *
  * Locks: the vnode stripes (vlock), gc_lock, LMDB's write lock, rt_lock,
  * fdc.lock and nm_lock; the order in which they may be taken is stated
@@ -39,7 +43,11 @@
 #include "store_os.h"
 #include "store_rec.h"
 
-#define STORE_FORMAT   1u
+/* Format 2 added inline files (SINODE_INLINE, the inline database),
+ * which a server of format 1 cannot read: opening a store of format 1
+ * makes it format 2. */
+#define STORE_FORMAT   2u
+#define STORE_FORMAT_OLDEST 1u
 #define STORE_VOL      1u
 #define STORE_ROOT     1u
 #define STORE_NSTRIPE  64
@@ -47,7 +55,8 @@
 #define STORE_MAXLINK  CAIRN_MAX_LINK
 #define STORE_RTXN_POOL 32    /* idle read transactions kept for reuse */
 #define STORE_FDC_MAX  256    /* data file descriptors kept open */
-#define STORE_NDBI     8      /* LMDB databases, in struct store's order */
+#define STORE_NDBI     9      /* LMDB databases, in struct store's order */
+#define STORE_INLINE_MAX (16u * 1024u) /* bytes a file keeps in LMDB */
 
 struct wop;
 struct fdc_ent;
@@ -71,7 +80,7 @@ struct store {
 	int lockfd;  /* DATA/LOCK, flock()ed for the store's lifetime */
 	MDB_env *env;
 	MDB_dbi db_inodes, db_dirents, db_dirseq, db_xattrs, db_symlinks,
-		db_meta, db_orphans, db_applied;
+		db_meta, db_orphans, db_applied, db_inline;
 
 	/* Group commit: queued write ops (each owner waits on its own
 	 * condition) and whether a leader runs a batch. */
@@ -122,6 +131,7 @@ struct store {
 	/* Stray data files (without an inode) removed by store_open (a
 	 * crash between a remove's commit and its unlink leaves them). */
 	unsigned long strays_removed;
+	uint32_t inline_max;  /* store_set_inline_max when opened */
 };
 
 /* A write operation run inside a group-commit transaction. Must not call
@@ -151,10 +161,16 @@ int store_create_sized(struct store *st, const struct cairn_fid *dir,
 		       const char *name, uint32_t mode, uint32_t uid,
 		       uint32_t gid, uint32_t rdev, uint32_t flags,
 		       const struct cairn_fid *fid, struct cairn_time t,
-		       uint64_t size, int *created, struct cairn_attr *out,
-		       struct cairn_attr *dir_out);
+		       uint64_t size, const void *data, int *created,
+		       struct cairn_attr *out, struct cairn_attr *dir_out);
 int store_inode_get(struct store *st, MDB_txn *txn, uint64_t vn,
 		    struct sinode *ino);
+/* An inline file's record (v points into the map while txn lives; an
+ * empty file may have none: v then empty) and its replacement. */
+int store_inline_get(struct store *st, MDB_txn *txn, uint64_t vn,
+		     MDB_val *v);
+int store_inline_put(struct store *st, MDB_txn *txn, uint64_t vn,
+		     const void *p, size_t n);
 int store_inode_put(struct store *st, MDB_txn *txn, uint64_t vn,
 		    const struct sinode *ino);
 /* The inode a FID names: -ESTALE if the volume, vnode or uniq is wrong. */

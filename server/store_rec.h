@@ -39,6 +39,8 @@
  *   xattr    key BE8 vnode + name; value 0..CAIRN_XATTR_SIZE_MAX bytes
  *   orphan   key BE8 vnode; value the 16-byte client ids holding it, 1 to
  *            STORE_REC_HOLDERS_MAX of them, strictly ascending
+ *   inline   key BE8 vnode; value the file's bytes, exactly its size (at
+ *            most STORE_INLINE_MAX; none for an empty file)
  *   meta     key string; value u32 / u64 / 16 bytes
  */
 #ifndef CAIRN_STORE_REC_H
@@ -57,7 +59,9 @@
 
 /* sinode.flags; the decoder refuses unknown bits. */
 #define SINODE_DATA_LOST 0x01u /* a sync of its data file failed */
-#define SINODE_FLAGS_ALL SINODE_DATA_LOST
+#define SINODE_INLINE    0x02u /* a regular file whose bytes are its
+				* inline record (store_int.h), no data file */
+#define SINODE_FLAGS_ALL (SINODE_DATA_LOST | SINODE_INLINE)
 
 /* In-memory form of an inode record. parent is the containing directory
  * for directories (their ".."); 0 for other objects, which may have many. */

@@ -137,6 +137,7 @@ static void reopen(void)
 
 	store_close(st);
 	st = NULL;
+	store_set_inline_max(0); /* the tests look at data files */
 	if (store_open(datadir, &st, err, sizeof(err))) {
 		fprintf(stderr, "reopen: %s\n", err);
 		exit(2);

@@ -1904,6 +1904,187 @@ static void t_create_data(void)
 	CHECK_EQ(fsck_quiet(), 0);
 }
 
+/* Bytes [off, off + len) of fid equal want (len bytes), and no more. */
+static int reads(const struct cairn_fid *fid, uint64_t off, const void *want,
+		 uint32_t len)
+{
+	static char buf[STORE_INLINE_MAX + 4096];
+	struct cairn_attr a;
+	uint32_t n = 0;
+
+	if (len > sizeof(buf) - 1 ||
+	    store_read(st, fid, off, len + 1, buf, &n, &a))
+		return 0;
+	return n == len && !memcmp(buf, want, len);
+}
+
+static int data_file(const struct cairn_fid *fid)
+{
+	char rel[64];
+
+	data_rel(fid, rel, sizeof(rel));
+	return path_exists(rel);
+}
+
+/*
+ * Small files in LMDB (SINODE_INLINE): no data file while they stay
+ * within STORE_INLINE_MAX, their bytes kept whole when a write, a
+ * truncate or fallocate moves them out, a move a crash stopped undone.
+ */
+static void t_inline(void)
+{
+	static char big[STORE_INLINE_MAX + 100], want[STORE_INLINE_MAX + 100];
+	struct store_setattr sa = { .valid = SA_SIZE };
+	struct cairn_time t = { 1700000002, 9 };
+	struct cairn_attr a, b, d, dir, e, g;
+	struct cairn_fid f;
+	char path[256], rel[64];
+	int created, fd;
+
+	store_set_inline_max(STORE_INLINE_MAX);
+	reopen();
+	CHECK_EQ(mk(&root, "inl", S_IFDIR | 0755, &dir), 0);
+	/* A create with its first bytes: one record, no data file. */
+	CHECK_EQ(store_fids(st, 1, &f), 0);
+	CHECK_EQ(store_create_data(st, &dir.fid, "small", S_IFREG | 0644, 0,
+				   0, CR_EXCL | CR_FID, &f, t, "hello", 5,
+				   &created, &a, &d), 0);
+	CHECK_EQ(created, 1);
+	CHECK(!data_file(&f));
+	CHECK_EQ(a.size, 5);
+	CHECK_EQ(a.blocks, 8);
+	CHECK(reads(&f, 0, "hello", 5));
+	/* Writes within the limit: a hole reads as zeros. */
+	CHECK_EQ(store_write(st, &f, 10, "world", 5, 0, &b), 0);
+	CHECK_EQ(b.size, 15);
+	CHECK(reads(&f, 0, "hello\0\0\0\0\0world", 15));
+	CHECK(reads(&f, 12, "rld", 3));
+	CHECK(!data_file(&f));
+	/* Truncates down and up within it. */
+	sa.size = 3;
+	CHECK_EQ(store_setattr(st, &f, &sa, &b), 0);
+	CHECK(reads(&f, 0, "hel", 3));
+	sa.size = 8;
+	CHECK_EQ(store_setattr(st, &f, &sa, &b), 0);
+	CHECK(reads(&f, 0, "hel\0\0\0\0\0", 8));
+	CHECK_EQ(store_fsync(st, &f, 0), 0);
+	CHECK(!data_file(&f));
+	reopen();
+	CHECK(reads(&f, 0, "hel\0\0\0\0\0", 8));
+	/* A write past the limit moves it to a data file, bytes kept. */
+	memset(big, 'x', sizeof(big));
+	CHECK_EQ(store_write(st, &f, 4, big, STORE_INLINE_MAX, 0, &b), 0);
+	CHECK(data_file(&f));
+	CHECK_EQ(b.size, 4 + STORE_INLINE_MAX);
+	memcpy(want, "hel\0", 4);
+	memset(want + 4, 'x', STORE_INLINE_MAX);
+	CHECK(reads(&f, 0, want, 4 + STORE_INLINE_MAX));
+	/* Made empty, then written past the limit at once. */
+	CHECK_EQ(mk(&dir.fid, "empty", S_IFREG | 0644, &e), 0);
+	CHECK(!data_file(&e.fid));
+	CHECK_EQ(store_write(st, &e.fid, 0, big, sizeof(big), 0, &b), 0);
+	CHECK(data_file(&e.fid));
+	CHECK(reads(&e.fid, 0, big, sizeof(big)));
+	/* A truncate past it moves it out too, and so does fallocate. */
+	CHECK_EQ(mk(&dir.fid, "up", S_IFREG | 0644, &g), 0);
+	CHECK_EQ(wr(&g.fid, 0, "abc"), 0);
+	sa.size = STORE_INLINE_MAX + 1;
+	CHECK_EQ(store_setattr(st, &g.fid, &sa, &b), 0);
+	CHECK(data_file(&g.fid));
+	memset(want, 0, sizeof(want));
+	memcpy(want, "abc", 3);
+	CHECK(reads(&g.fid, 0, want, STORE_INLINE_MAX + 1));
+	CHECK_EQ(mk(&dir.fid, "falloc", S_IFREG | 0644, &g), 0);
+	CHECK_EQ(wr(&g.fid, 0, "abc"), 0);
+	CHECK_EQ(store_fallocate(st, &g.fid, 0, 0, 8192, &b), 0);
+	CHECK(data_file(&g.fid));
+	CHECK_EQ(b.size, 8192);
+	CHECK(reads(&g.fid, 0, want, 8192));
+	/* A move out that a crash stopped before its commit left a data
+	 * file: removed at the next open, the record's bytes stand. */
+	CHECK_EQ(mk(&dir.fid, "crash", S_IFREG | 0644, &g), 0);
+	CHECK_EQ(wr(&g.fid, 0, "keep me"), 0);
+	data_rel(&g.fid, rel, sizeof(rel));
+	snprintf(path, sizeof(path), "%s/%s", datadir, rel);
+	fd = open(path, O_CREAT | O_WRONLY, 0600);
+	CHECK(fd >= 0);
+	CHECK_EQ(write(fd, "JUNK JUNK JUNK", 14), 14);
+	close(fd);
+	reopen();
+	CHECK_EQ(st->strays_removed, 1);
+	CHECK(!data_file(&g.fid));
+	CHECK(reads(&g.fid, 0, "keep me", 7));
+	/* Removing one removes its record (fsck finds none left over). */
+	CHECK_EQ(rm(&dir.fid, "crash", 0), 0);
+	CHECK_EQ(fsck_quiet(), 0);
+	store_set_inline_max(0);
+	reopen();
+}
+
+/* meta "format" set to v behind the store's back (it is closed after). */
+static void format_set(uint32_t v)
+{
+	MDB_val k = { 6, "format" }, d = { 4, &v };
+	MDB_txn *txn;
+
+	CHECK_EQ(mdb_txn_begin(st->env, NULL, 0, &txn), 0);
+	CHECK_EQ(mdb_put(txn, st->db_meta, &k, &d, 0), 0);
+	CHECK_EQ(mdb_txn_commit(txn), 0);
+	store_close(st);
+	st = NULL;
+}
+
+static uint32_t format_get(void)
+{
+	MDB_val k = { 6, "format" }, d;
+	uint32_t v = 0;
+	MDB_txn *txn;
+
+	CHECK_EQ(mdb_txn_begin(st->env, NULL, MDB_RDONLY, &txn), 0);
+	if (mdb_get(txn, st->db_meta, &k, &d) == 0 && d.mv_size == 4)
+		memcpy(&v, d.mv_data, 4);
+	mdb_txn_abort(txn);
+	return v;
+}
+
+/* A store of format 1 (before inline files) is taken up as format 2; a
+ * format this server does not know is refused, by name. */
+static void t_format(void)
+{
+	char err[256];
+
+	CHECK_EQ(format_get(), STORE_FORMAT);
+	format_set(1);
+	reopen();
+	CHECK_EQ(format_get(), 2);
+	format_set(STORE_FORMAT + 1);
+	CHECK_EQ(store_open(datadir, &st, err, sizeof(err)), -EPROTO);
+	CHECK(strstr(err, "unsupported format version") != NULL);
+	CHECK(st == NULL);
+	/* Put it back through LMDB itself, as format_set would. */
+	{
+		MDB_env *env;
+		MDB_dbi dbi;
+		MDB_txn *txn;
+		uint32_t v = STORE_FORMAT;
+		MDB_val k = { 6, "format" }, d = { 4, &v };
+		char path[256];
+
+		snprintf(path, sizeof(path), "%s/meta", datadir);
+		CHECK_EQ(mdb_env_create(&env), 0);
+		CHECK_EQ(mdb_env_set_maxdbs(env, 16), 0);
+		CHECK_EQ(mdb_env_set_mapsize(env, 64ull << 30), 0);
+		CHECK_EQ(mdb_env_open(env, path, 0, 0600), 0);
+		CHECK_EQ(mdb_txn_begin(env, NULL, 0, &txn), 0);
+		CHECK_EQ(mdb_dbi_open(txn, "meta", 0, &dbi), 0);
+		CHECK_EQ(mdb_put(txn, dbi, &k, &d, 0), 0);
+		CHECK_EQ(mdb_txn_commit(txn), 0);
+		mdb_env_close(env);
+	}
+	reopen();
+	CHECK_EQ(format_get(), STORE_FORMAT);
+}
+
 int main(void)
 {
 	char err[256], cmd[256];
@@ -1914,6 +2095,8 @@ int main(void)
 		return 2;
 	}
 	snprintf(datadir, sizeof(datadir), "%s/data", tmpdir);
+	/* The tests of data files need them; t_inline turns them off. */
+	store_set_inline_max(0);
 	if (store_open(datadir, &st, err, sizeof(err))) {
 		fprintf(stderr, "store_open: %s\n", err);
 		return 2;
@@ -1952,6 +2135,8 @@ int main(void)
 	run("applied_changes_run_once", t_applied_once);
 	run("fids_and_create_fid", t_create_fid);
 	run("create_with_first_bytes", t_create_data);
+	run("inline_small_files", t_inline);
+	run("format_1_taken_up_unknown_refused", t_format);
 	run("fsck_clean_and_detects", t_fsck);
 	store_close(st);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
