@@ -668,9 +668,9 @@ static int check_rec(const uint8_t *buf, size_t n, const struct ccache_key *k,
 }
 
 /*
- * chunk_read of a small chunk from its record in db small (whole: it is
- * at most CCACHE_SMALL_MAX bytes, every block checked). -ENOENT when it
- * has no record there (a cache from before small chunks: its file).
+ * chunk_read of a small chunk from its record in db small (every block
+ * checked: it is at most CCACHE_SMALL_MAX bytes). -ENOENT when it has no
+ * record there (a cache from before small chunks: its file).
  */
 static int small_read(struct ccache *c, const struct ccache_key *k,
 		      uint32_t vlen, uint32_t off, uint32_t len, uint32_t room,
@@ -679,7 +679,7 @@ static int small_read(struct ccache *c, const struct ccache_key *k,
 	uint8_t kb[CCACHE_REC_KEY_SIZE];
 	MDB_val key = { sizeof(kb), kb }, val;
 	struct ccache_hdr h;
-	uint32_t end;
+	uint32_t end, start, stop;
 	MDB_txn *txn;
 	int rc;
 
@@ -695,17 +695,27 @@ static int small_read(struct ccache *c, const struct ccache_key *k,
 		mdb_txn_abort(txn);
 		return rc;
 	}
-	/* All of it, from its start (its first and only block). */
-	if (!(b->mem = malloc(vlen > room ? vlen : room ? room : 1))) {
+	/* As chunk_read: from the first block the bytes touch. */
+	if (off >= vlen || len == 0) {
+		mdb_txn_abort(txn);
+		if (room && !(b->mem = calloc(1, room)))
+			return -ENOMEM;
+		return 0;
+	}
+	end = len > vlen - off ? vlen : off + len;
+	start = off / CCACHE_BLOCK * CCACHE_BLOCK;
+	stop = ((end - 1) / CCACHE_BLOCK + 1) * CCACHE_BLOCK;
+	if (stop > vlen)
+		stop = vlen;
+	if (!(b->mem = malloc(stop - start > room ? stop - start : room))) {
 		mdb_txn_abort(txn);
 		return -ENOMEM;
 	}
 	memcpy(b->mem, (const uint8_t *)val.mv_data +
-		       ccache_rec_hdr_bytes(vlen), vlen);
+		       ccache_rec_hdr_bytes(vlen) + start, stop - start);
 	mdb_txn_abort(txn);
-	end = off >= vlen ? vlen : len > vlen - off ? vlen : off + len;
-	b->p = (uint8_t *)b->mem + (off < vlen ? off : vlen);
-	b->len = off < vlen ? end - off : 0;
+	b->p = (uint8_t *)b->mem + (off - start);
+	b->len = end - off;
 	return 0;
 }
 
@@ -874,9 +884,6 @@ struct csrc {
 	uint8_t *mem;
 	size_t mlen;
 };
-
-_Static_assert(CCACHE_SMALL_MAX <= CCACHE_BLOCK,
-	       "a small chunk is one checksum block (small_read)");
 
 static int csrc_built(const struct csrc *s)
 {

@@ -108,6 +108,9 @@ static int get_ok(struct ccache *c, const struct ccache_key *k, uint32_t tot,
 	return ok;
 }
 
+/* A chunk this long is a file of its own (longer than a small chunk). */
+#define FILE_SZ (CCACHE_SMALL_MAX + 50000)
+
 static void chunk_file(const char *dir, const struct ccache_key *k,
 		       char *out, size_t n)
 {
@@ -420,6 +423,11 @@ static void t_small(void)
 	CHECK_EQ(path[0], 0);               /* no file anywhere */
 	CHECK_EQ(get_ok(c, &k, CCACHE_SMALL_MAX, 100, 5000), 1);
 	CHECK_EQ(get_ok(c, &k, CCACHE_SMALL_MAX, 0, CCACHE_SMALL_MAX), 1);
+	/* Within a later checksum block, and across two. */
+	CHECK_EQ(get_ok(c, &k, CCACHE_SMALL_MAX, 2 * CCACHE_BLOCK + 7, 100), 1);
+	CHECK_EQ(get_ok(c, &k, CCACHE_SMALL_MAX, CCACHE_BLOCK - 50, 100), 1);
+	CHECK_EQ(get_ok(c, &k, CCACHE_SMALL_MAX, CCACHE_SMALL_MAX - 10, 100),
+		 1);
 	CHECK_EQ(put(c, &k, big), 0);
 	chunk_file(d, &k, path, sizeof(path));
 	CHECK(path[0] != 0);
@@ -495,7 +503,7 @@ static void crash_child(const char *d, const struct ccache_key *k, int n)
 		if (ccache_open(d, 64 * MiB, &c))
 			_exit(1);
 		for (int i = 0; i < n; i++)
-			if (put(c, &k[i], 50000))
+			if (put(c, &k[i], FILE_SZ))
 				_exit(1);
 		_exit(0); /* no ccache_close */
 	}
@@ -536,8 +544,8 @@ static void t_process_crash(void)
 		return;
 	CHECK_EQ(stats(c).chunks, 3);
 	for (int i = 0; i < 3; i++)
-		CHECK_EQ(get_ok(c, &k[i], 50000, 0, 50000), 1);
-	CHECK_EQ(get_ok(c, &o, 50000, 0, 10), 0);
+		CHECK_EQ(get_ok(c, &k[i], FILE_SZ, 0, FILE_SZ), 1);
+	CHECK_EQ(get_ok(c, &o, FILE_SZ, 0, 10), 0);
 	CHECK(access(tmp, F_OK) != 0);
 	chunk_file(d, &o, path, sizeof(path));
 	CHECK_EQ(path[0], 0); /* the orphan went */
@@ -569,13 +577,13 @@ static void t_rebuild(void)
 	struct ccache *c;
 	struct ccache_key k[4] = { key(50, 1, 0), key(50, 1, 1), key(51, 2, 0),
 				   key(52, 2, 0) };
-	size_t hsz = ccache_rec_hdr_bytes(60000);
+	size_t hsz = ccache_rec_hdr_bytes(FILE_SZ);
 
 	CHECK_EQ(ccache_open(newdir(d, sizeof(d)), 64 * MiB, &c), 0);
 	if (!c)
 		return;
 	for (int i = 0; i < 4; i++)
-		CHECK_EQ(put(c, &k[i], 60000), 0);
+		CHECK_EQ(put(c, &k[i], FILE_SZ), 0);
 	ccache_close(c);
 
 	/* machine crash */
@@ -587,8 +595,8 @@ static void t_rebuild(void)
 		return;
 	CHECK_EQ(stats(c).chunks, 3);
 	for (int i = 0; i < 3; i++)
-		CHECK_EQ(get_ok(c, &k[i], 60000, 0, 60000), 1);
-	CHECK_EQ(get_ok(c, &k[3], 60000, 0, 60000), 0);
+		CHECK_EQ(get_ok(c, &k[i], FILE_SZ, 0, FILE_SZ), 1);
+	CHECK_EQ(get_ok(c, &k[3], FILE_SZ, 0, FILE_SZ), 0);
 	chunk_file(d, &k[3], path, sizeof(path));
 	CHECK_EQ(path[0], 0);
 	ccache_close(c);
@@ -602,8 +610,8 @@ static void t_rebuild(void)
 	if (!c)
 		return;
 	CHECK_EQ(stats(c).chunks, 3);
-	CHECK_EQ(get_ok(c, &k[0], 60000, 0, 60000), 1);
-	CHECK_EQ(get_ok(c, &k[2], 60000, 0, 60000), 0);
+	CHECK_EQ(get_ok(c, &k[0], FILE_SZ, 0, FILE_SZ), 1);
+	CHECK_EQ(get_ok(c, &k[2], FILE_SZ, 0, FILE_SZ), 0);
 	ccache_close(c);
 
 	/* truncated index */
@@ -612,8 +620,8 @@ static void t_rebuild(void)
 	CHECK_EQ(ccache_open(d, 64 * MiB, &c), 0);
 	if (!c)
 		return;
-	CHECK_EQ(get_ok(c, &k[0], 60000, 0, 60000), 1);
-	CHECK_EQ(get_ok(c, &k[1], 60000, 0, 60000), 1);
+	CHECK_EQ(get_ok(c, &k[0], FILE_SZ, 0, FILE_SZ), 1);
+	CHECK_EQ(get_ok(c, &k[1], FILE_SZ, 0, FILE_SZ), 1);
 	ccache_close(c);
 
 	/* garbage index */
@@ -632,7 +640,7 @@ static void t_rebuild(void)
 	if (!c)
 		return;
 	CHECK_EQ(stats(c).chunks, 2);
-	CHECK_EQ(get_ok(c, &k[1], 60000, 0, 60000), 1);
+	CHECK_EQ(get_ok(c, &k[1], FILE_SZ, 0, FILE_SZ), 1);
 	ccache_close(c);
 }
 
@@ -672,21 +680,21 @@ static void t_seam(void)
 	for (int after = 0; after < 2; after++) {
 		enospc_after = after; /* header fails / data fails */
 		ccache_os.pwrite = pwrite_enospc;
-		CHECK_EQ(put(c, &a, 100000), -ENOSPC);
+		CHECK_EQ(put(c, &a, FILE_SZ), -ENOSPC);
 		ccache_os_reset();
 	}
 	ccache_os.renameat = rename_eio;
-	CHECK_EQ(put(c, &a, 100000), -EIO);
+	CHECK_EQ(put(c, &a, FILE_SZ), -EIO);
 	ccache_os_reset();
 	CHECK_EQ(stats(c).errors, 3);
 	CHECK_EQ(stats(c).chunks, 0);
 	CHECK_EQ(count_files(tmp), 0);
-	CHECK_EQ(get_ok(c, &a, 100000, 0, 10), 0);
+	CHECK_EQ(get_ok(c, &a, FILE_SZ, 0, 10), 0);
 	/* short writes are finished, not failed */
 	ccache_os.pwrite = pwrite_short;
-	CHECK_EQ(put(c, &b, 100000), 0);
+	CHECK_EQ(put(c, &b, FILE_SZ), 0);
 	ccache_os_reset();
-	CHECK_EQ(get_ok(c, &b, 100000, 0, 100000), 1);
+	CHECK_EQ(get_ok(c, &b, FILE_SZ, 0, FILE_SZ), 1);
 	ccache_close(c);
 }
 
