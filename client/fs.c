@@ -819,6 +819,16 @@ int fs_truncate(fuse_req_t req, struct fs *fs, const struct cairn_fid *fid,
 	return setattr_rpc(req, fs, fid, SA_SIZE, &st, a);
 }
 
+/* May a chmod or explicit atime of this caller be journaled (sent later
+ * without the caller's credentials)? Not root's when the server squashes
+ * root: it would be refused there. The kernel checked ownership. */
+static int journal_owner_ok(fuse_req_t req, struct fs *fs)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+
+	return ctx->uid != 0 || rpc_root_ok(fs->rpc);
+}
+
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		       int to_set, struct fuse_file_info *fi)
 {
@@ -887,21 +897,28 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	 * `before` is the version this change starts from. */
 	wl = &fs->wlock[fid.vnode % FS_WLOCKS];
 	pthread_mutex_lock(wl);
-	/* Size and times of a regular file go to the write-back journal
-	 * (the kernel's O_TRUNC, ftruncate, and its times after writes),
-	 * unless the kernel wants set-user-ID cleared (fuseio.h: the
-	 * server does it for a truncate with the caller's credentials):
+	/* Size, times and permission bits of a regular file go to the
+	 * write-back journal (the kernel's O_TRUNC, ftruncate, its times
+	 * after writes; cp -a's and tar's utimensat and chmod), unless the
+	 * kernel wants set-user-ID cleared (fuseio.h: the server does it
+	 * for a truncate with the caller's credentials), set-id bits are
+	 * set (the server decides), or a chmod or utimensat comes from root
+	 * squashed by the server (which would refuse it):
 	 * answered with what the table holds, the change applied
 	 * (attr_to_stat); for a short while only if that is not known
 	 * current (our own WRITE's reply may have crossed a break). */
 	if (fs_wb_on(fs) && !fuseio_req_kill() &&
 	    itab_attr_last(fs->itab, ino, &a, &current) == 0 &&
-	    S_ISREG(a.mode) && a.fid.uniq == fid.uniq) {
+	    S_ISREG(a.mode) && a.fid.uniq == fid.uniq &&
+	    (!(valid & (SA_MODE | SA_ATIME)) || journal_owner_ok(req, fs)) &&
+	    (!(valid & SA_MODE) ||
+	     !(attr->st_mode & (S_ISUID | S_ISGID)))) {
 		struct cairn_time mt = cairn_time_of(&attr->st_mtim);
 		struct cairn_time ct = cairn_time_of(&attr->st_ctim);
+		struct cairn_time at = cairn_time_of(&attr->st_atim);
 
 		rc = wb_setattr(fs->wbk, &fid, valid, (uint64_t)attr->st_size,
-				&mt, &ct,
+				&mt, &ct, &at, (uint32_t)attr->st_mode,
 				!fi && itab_wopen(fs->itab, ino, 0) > 0);
 		if (rc == 0) {
 			struct stat st;
@@ -916,6 +933,11 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 				a.mtime = mt;
 			if (valid & SA_CTIME)
 				a.ctime = ct;
+			if (valid & SA_ATIME)
+				a.atime = at;
+			if (valid & SA_MODE)
+				a.mode = (a.mode & S_IFMT) |
+					 ((uint32_t)attr->st_mode & 07777);
 			attr_to_stat(&a, &st);
 			fuse_reply_attr(req, &st, current ? FS_CACHE_TIMEOUT : 0);
 			return;

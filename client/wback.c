@@ -67,7 +67,17 @@
 
 #define JR_MAGIC 0x4a425743u /* "CWBJ" read little-endian */
 enum { JR_WRITE = 1, JR_ATTR = 2, JR_DONE = 3, JR_CREATE = 4,
-       JR_REMOVE = 5 };
+       JR_REMOVE = 5, JR_ATTRX = 6 };
+
+/* The data of a JR_ATTRX record: a JR_ATTR (in memory it is one) that
+ * also sets the atime or the permission bits. A type of its own, so
+ * that a daemon from before skips it as unreadable rather than applying
+ * zeros. */
+struct attrx {
+	int64_t asec;
+	uint32_t ansec;
+	uint32_t mode;    /* permission bits (07777), with SA_MODE */
+};
 
 /* A namespace change answered here (sent in its directory's name). */
 #define JR_NS(t) ((t) == JR_CREATE || (t) == JR_REMOVE)
@@ -136,6 +146,8 @@ struct wop {
 	uint64_t off;             /* write offset, or new size */
 	uint32_t valid;
 	struct cairn_time mtime, ctime;
+	struct cairn_time atime;  /* JR_ATTR with SA_ATIME */
+	uint32_t mode;            /* JR_ATTR with SA_MODE */
 	struct jseg *seg;
 	uint64_t at;              /* the record's offset in seg */
 	uint64_t seq;
@@ -163,9 +175,10 @@ struct wfile {
 	uint64_t known_dv, known_size;
 	uint64_t tbase, tidx;     /* for the next change journaled */
 	/* What the file looks like with its changes applied (wb_patch). */
-	unsigned psz : 1, pmt : 1, pct : 1;
+	unsigned psz : 1, pmt : 1, pct : 1, pat : 1, pmd : 1;
 	uint64_t psize;
-	struct cairn_time pmtime, pctime;
+	struct cairn_time pmtime, pctime, patime;
+	uint32_t pmode;
 	struct wop *head, *tail;
 	size_t nops;
 	uint64_t bytes;
@@ -480,13 +493,20 @@ static void mark_done(struct wb *w, const struct wop *o)
 /* A change recorded by header h at `at` in s, appended to f's list (not
  * yet ready), or NULL: out of memory. Under lock (or while loading). */
 static struct wop *op_new(struct wfile *f, const struct jrec *h,
-			  struct jseg *s, uint64_t at)
+			  struct jseg *s, uint64_t at, const void *data)
 {
 	struct wop *o = calloc(1, sizeof(*o));
 
 	if (!o)
 		return NULL;
-	o->type = h->type;
+	o->type = h->type == JR_ATTRX ? JR_ATTR : h->type;
+	if (h->type == JR_ATTRX) {
+		struct attrx x;
+
+		memcpy(&x, data, sizeof(x));
+		o->atime = (struct cairn_time){ x.asec, x.ansec };
+		o->mode = x.mode & 07777;
+	}
 	o->len = h->type == JR_WRITE || JR_NS(h->type) ? h->len : 0;
 	o->off = h->off;
 	o->valid = h->valid;
@@ -515,7 +535,7 @@ static struct wop *op_new(struct wfile *f, const struct jrec *h,
  * lock.
  */
 static int op_append(struct wb *w, struct wfile *f, struct jrec *h,
-		     struct wop **out)
+		     const void *data, struct wop **out)
 {
 	struct jseg *s;
 	uint64_t at;
@@ -524,7 +544,7 @@ static int op_append(struct wb *w, struct wfile *f, struct jrec *h,
 	if ((rc = reserve(w, h->len, &s, &at)))
 		return rc;
 	h->seq = ++w->seq;
-	if (!(*out = op_new(f, h, s, at)))
+	if (!(*out = op_new(f, h, s, at, data)))
 		return -ENOMEM;
 	w->pending_ops++;
 	w->pending_bytes += (*out)->len;
@@ -599,7 +619,13 @@ static void load_record(struct wb *w, struct jseg *s, uint64_t at,
 			 s->id, h->vnode);
 		return;
 	}
-	if (!(f = file_get(w, &fid)) || !(o = op_new(f, h, s, at)))
+	if (h->type == JR_ATTRX && h->len != sizeof(struct attrx)) {
+		log_warn("write-back journal segment %016" PRIx64 ": an "
+			 "attribute change of vnode %" PRIu64 " is malformed; "
+			 "skipped", s->id, h->vnode);
+		return;
+	}
+	if (!(f = file_get(w, &fid)) || !(o = op_new(f, h, s, at, data)))
 		return;
 	o->ready = 1;
 	f->tbase = o->tbase;
@@ -630,7 +656,7 @@ static void load_segment(struct wb *w, struct jseg *s)
 			break;
 		if (h.magic != JR_MAGIC || h.hcrc != hdr_crc(&h) ||
 		    h.segid != s->id || h.at != at || h.len > CAIRN_MAX_IO ||
-		    h.type < JR_WRITE || h.type > JR_REMOVE ||
+		    h.type < JR_WRITE || h.type > JR_ATTRX ||
 		    at + sizeof(h) + h.len > s->size) {
 			/* Never written, or torn: the next record starts
 			 * at a multiple of 8 somewhere after. */
@@ -640,7 +666,8 @@ static void load_segment(struct wb *w, struct jseg *s)
 		}
 		/* A torn write's data (a crash of the machine, not just of
 		 * the daemon) was never promised to anybody: skipped. */
-		if ((h.type == JR_WRITE || JR_NS(h.type)) &&
+		if ((h.type == JR_WRITE || h.type == JR_ATTRX ||
+		     JR_NS(h.type)) &&
 		    (pread(s->fd, data, h.len, (off_t)(at + sizeof(h))) !=
 		     (ssize_t)h.len ||
 		     crc32_gzip_refl(0, data, h.len) != h.dcrc))
@@ -931,7 +958,7 @@ static void pop_op(struct wb *w, struct wfile *f)
 	}
 	free(o);
 	if (!f->nops)
-		f->pmt = f->pct = 0;
+		f->pmt = f->pct = f->pat = f->pmd = 0;
 }
 
 /* Give up every change of f (file gone, or a conflict saved). Under
@@ -1071,6 +1098,7 @@ static int send_op(struct wb *w, struct wfile *f, const struct wop *o,
 			.fid = f->fid,
 			.valid = o->valid | SA_TOKEN | SA_KEEPTIME,
 			.size = o->off, .mtime = o->mtime, .ctime = o->ctime,
+			.atime = o->atime, .mode = o->mode,
 		};
 		struct msg_attr p;
 
@@ -1907,7 +1935,7 @@ static int journal(struct wb *w, struct wfile *f, struct jrec *h,
 	 * agree. (Room reserved and never written reads as a gap.) */
 	h->tbase = f->tbase;
 	h->tidx = f->tidx++;
-	if ((rc = op_append(w, f, h, &o))) {
+	if ((rc = op_append(w, f, h, data, &o))) {
 		f->tidx--;
 		return rc;
 	}
@@ -1957,6 +1985,14 @@ static int journal(struct wb *w, struct wfile *f, struct jrec *h,
 	if (o->type == JR_ATTR && (o->valid & SA_CTIME)) {
 		f->pct = 1;
 		f->pctime = o->ctime;
+	}
+	if (o->type == JR_ATTR && (o->valid & SA_ATIME)) {
+		f->pat = 1;
+		f->patime = o->atime;
+	}
+	if (o->type == JR_ATTR && (o->valid & SA_MODE)) {
+		f->pmd = 1;
+		f->pmode = o->mode;
 	}
 	w->st.journaled++;
 	w->st.journaled_bytes += o->len;
@@ -2014,20 +2050,25 @@ out:
 
 int wb_setattr(struct wb *w, const struct cairn_fid *fid, uint32_t valid,
 	       uint64_t size, const struct cairn_time *mtime,
-	       const struct cairn_time *ctime, int rewrite)
+	       const struct cairn_time *ctime, const struct cairn_time *atime,
+	       uint32_t mode, int rewrite)
 {
+	struct attrx x = { 0, 0, 0 };
 	struct wfile *f;
 	struct jrec h;
 	int rc = 0;
 
 	valid &= ~(uint32_t)SA_KEEPTIME;
-	if (!valid || (valid & ~(uint32_t)(SA_SIZE | SA_MTIME | SA_CTIME)))
+	if (!valid || (valid & ~(uint32_t)(SA_SIZE | SA_MTIME | SA_CTIME |
+					   SA_ATIME | SA_MODE)))
 		return -ENOSYS;
 	pthread_mutex_lock(&w->lock);
-	/* Times alone need no token: unless changes are kept, they go
-	 * through (the kernel sends them after its writes). */
+	/* mtime and ctime alone need no token: unless changes are kept,
+	 * they go through (the kernel sends them after its writes). A
+	 * size, an atime or permission bits take it (cp -a, tar). */
 	f = *fslot(w, fid);
-	if (!(valid & SA_SIZE) && !(f && (f->tok == TK_HELD || f->nops))) {
+	if (!(valid & (SA_SIZE | SA_ATIME | SA_MODE)) &&
+	    !(f && (f->tok == TK_HELD || f->nops))) {
 		pthread_mutex_unlock(&w->lock);
 		return -ENOSYS;
 	}
@@ -2045,7 +2086,16 @@ int wb_setattr(struct wb *w, const struct cairn_fid *fid, uint32_t valid,
 		h.csec = ctime->sec;
 		h.cnsec = ctime->nsec;
 	}
-	rc = journal(w, f, &h, NULL) ? -ENOSYS : 0;
+	if (valid & (SA_ATIME | SA_MODE)) {
+		h.type = JR_ATTRX;
+		h.len = sizeof(x);
+		if (atime) {
+			x.asec = atime->sec;
+			x.ansec = atime->nsec;
+		}
+		x.mode = mode & 07777;
+	}
+	rc = journal(w, f, &h, h.len ? &x : NULL) ? -ENOSYS : 0;
 	/* O_TRUNC begins a rewrite: until its close, a recall waits for
 	 * the rest of it (close_pending). truncate(2) has no close to wait
 	 * for; changes in place (ftruncate of a database, a log kept open)
@@ -2281,6 +2331,10 @@ void wb_patch(struct wb *w, struct cairn_attr *a)
 			a->mtime = f->pmtime;
 		if (f->pct)
 			a->ctime = f->pctime;
+		if (f->pat)
+			a->atime = f->patime;
+		if (f->pmd)
+			a->mode = (a->mode & S_IFMT) | f->pmode;
 	}
 	pthread_mutex_unlock(&w->lock);
 }
@@ -2528,7 +2582,7 @@ static int ns_journal(struct wb *w, struct wfile *d, struct wfile *f,
 	struct wop *o, *prev = f->tail;
 	int rc;
 
-	if ((rc = op_append(w, f, h, &o)))
+	if ((rc = op_append(w, f, h, data, &o)))
 		return rc;
 	o->parent = d->fid;
 	ns_pending_add(w, &d->fid, o, name, len);

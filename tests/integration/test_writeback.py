@@ -1435,6 +1435,63 @@ def kill9_after_directories_made_here_replays_them(ctx):
 
 
 @test(timeout=90)
+def cp_a_times_and_modes_answered_here(ctx):
+    """What cp -a and tar do to each file they make, utimensat with both
+    times and chmod, is answered by A's daemon (journaled: no SETATTR
+    waits for the server): A's stat shows it at once, and after a kill -9
+    of its daemon with the changes not yet sent (made while the server
+    was stopped) the replay keeps them; B sees them as soon as it asks.
+    chmod with a set-id bit is not journaled (the server decides) and
+    still works."""
+    srv, a = warm_dir(ctx, 2)
+    want = {}
+
+    def stamp(rel, i):
+        path = a.p(rel)
+        write_file(path, b"x" * i)
+        os.utime(path, ns=(1000000000123456789 + i, 1500000000987654321 + i))
+        os.chmod(path, 0o600 if i % 2 else 0o640)
+        want[rel] = (0o600 if i % 2 else 0o640,
+                     1000000000123456789 + i, 1500000000987654321 + i)
+
+    def check(m, what):
+        for rel, (mode, at, mt) in sorted(want.items()):
+            st = os.stat(m.p(rel))
+            expect_eq((st.st_mode & 0o7777, st.st_atime_ns, st.st_mtime_ns),
+                      (mode, at, mt), "mode, atime, mtime of %s %s" % (rel, what))
+
+    sig(srv.proc, 19)
+    try:
+        for i in range(20):
+            stamp("d/k%02d" % i, i)
+        check(a, "on A with the server stopped")
+        pending = wb_status(a)["wb.pending_changes"]
+        H.kill9_daemon(a)
+    finally:
+        sig(srv.proc, 18)
+    expect(pending >= 20 * 3, "only %d changes pending when A was killed" % pending)
+    remount(a)
+    wait_for(lambda: wb_status(a)["wb.pending_changes"] == 0, 20, "A's journal sent")
+    check(a, "on A after the replay")
+    b = ctx.mount(srv, "b")
+    check(b, "on B after A's replay")
+    # With the server up: one WTOKEN takes d's token back, the rest is
+    # journaled.
+    before = wb_status(a)["wb.journaled"]
+    for i in range(20, 60):
+        stamp("d/c%02d" % i, i)
+    journaled = wb_status(a)["wb.journaled"] - before
+    expect(journaled >= 40 * 3, "only %d changes journaled for 40 files "
+           "made, stamped and chmod'ed" % journaled)
+    check(a, "on A at once")
+    check(b, "on B")
+    expect_eq(wb_status(a)["wb.conflicts"], 0, "wb.conflicts")
+    os.chmod(a.p("d", "c21"), 0o2750)
+    expect_eq(os.stat(b.p("d", "c21")).st_mode & 0o7777, 0o2750,
+              "set-group-ID chmod on A, seen on B")
+
+
+@test(timeout=90)
 def removes_answered_here_reach_the_other_client(ctx):
     """Unlinks in a directory whose token A holds are answered by A's
     daemon (wb.removes counts them), also of files whose creation is not
