@@ -988,6 +988,17 @@ def wl_tree(cfg, side, R):
         return time.time() - t0
     phase(R, "tree", side, "rm -rf", "s", "time", rm, settle=True)
 
+    # cp -a (tar, rsync -a alike): each file's times and mode set too.
+    dst_a = os.path.join(side.a, "tree-a")
+
+    def copy_a():
+        t0 = time.time()
+        run(["cp", "-a", src, dst_a], cfg["timeout"])
+        return time.time() - t0
+    phase(R, "tree", side, "copy with cp -a (times, modes kept)", "s",
+          "time", copy_a, settle=True, detail=writes)
+    run(["rm", "-rf", dst_a], cfg["timeout"])
+
 
 def wl_dbench(cfg, side, R):
     t = cfg["dbench_s"]
