@@ -377,6 +377,13 @@ def clean_restart_keeps_everything(ctx):
     os.symlink("y/f", a.p("x", "link"))
     os.setxattr(a.p("x", "y", "f"), "user.k", b"v")
     os.chmod(a.p("x", "y", "f"), 0o640)
+    # A chmod goes through the write-back journal like a write: durable
+    # (on the server) once fsync returns.
+    fd = os.open(a.p("x", "y", "f"), os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
     expect_eq(srv.stop(), 0, "exit status of cairn serve after SIGTERM")
     p = H.run_cairn(["fsck", "--data", srv.data], timeout=60)
     expect(p.returncode == 0, "fsck after clean stop exited %d: %s%s" % (p.returncode, p.stdout, p.stderr))
