@@ -493,6 +493,20 @@ int store_inline_get(struct store *st, MDB_txn *txn, uint64_t vn,
 	return v->mv_size > STORE_INLINE_MAX ? -EUCLEAN : 0;
 }
 
+/* Half of the map for metadata, whatever the small files take: a full
+ * map fails every commit, removals included. */
+uint32_t store_inline_room(struct store *st)
+{
+	MDB_envinfo ei;
+	MDB_stat ms;
+
+	if (!st->inline_max || mdb_env_info(st->env, &ei) ||
+	    mdb_env_stat(st->env, &ms))
+		return 0;
+	return (uint64_t)(ei.me_last_pgno + 1) * ms.ms_psize <
+		       st->inline_map_limit ? st->inline_max : 0;
+}
+
 int store_inline_put(struct store *st, MDB_txn *txn, uint64_t vn,
 		     const void *p, size_t n)
 {
@@ -1408,6 +1422,7 @@ int store_open(const char *dir, struct store **out, char *err, size_t errsz)
 	st->dirfd = st->lockfd = -1;
 	st->inline_max = __atomic_load_n(&inline_max_default,
 					 __ATOMIC_RELAXED);
+	st->inline_map_limit = STORE_MAPSIZE / 2;
 	pthread_mutex_init(&st->gc_lock, NULL);
 	st->gc_tail = &st->gc_head;
 	for (int i = 0; i < STORE_NSTRIPE; i++)

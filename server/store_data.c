@@ -558,7 +558,8 @@ int store_write(struct store *st, const struct cairn_fid *fid, uint64_t off,
 		goto out;
 	if (len == 0)
 		goto out; /* like write(2): nothing changes */
-	if ((a.ino.flags & SINODE_INLINE) && off + len <= st->inline_max) {
+	if ((a.ino.flags & SINODE_INLINE) &&
+	    off + len <= store_inline_room(st)) {
 		a.inl = buf;
 		a.off = off;
 		a.len = len;
@@ -618,7 +619,7 @@ int store_create_data(struct store *st, const struct cairn_fid *dir,
 	rc = store_inode_get(st, txn, fid->vnode, &ino);
 	store_rtxn_end(st, txn);
 	exists = rc != -ENOENT;
-	if (!exists && len <= st->inline_max) {
+	if (!exists && len <= store_inline_room(st)) {
 		/* One commit makes the file and its inline record. */
 		rc = store_create_sized(st, dir, name, mode, uid, gid, 0,
 					flags, fid, t, len, data, created, out,
@@ -843,7 +844,7 @@ static int setattr_data(struct store *st, const struct cairn_fid *fid,
 	LOCK_ASSERT_HELD(store_vlock(st, fid->vnode));
 	if ((rc = file_get(st, fid, &ino, -EISDIR, -EINVAL)))
 		return rc;
-	if ((ino.flags & SINODE_INLINE) && size <= st->inline_max)
+	if ((ino.flags & SINODE_INLINE) && size <= store_inline_room(st))
 		return 0; /* setattr_tx rewrites the record */
 	if ((ino.flags & SINODE_INLINE) && (rc = inline_out(st, fid, &ino)))
 		return rc;

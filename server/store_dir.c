@@ -224,6 +224,7 @@ struct create_args {
 					 * to be its inline record
 					 * (store_create_data) */
 	const void *data;
+	int inl;                        /* a regular file starts inline */
 	int created;
 	uint64_t vn;
 	struct sinode ino, dino;
@@ -332,8 +333,7 @@ static int create_tx(struct store *st, MDB_txn *txn, void *arg)
 	}
 	/* A regular file starts inline (store_int.h), unless its first
 	 * bytes are in a data file already. */
-	if (S_ISREG(a->ino.mode) && st->inline_max &&
-	    (a->data || !a->size)) {
+	if (S_ISREG(a->ino.mode) && a->inl && (a->data || !a->size)) {
 		a->ino.flags |= SINODE_INLINE;
 		if (a->data && (rc = store_inline_put(st, txn, a->vn, a->data,
 						      a->size)))
@@ -398,11 +398,13 @@ int store_create_sized(struct store *st, const struct cairn_fid *dir,
 	struct create_args a = { .dir = dir, .name = name, .uid = uid,
 				 .gid = gid, .rdev = rdev, .flags = flags,
 				 .want = fid, .t = t, .size = size,
-				 .data = data };
+				 .data = data,
+				 /* With data the caller chose already. */
+				 .inl = data || store_inline_room(st) != 0 };
 	int rc;
 
 	if (!!(flags & CR_FID) != !!fid ||
-	    (data && (size > st->inline_max ||
+	    (data && (size > STORE_INLINE_MAX ||
 		      ((mode & S_IFMT) && (mode & S_IFMT) != S_IFREG))))
 		return -EINVAL;
 	if ((mode & S_IFMT) == 0)

@@ -132,6 +132,8 @@ struct store {
 	 * crash between a remove's commit and its unlink leaves them). */
 	unsigned long strays_removed;
 	uint32_t inline_max;  /* store_set_inline_max when opened */
+	uint64_t inline_map_limit; /* no new inline bytes once the map is
+				    * used this far (store_inline_room) */
 };
 
 /* A write operation run inside a group-commit transaction. Must not call
@@ -169,6 +171,9 @@ int store_inode_get(struct store *st, MDB_txn *txn, uint64_t vn,
  * empty file may have none: v then empty) and its replacement. */
 int store_inline_get(struct store *st, MDB_txn *txn, uint64_t vn,
 		     MDB_val *v);
+/* The largest file that may keep its bytes in LMDB now: inline_max
+ * while less than inline_map_limit (half the map) is in use, else 0. */
+uint32_t store_inline_room(struct store *st);
 int store_inline_put(struct store *st, MDB_txn *txn, uint64_t vn,
 		     const void *p, size_t n);
 int store_inode_put(struct store *st, MDB_txn *txn, uint64_t vn,

@@ -2014,6 +2014,25 @@ static void t_inline(void)
 	CHECK_EQ(st->strays_removed, 1);
 	CHECK(!data_file(&g.fid));
 	CHECK(reads(&g.fid, 0, "keep me", 7));
+	/* With the map half used, no new bytes go inline: a new file gets
+	 * a data file, an inline one moves out at its next write. */
+	CHECK_EQ(mk(&dir.fid, "was", S_IFREG | 0644, &e), 0);
+	CHECK_EQ(wr(&e.fid, 0, "small"), 0);
+	CHECK(!data_file(&e.fid));
+	st->inline_map_limit = 1;
+	CHECK_EQ(mk(&dir.fid, "full", S_IFREG | 0644, &a), 0);
+	CHECK_EQ(wr(&a.fid, 0, "abc"), 0);
+	CHECK(data_file(&a.fid));
+	CHECK(reads(&a.fid, 0, "abc", 3));
+	CHECK_EQ(wr(&e.fid, 5, "!"), 0);
+	CHECK(data_file(&e.fid));
+	CHECK(reads(&e.fid, 0, "small!", 6));
+	CHECK_EQ(store_fids(st, 1, &f), 0);
+	CHECK_EQ(store_create_data(st, &dir.fid, "full2", S_IFREG | 0644, 0,
+				   0, CR_EXCL | CR_FID, &f, t, "xyz", 3,
+				   &created, &a, &d), 0);
+	CHECK(data_file(&f));
+	CHECK(reads(&f, 0, "xyz", 3));
 	/* Removing one removes its record (fsck finds none left over). */
 	CHECK_EQ(rm(&dir.fid, "crash", 0), 0);
 	CHECK_EQ(fsck_quiet(), 0);
