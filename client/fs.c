@@ -733,8 +733,11 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino,
 
 		if (known && cur && S_ISREG(a.mode) &&
 		    wb_holds(fs->wbk, &fid)) {
-			notify_reply_begin(fs->ntf, seq);
-			send_attr(req, fs, &a, 1);
+			/* Read before the reply section: cached by the
+			 * kernel only if no break came since. */
+			int fresh = notify_reply_begin(fs->ntf, seq);
+
+			send_attr(req, fs, &a, fresh);
 			notify_reply_end(fs->ntf);
 			return;
 		}
