@@ -832,6 +832,47 @@ static int journal_owner_ok(fuse_req_t req, struct fs *fs)
 	return ctx->uid != 0 || rpc_root_ok(fs->rpc);
 }
 
+/* A SETATTR that gives no mtime or the one a has. */
+static int mtime_kept(const struct stat *attr, uint32_t valid,
+		      const struct cairn_attr *a)
+{
+	return !(valid & SA_MTIME) ||
+	       (attr->st_mtim.tv_sec == a->mtime.sec &&
+		(uint32_t)attr->st_mtim.tv_nsec == a->mtime.nsec);
+}
+
+/*
+ * Is this SETATTR (valid) only the ctime the kernel moved when we removed
+ * a name of the file? Then nobody can look the file up by that name and
+ * this client's kernel keeps its own: 1 and what to answer in *a, no
+ * server call. Either the name was its last (itab_set_gone: rm -rf, every
+ * file), or our removal is still in the journal (the file was being sent
+ * when it was removed, so the table did not know its last link then; the
+ * server moves the ctime when it gets the removal).
+ */
+static int ctime_after_removal(struct fs *fs, fuse_ino_t ino,
+			       const struct stat *attr, uint32_t valid,
+			       struct cairn_attr *a)
+{
+	struct cairn_fid fid;
+	int cur;
+
+	if (!fs->wb || !(valid & SA_CTIME) ||
+	    (valid & ~(uint32_t)(SA_MTIME | SA_CTIME | SA_KEEPTIME)))
+		return 0;
+	if (itab_gone(fs->itab, ino, a) == 0 && mtime_kept(attr, valid, a))
+		goto kept;
+	if (itab_fid(fs->itab, ino, &fid) ||
+	    itab_attr_last(fs->itab, ino, a, &cur) ||
+	    a->fid.uniq != fid.uniq || !S_ISREG(a->mode) ||
+	    !wb_removal_last(fs->wbk, &fid, a) || !mtime_kept(attr, valid, a))
+		return 0;
+	a->nlink = a->nlink ? a->nlink - 1 : 0;
+kept:
+	a->ctime = cairn_time_of(&attr->st_ctim);
+	return 1;
+}
+
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		       int to_set, struct fuse_file_info *fi)
 {
@@ -856,44 +897,15 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	 * ctime, and sends them when they are to change. */
 	if (fs->wb)
 		valid |= SA_KEEPTIME;
-	/* The ctime the kernel moved when we removed the file's last name
-	 * (rm -rf: every file): nobody can look it up, and this client's
-	 * kernel keeps its own; no server call (itab_set_gone). */
-	if (fs->wb && (valid & SA_CTIME) &&
-	    !(valid & ~(uint32_t)(SA_MTIME | SA_CTIME | SA_KEEPTIME)) &&
-	    itab_gone(fs->itab, ino, &a) == 0 &&
-	    (!(valid & SA_MTIME) ||
-	     (attr->st_mtim.tv_sec == a.mtime.sec &&
-	      (uint32_t)attr->st_mtim.tv_nsec == a.mtime.nsec))) {
+	if (ctime_after_removal(fs, ino, attr, valid, &a)) {
 		struct stat st;
 
-		a.ctime = cairn_time_of(&attr->st_ctim);
 		attr_to_stat(&a, &st);
 		fuse_reply_attr(req, &st, 0);
 		return;
 	}
 	if ((rc = itab_fid(fs->itab, ino, &fid))) {
 		reply_error(req, rc);
-		return;
-	}
-	/* The same when our removal of a name of it is still in the
-	 * journal (the file was being sent when it was removed, so the
-	 * table did not know its last link then): the server moves the
-	 * ctime when it gets the removal, the mtime is the journal's. */
-	if (fs->wb && (valid & SA_CTIME) &&
-	    !(valid & ~(uint32_t)(SA_MTIME | SA_CTIME | SA_KEEPTIME)) &&
-	    itab_attr_last(fs->itab, ino, &a, &current) == 0 &&
-	    a.fid.uniq == fid.uniq && S_ISREG(a.mode) &&
-	    wb_removal_last(fs->wbk, &fid, &a) &&
-	    (!(valid & SA_MTIME) ||
-	     (attr->st_mtim.tv_sec == a.mtime.sec &&
-	      (uint32_t)attr->st_mtim.tv_nsec == a.mtime.nsec))) {
-		struct stat st;
-
-		a.ctime = cairn_time_of(&attr->st_ctim);
-		a.nlink = a.nlink ? a.nlink - 1 : 0;
-		attr_to_stat(&a, &st);
-		fuse_reply_attr(req, &st, 0);
 		return;
 	}
 	/* After the file's WRITEs in progress (fs_op_write), so that

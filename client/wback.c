@@ -2308,14 +2308,9 @@ int wb_busy(struct wb *w)
 		     __atomic_load_n(&w->held, __ATOMIC_RELAXED));
 }
 
-void wb_patch(struct wb *w, struct cairn_attr *a)
+/* wb_patch of a with f's changes (f may be NULL). Under lock. */
+static void patch(const struct wfile *f, struct cairn_attr *a)
 {
-	struct wfile *f;
-
-	if (!w || !__atomic_load_n(&w->pending_ops, __ATOMIC_RELAXED))
-		return;
-	pthread_mutex_lock(&w->lock);
-	f = *fslot(w, &a->fid);
 	if (f && f->nops) {
 		uint64_t est = a->blocks + (f->bytes + 511) / 512;
 		uint64_t whole = ((f->psz ? f->psize : a->size) + 511) / 512;
@@ -2336,6 +2331,14 @@ void wb_patch(struct wb *w, struct cairn_attr *a)
 		if (f->pmd)
 			a->mode = (a->mode & S_IFMT) | f->pmode;
 	}
+}
+
+void wb_patch(struct wb *w, struct cairn_attr *a)
+{
+	if (!w || !__atomic_load_n(&w->pending_ops, __ATOMIC_RELAXED))
+		return;
+	pthread_mutex_lock(&w->lock);
+	patch(*fslot(w, &a->fid), a);
 	pthread_mutex_unlock(&w->lock);
 }
 
@@ -2469,9 +2472,9 @@ int wb_removal_last(struct wb *w, const struct cairn_fid *fid,
 	pthread_mutex_lock(&w->lock);
 	f = *fslot(w, fid);
 	rc = f && f->tail && f->tail->type == JR_REMOVE;
-	pthread_mutex_unlock(&w->lock);
 	if (rc)
-		wb_patch(w, a);
+		patch(f, a);
+	pthread_mutex_unlock(&w->lock);
 	return rc;
 }
 

@@ -72,6 +72,14 @@
 
 #define FILE_MAX ((uint64_t)INT64_MAX)
 
+/* 0 for a regular file, dir_err for a directory, else other_err. */
+static int reg_only(const struct sinode *ino, int dir_err, int other_err)
+{
+	if (S_ISDIR(ino->mode))
+		return dir_err;
+	return S_ISREG(ino->mode) ? 0 : other_err;
+}
+
 /* The regular file a FID names, read in its own transaction. */
 static int file_get(struct store *st, const struct cairn_fid *fid,
 		    struct sinode *ino, int dir_err, int other_err)
@@ -83,13 +91,7 @@ static int file_get(struct store *st, const struct cairn_fid *fid,
 		return rc;
 	rc = store_fid_get(st, txn, fid, ino);
 	store_rtxn_end(st, txn);
-	if (rc)
-		return rc;
-	if (S_ISDIR(ino->mode))
-		return dir_err;
-	if (!S_ISREG(ino->mode))
-		return other_err;
-	return 0;
+	return rc ? rc : reg_only(ino, dir_err, other_err);
 }
 
 /* Cut a data file that is longer than `keep` (stale bytes) back to it. */
@@ -260,10 +262,10 @@ static int data_pread(int fd, uint8_t *buf, uint32_t n, uint64_t off)
 }
 
 /*
- * Bytes [off, off + len) of fid read from its inline record, in one read
- * transaction with its inode (*ino, *n: the bytes there). 1 when it was
- * inline, 0 when it no longer is (moved to a data file since the caller
- * looked: *ino is the new state), or -errno.
+ * fid's inode (*ino) and, while it is inline, bytes [off, off + len) of
+ * it from its record (*n: how many there are), in one read transaction.
+ * 1 when it was inline, 0 when it is not (or no longer: moved to a data
+ * file since the caller looked), or -errno.
  */
 static int inline_pread(struct store *st, const struct cairn_fid *fid,
 			uint64_t off, uint32_t len, void *buf, uint32_t *n,
@@ -302,17 +304,16 @@ int store_read(struct store *st, const struct cairn_fid *fid, uint64_t off,
 	struct store_atime_args a = { fid, { 0 } };
 	struct store_fh fh;
 	uint32_t want = 0;
-	int rc;
+	int rc, inl;
 
-	if ((rc = file_get(st, fid, &a.ino, -EISDIR, -EINVAL)) ||
+	/* One read transaction: the inode, and an inline file's bytes. */
+	if ((inl = inline_pread(st, fid, off, len, buf, &want, &a.ino)) < 0)
+		return inl;
+	if ((rc = reg_only(&a.ino, -EISDIR, -EINVAL)) ||
 	    (rc = data_usable(st, &a.ino)))
 		return rc;
-	if ((a.ino.flags & SINODE_INLINE) &&
-	    (rc = inline_pread(st, fid, off, len, buf, &want, &a.ino))) {
-		if (rc < 0)
-			return rc;
+	if (inl)
 		goto done;
-	}
 	if (off < a.ino.size)
 		want = a.ino.size - off < len ? (uint32_t)(a.ino.size - off)
 					      : len;
