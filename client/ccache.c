@@ -1120,7 +1120,10 @@ void ccache_count_fetch(struct ccache *c, uint64_t bytes)
  * What a patch may cost. A chunk a write covers only in part is rebuilt
  * (its cached bytes with the written ones over them, as a new chunk file)
  * only when the bytes it carries over are at most PATCH_MIN, or at most
- * PATCH_RATIO times the bytes written into it; otherwise it is dropped.
+ * PATCH_RATIO times the bytes of the write; otherwise it is dropped. (The
+ * write's, not the piece's: a 1 MiB write 32 KiB past a chunk boundary
+ * writes 32 KiB into the next chunk, and copying that chunk's other
+ * 992 KiB is cheap beside the write.)
  * cp's 128 KiB writes still fill a chunk in 8 patches (3.5 MiB copied
  * per MiB written); a program writing 4 KiB at a time would copy about
  * 128 MiB per MiB without the bound, and now keeps the first 128 KiB of
@@ -1128,6 +1131,18 @@ void ccache_count_fetch(struct ccache *c, uint64_t bytes)
  */
 #define PATCH_MIN   (128u * 1024u)
 #define PATCH_RATIO 16u
+
+/*
+ * A write that starts past the old end of file leaves zeros between the
+ * two. The kernel's write-back sends a file's pages mostly in order but
+ * not always: a run of pages kept back a moment arrives after the pages
+ * beyond it, so the bytes around the old end are written last, into a
+ * chunk this cache would not know. So such a write also rebuilds the
+ * chunk that held the old end (its bytes, then zeros) and stores the
+ * chunks wholly in the gap as zeros, up to GAP_MAX chunks from the old
+ * end; a longer gap (a sparse file) keeps no chunk for it.
+ */
+#define GAP_MAX 4u
 
 /* The write ccache_write describes. */
 struct wop {
@@ -1143,6 +1158,7 @@ struct wpiece {
 	uint32_t len;           /* its length at new_dv */
 	uint32_t ws, we;        /* the bytes written, from the chunk's start */
 	uint32_t old_len;       /* its length at old_dv (0: none) */
+	int gap;                /* not written: zeros up to the write (GAP_MAX) */
 	int have_old;           /* ok, ov: the chunk holding it at old_dv */
 	struct ccache_key ok;
 	struct ccache_val ov;
@@ -1150,10 +1166,23 @@ struct wpiece {
 	int placed;
 };
 
-/* The pieces of op (n of them) and whether any is written only in part. */
+/* The chunk op's pieces start at: the first it writes, or before it the
+ * one holding the old end of file (GAP_MAX). */
+static uint64_t wop_first(const struct wop *op)
+{
+	uint64_t first = op->off / CCACHE_CHUNK, old_end;
+
+	if (!op->len || op->off <= op->old_size)
+		return first;
+	old_end = op->old_size / CCACHE_CHUNK;
+	return first - old_end > GAP_MAX ? first : old_end;
+}
+
+/* The pieces of op (n of them, from wop_first) and whether any is
+ * written only in part. */
 static int wop_pieces(const struct wop *op, struct wpiece *ps, uint32_t n)
 {
-	uint64_t end = op->off + op->len;
+	uint64_t end = op->off + op->len, first = wop_first(op);
 	int partial = 0;
 
 	for (uint32_t i = 0; i < n; i++) {
@@ -1163,13 +1192,17 @@ static int wop_pieces(const struct wop *op, struct wpiece *ps, uint32_t n)
 		memset(p, 0, sizeof(*p));
 		p->k.fid = op->fid;
 		p->k.dv = op->new_dv;
-		p->k.idx = (uint32_t)(op->off / CCACHE_CHUNK + i);
+		p->k.idx = (uint32_t)(first + i);
 		base = (uint64_t)p->k.idx * CCACHE_CHUNK;
 		p->len = op->new_size - base < CCACHE_CHUNK
 			 ? (uint32_t)(op->new_size - base) : CCACHE_CHUNK;
-		p->ws = (uint32_t)((op->off > base ? op->off : base) - base);
-		p->we = (uint32_t)((end < base + p->len ? end : base + p->len) -
-				   base);
+		p->gap = base + CCACHE_CHUNK <= op->off;
+		if (!p->gap) {
+			p->ws = (uint32_t)((op->off > base ? op->off : base) -
+					   base);
+			p->we = (uint32_t)((end < base + p->len
+					    ? end : base + p->len) - base);
+		}
 		if (op->old_size > base)
 			p->old_len = op->old_size - base < CCACHE_CHUNK
 				     ? (uint32_t)(op->old_size - base)
@@ -1227,7 +1260,8 @@ static int wpiece_build(struct ccache *c, const struct wop *op,
 {
 	uint64_t base = (uint64_t)p->k.idx * CCACHE_CHUNK;
 	uint32_t wlen = p->we - p->ws, carry = p->len - wlen;
-	const uint8_t *src = op->data + (base + p->ws - op->off);
+	const uint8_t *src = p->gap ? NULL
+				    : op->data + (base + p->ws - op->off);
 	struct ccache_buf b = { 0 };
 	const char *why = NULL;
 	int rc;
@@ -1236,7 +1270,8 @@ static int wpiece_build(struct ccache *c, const struct wop *op,
 		return 0;
 	if (carry == 0)
 		return write_tmp(c, &p->k, src, p->len, &p->src);
-	if (carry > PATCH_MIN && carry > (uint64_t)PATCH_RATIO * wlen)
+	if (!p->gap && carry > PATCH_MIN &&
+	    carry > (uint64_t)PATCH_RATIO * op->len)
 		return 0;
 	if (!p->old_len) {
 		/* past the old end of file: zeros up to the write */
@@ -1255,7 +1290,8 @@ static int wpiece_build(struct ccache *c, const struct wop *op,
 			memset((uint8_t *)b.mem + p->old_len, 0,
 			       p->len - p->old_len);
 	}
-	memcpy((uint8_t *)b.mem + p->ws, src, wlen);
+	if (wlen)
+		memcpy((uint8_t *)b.mem + p->ws, src, wlen);
 	rc = write_tmp(c, &p->k, b.mem, p->len, &p->src);
 	free(b.mem);
 	return rc;
@@ -1344,7 +1380,7 @@ int ccache_write(struct ccache *c, const struct cairn_fid *fid,
 		goto fail;
 	}
 	if (len)
-		n = (uint32_t)((end - 1) / CCACHE_CHUNK - off / CCACHE_CHUNK + 1);
+		n = (uint32_t)((end - 1) / CCACHE_CHUNK - wop_first(&op) + 1);
 	if (n > 2 && !(ps = calloc(n, sizeof(*ps)))) {
 		rc = -ENOMEM;
 		goto fail;

@@ -171,8 +171,12 @@ int ccache_put(struct ccache *c, const struct ccache_key *k,
  *     from the old end of file to the write, the written bytes) when its
  *     bytes at old_dv are cached, or it lay wholly past the old end, and
  *     the bytes carried over are few enough (at most 128 KiB or 16 times
- *     the bytes written into it: small writes into a large cached chunk
+ *     the bytes of the write: small writes into a large cached chunk
  *     drop it instead of copying it each time); else it is dropped;
+ *   - a write starting past the old end of file, at most 4 chunks past
+ *     the chunk that held it, also rebuilds that chunk (its bytes, then
+ *     zeros) and stores the chunks between as zeros: the kernel's
+ *     write-back sometimes sends the pages there after those beyond;
  *   - when the size changes, the chunk that held the old end of file and
  *     any past the new one go, unless stored above;
  *   - the lineage's cur becomes new_dv.

@@ -1033,8 +1033,10 @@ static void t_write_partial(void)
 	model_free(&m);
 }
 
-/* A write that changes the size: the chunk that held the old end goes, a
- * chunk past the old end is built from zeros and the write. */
+/* A write that changes the size: the chunk that held the old end is
+ * rebuilt with zeros after its bytes, the chunks between it and the write
+ * are zeros, the written chunk is zeros and the write; past a gap of more
+ * than 4 chunks (a sparse file) the gap is not cached. */
 static void t_write_size(void)
 {
 	char d[128];
@@ -1052,17 +1054,35 @@ static void t_write_size(void)
 	CHECK_EQ(mput(c, &m, 1, 1), 0);
 	CHECK_EQ(mwrite(c, &m, 1), 0);
 	CHECK_EQ(mget(c, &m, 2, 0), 1);
-	CHECK_EQ(mget(c, &m, 2, 1), 0); /* its length changed */
-	CHECK_EQ(mget(c, &m, 2, 2), 0); /* a hole, never cached */
+	CHECK_EQ(mget(c, &m, 2, 1), 1); /* its bytes, then zeros */
+	CHECK_EQ(mget(c, &m, 2, 2), 1); /* in the gap: zeros */
 	CHECK_EQ(mget(c, &m, 2, 3), 1); /* 5 zeros and the write */
 	CHECK_EQ(mwrite(c, &m, 2), 0);
 	CHECK_EQ(mget(c, &m, 3, 3), 1);
 	CHECK_EQ(mget(c, &m, 3, 0), 1);
 	CHECK_EQ(mwrite(c, &m, 3), 0);
 	CHECK_EQ(mget(c, &m, 4, 0), 1);
+	CHECK_EQ(mget(c, &m, 4, 1), 1);
+	CHECK_EQ(mget(c, &m, 4, 2), 1);
 	CHECK_EQ(mget(c, &m, 4, 3), 1);
-	CHECK_EQ(stats(c).chunks, 2);
+	CHECK_EQ(stats(c).chunks, 4);
 	CHECK(mcheck(c, &m) >= 0);
+	/* a sparse file: 1 MiB + 10 bytes, then a write 6 chunks on */
+	{
+		struct model e;
+
+		model_init(&e, 105, MiB + 10);
+		model_write(&e, 8 * (uint64_t)MiB, 100);
+		CHECK_EQ(mput(c, &e, 1, 0), 0);
+		CHECK_EQ(mput(c, &e, 1, 1), 0);
+		CHECK_EQ(mwrite(c, &e, 1), 0);
+		CHECK_EQ(mget(c, &e, 2, 0), 1);
+		for (uint32_t i = 1; i < 8; i++)
+			CHECK_EQ(mget(c, &e, 2, i), 0);
+		CHECK_EQ(mget(c, &e, 2, 8), 1);
+		CHECK(mcheck(c, &e) >= 0);
+		model_free(&e);
+	}
 	/* what the caller vouches for is checked */
 	CHECK_EQ(ccache_write(c, &m.fid, mdv(4), mdv(6), m.sz[4], m.sz[4], 0,
 			      "x", 1), -EINVAL);
@@ -1071,6 +1091,39 @@ static void t_write_size(void)
 	CHECK_EQ(mcheck(c, &m), 0); /* and a failure drops the file */
 	CHECK_EQ(stats(c).errors, 2);
 	CHECK_EQ(ccache_write(NULL, &m.fid, 1, 2, 0, 1, 0, "x", 1), 0);
+	ccache_close(c);
+	model_free(&m);
+}
+
+/*
+ * The kernel's write-back sends a file's pages mostly in order, not
+ * always: here 1 MiB writes 32 KiB past each chunk boundary, and the one
+ * for [2 MiB + 32 KiB, 3 MiB + 32 KiB) arrives after the two beyond it.
+ * Every chunk of the result is cached all the same: a write's bytes in
+ * the next chunk are few, but not few beside the write (the patch bound
+ * is the write's), and the chunks the late write lands in were kept as
+ * zeros by the write that skipped them.
+ */
+static void t_write_out_of_order(void)
+{
+	uint64_t offs[] = { 0, 32768, MiB + 32768, 3 * MiB + 32768,
+			    4 * MiB + 32768, 2 * MiB + 32768 };
+	char d[128];
+	struct ccache *c;
+	struct model m;
+
+	model_init(&m, 106, 0);
+	for (size_t i = 0; i < sizeof(offs) / sizeof(offs[0]); i++)
+		model_write(&m, offs[i], i ? MiB : 32768);
+	CHECK_EQ(ccache_open(newdir(d, sizeof(d)), 64 * MiB, &c), 0);
+	if (!c)
+		return;
+	for (int v = 1; v < m.n; v++)
+		CHECK_EQ(mwrite(c, &m, v), 0);
+	for (uint32_t i = 0; i < 6; i++)
+		CHECK_EQ(mget(c, &m, m.n, i), 1);
+	CHECK_EQ(stats(c).errors, 0);
+	CHECK(mcheck(c, &m) >= 0);
 	ccache_close(c);
 	model_free(&m);
 }
@@ -1563,7 +1616,8 @@ int main(void)
 	run("write_sequential_1mib_hits_at_last_version", t_write_sequential);
 	run("write_small_appends_patch", t_write_appends);
 	run("write_partial_uncached_misses_bounded_patch", t_write_partial);
-	run("write_size_change_drops_old_last_chunk", t_write_size);
+	run("write_out_of_order_keeps_every_chunk", t_write_out_of_order);
+	run("write_past_end_keeps_old_end_and_gap", t_write_size);
 	run("write_orderings_never_wrong_bytes", t_write_orderings);
 	run("write_races_inside_calls", t_write_races);
 	run("write_forget_drops_lineage", t_write_forget);
