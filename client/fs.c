@@ -407,7 +407,7 @@ static int fs_rpc_as(fuse_req_t req, struct fs *fs, const struct wbuf *as,
 	union msg_any unused;
 	const char *why = "";
 	struct wbuf w;
-	int rc;
+	int rc, moves;
 
 	if (keep)
 		*keep = rep;
@@ -424,8 +424,17 @@ static int fs_rpc_as(fuse_req_t req, struct fs *fs, const struct wbuf *as,
 	}
 	wbuf_init(&w);
 	msg_encode(op, 0, &w, reqm);
+	/* A change of a file outside the journal moves the journal's
+	 * numbering (rename, unlink: fs_name.c). */
+	moves = !is_shipper && fs->wbk &&
+		(op == OP_SETATTR || op == OP_WRITE || op == OP_FALLOCATE ||
+		 op == OP_SETXATTR || op == OP_REMOVEXATTR || op == OP_LINK) &&
+		wb_move_begin(fs->wbk, (const struct cairn_fid *)reqm);
 	rc = w.err ? w.err : fs_call(req, fs, as, op, &w, &rep);
 	wbuf_free(&w);
+	if (moves)
+		wb_move_end(fs->wbk, (const struct cairn_fid *)reqm, 1,
+			    rc == 0);
 	if (rc && msg_has(op, MSG_CHANGES))
 		note_change(fs, op, reqm, rc);
 	if (rc)

@@ -620,7 +620,7 @@ static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
 	int64_t ino;
 	uint64_t vino = 0;
 	size_t len;
-	int rc, last = 0;
+	int rc, last = 0, moving;
 
 	if ((rc = check_name(name, &len)))
 		goto out;
@@ -650,7 +650,12 @@ static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
 
 		wb_barrier(fs->wbk, &vf, 1);
 	}
-	if ((rc = remove_rpc(req, fs, parent, name, len, flags, &dir)))
+	/* The object moves a version (nlink, ctime). */
+	moving = (flags & RM_SELF) && wb_move_begin(fs->wbk, &victim);
+	rc = remove_rpc(req, fs, parent, name, len, flags, &dir);
+	if (moving)
+		wb_move_end(fs->wbk, &victim, 1, rc == 0);
+	if (rc)
 		goto out;
 	removed(fs, seq, parent, name, len, flags, &victim, vino, last,
 		&before, &dir);
@@ -688,9 +693,9 @@ void fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct msg_attr2 p;
 	uint32_t rn = 0;
 	size_t len, newlen;
-	struct cairn_fid vfid, sfid;
+	struct cairn_fid vfid = { 0 }, sfid = { 0 };
 	int64_t ino, victim;
-	int fresh, rc;
+	int fresh, rc, smoving, vmoving;
 
 	for (size_t i = 0; i < sizeof(rename_bits) / sizeof(rename_bits[0]);
 	     i++) {
@@ -732,7 +737,19 @@ void fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 
 		wb_barrier(fs->wbk, &vf, 1);
 	}
-	if ((rc = fs_rpc(req, fs, OP_RENAME, &q, &p, NULL)))
+	/* Both objects move a version (ctime; a replaced one's nlink),
+	 * unless they are one (then nothing changes). */
+	smoving = vmoving = 0;
+	if (ino > 0 && itab_fid(fs->itab, (uint64_t)ino, &sfid) == 0 &&
+	    sfid.vnode != vfid.vnode) {
+		smoving = wb_move_begin(fs->wbk, &sfid);
+		vmoving = victim > 0 && vfid.vnode &&
+			  wb_move_begin(fs->wbk, &vfid);
+	}
+	rc = fs_rpc(req, fs, OP_RENAME, &q, &p, NULL);
+	wb_move_end(fs->wbk, &sfid, smoving, rc == 0);
+	wb_move_end(fs->wbk, &vfid, vmoving, rc == 0);
+	if (rc)
 		goto out;
 	fresh = notify_reply_begin(fs->ntf, seq);
 	/* The objects moved (ctime) and a replaced one (nlink): not in the

@@ -196,6 +196,10 @@ struct wfile {
 	uint64_t ldv;             /* a directory: its data version with
 				   * the creates not sent (wb_create) */
 	int64_t denied_ms;        /* a directory: its token refused then */
+	unsigned moving;          /* changes of ours outside the journal on
+				   * their way (wb_move_begin) */
+	uint64_t moved;           /* and those that took effect: each moved
+				   * the numbering of the changes kept */
 };
 
 struct wb_stats {
@@ -313,7 +317,7 @@ static void file_maybe_free(struct wb *w, struct wfile *f)
 
 	if (f->nops || f->busy || f->queued || f->waiters || f->must_return ||
 	    f->returning || f->tok == TK_HELD || f->tok == TK_RECALLED ||
-	    f->err || f->children || f->rmnames)
+	    f->err || f->children || f->rmnames || f->moving)
 		return;
 	p = fslot(w, &f->fid);
 	CAIRN_ASSERT(*p == f);
@@ -1127,12 +1131,12 @@ static int send_op(struct wb *w, struct wfile *f, const struct wop *o,
 
 /*
  * Was change o (the first of f still to send), which expects the file at
- * version tbase + tidx, applied already? The file must be exactly one
- * version further and hold what o would make of it: its bytes (a write),
- * its size and times (an attribute change). No lock; f busy.
+ * version dv, applied already? The file must be exactly one version
+ * further and hold what o would make of it: its bytes (a write), its
+ * size, times and mode (an attribute change). No lock; f busy.
  */
 static int applied_already(struct wb *w, struct wfile *f,
-			   const struct wop *o, uint8_t *buf)
+			   const struct wop *o, uint64_t dv, uint8_t *buf)
 {
 	struct msg_read_req q = { .fid = f->fid, .off = o->off,
 				  .len = o->len };
@@ -1141,14 +1145,18 @@ static int applied_already(struct wb *w, struct wfile *f,
 	struct cairn_attr a;
 	int ok;
 
-	if (fs_getattr(NULL, w->fs, &f->fid, &a) ||
-	    a.dv != o->tbase + o->tidx + 1)
+	if (fs_getattr(NULL, w->fs, &f->fid, &a) || a.dv != dv + 1)
 		return 0;
 	if (o->type == JR_ATTR)
 		return (!(o->valid & SA_SIZE) || a.size == o->off) &&
 		       (!(o->valid & SA_MTIME) ||
 			(a.mtime.sec == o->mtime.sec &&
-			 a.mtime.nsec == o->mtime.nsec));
+			 a.mtime.nsec == o->mtime.nsec)) &&
+		       (!(o->valid & SA_ATIME) ||
+			(a.atime.sec == o->atime.sec &&
+			 a.atime.nsec == o->atime.nsec)) &&
+		       (!(o->valid & SA_MODE) ||
+			(a.mode & 07777) == (o->mode & 07777));
 	if (pread(o->seg->fd, buf, o->len,
 		  (off_t)(o->at + sizeof(struct jrec))) != (ssize_t)o->len ||
 	    fs_rpc(NULL, w->fs, OP_READ, &q, &p, &rep))
@@ -1248,6 +1256,7 @@ static void ship_file(struct wb *w, struct wfile *f, uint8_t *buf)
 		if (!JR_NS(o->type) && f->tok != TK_HELD &&
 		    f->tok != TK_RECALLED) {
 			uint64_t dv = o->tbase + o->tidx, recalls = f->recalls;
+			uint64_t moved = f->moved;
 			int skip = 0;
 
 			pthread_mutex_unlock(&w->lock);
@@ -1256,7 +1265,8 @@ static void ship_file(struct wb *w, struct wfile *f, uint8_t *buf)
 			 * there: that change was in flight when we lost the
 			 * token (the daemon died, the connection broke) and
 			 * reached the server. It is done. */
-			if (rc == -ECANCELED && applied_already(w, f, o, buf) &&
+			if (rc == -ECANCELED &&
+			    applied_already(w, f, o, dv, buf) &&
 			    (rc = grant(w, &f->fid, 1, dv + 1, &a)) == 0) {
 				mark_done(w, o);
 				skip = 1;
@@ -1267,6 +1277,17 @@ static void ship_file(struct wb *w, struct wfile *f, uint8_t *buf)
 				w->st.sent_bytes += o->len;
 				pop_op(w, f);
 				pthread_cond_broadcast(&w->done);
+			}
+			if (rc == -ECANCELED && f->moved != moved)
+				continue; /* renumbered meanwhile: again */
+			if (rc == -ECANCELED && f->moving) {
+				/* A change of ours outside the journal is on
+				 * its way (a rename sent again after the
+				 * reconnect): the version it made counts once
+				 * its reply is in (wb_move_end). */
+				f->retry_ms = clock_mono_ms() +
+					      WB_MOVING_RETRY_MS;
+				break;
 			}
 			if (rc == -ECANCELED) {
 				conflict(w, f);
@@ -2357,6 +2378,88 @@ void wb_attr_seen(struct wb *w, const struct cairn_attr *a)
 		f->tbase = a->dv;
 		f->tidx = 0;
 	}
+	pthread_mutex_unlock(&w->lock);
+}
+
+/*
+ * Without this, a token lost with changes left (a server restart, a
+ * broken connection) would be taken again at a version the server has
+ * passed by our own hand, and the changes kept as a conflict copy
+ * instead of sent: rsync's chmod of a file it has just renamed into
+ * place was lost that way. The numbering moves in memory only: a journal
+ * that the next mount replays after a crash still counts from before,
+ * which can make it keep a conflict copy it did not need, never lose
+ * one.
+ */
+void wb_moved(struct wb *w, const struct cairn_fid *fid)
+{
+	struct wfile *f;
+
+	if (!w || (!__atomic_load_n(&w->held, __ATOMIC_RELAXED) &&
+		   !__atomic_load_n(&w->pending_ops, __ATOMIC_RELAXED)))
+		return;
+	pthread_mutex_lock(&w->lock);
+	f = *fslot(w, fid);
+	if (f && (f->nops || f->tok == TK_HELD || f->tok == TK_RECALLED)) {
+		for (struct wop *o = f->head; o; o = o->next)
+			o->tbase++;
+		f->tbase++;
+	}
+	pthread_mutex_unlock(&w->lock);
+}
+
+/*
+ * Without this, a token lost with changes left (a server restart, a
+ * broken connection) would be taken again at a version the server has
+ * passed by our own hand, and the changes kept as a conflict copy
+ * instead of sent: rsync's chmod of a file it had just renamed into
+ * place was lost that way. The numbering moves in memory only: a journal
+ * that the next mount replays after a crash still counts from before,
+ * which can make it keep a conflict copy it did not need, never lose
+ * one. A change begun while fid had nothing here (no change kept, no
+ * token) is not counted: a token taken meanwhile starts from a version
+ * that may or may not include it, and nothing of ours depends on it.
+ */
+int wb_move_begin(struct wb *w, const struct cairn_fid *fid)
+{
+	struct wfile *f;
+	int begun = 0;
+
+	if (!w || (!__atomic_load_n(&w->held, __ATOMIC_RELAXED) &&
+		   !__atomic_load_n(&w->pending_ops, __ATOMIC_RELAXED)))
+		return 0;
+	pthread_mutex_lock(&w->lock);
+	f = *fslot(w, fid);
+	if (f && (f->nops || f->tok == TK_HELD || f->tok == TK_RECALLED)) {
+		f->moving++;
+		begun = 1;
+	}
+	pthread_mutex_unlock(&w->lock);
+	return begun;
+}
+
+void wb_move_end(struct wb *w, const struct cairn_fid *fid, int begun,
+		 int applied)
+{
+	struct wfile *f;
+
+	if (!begun)
+		return;
+	pthread_mutex_lock(&w->lock);
+	f = *fslot(w, fid);
+	CAIRN_ASSERT(f && f->moving);
+	f->moving--;
+	if (applied) {
+		for (struct wop *o = f->head; o; o = o->next)
+			o->tbase++;
+		f->tbase++;
+		f->moved++;
+	}
+	if (!f->moving && f->retry_ms && f->nops) {
+		f->retry_ms = 0;
+		pthread_cond_signal(&w->work);
+	}
+	file_maybe_free(w, f);
 	pthread_mutex_unlock(&w->lock);
 }
 

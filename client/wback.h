@@ -54,6 +54,10 @@ struct fs;
  * that close, so that the other client sees whole closes, not a rewrite
  * half done. */
 #define WB_CLOSE_WAIT_MS    1000
+/* How long a shipper waits before it tries again to take back the token
+ * of a file that a change of ours outside the journal is moving
+ * (wb_move_begin); its end wakes the shippers sooner. */
+#define WB_MOVING_RETRY_MS  100
 /* A file created here is sent at its close (with its first bytes), or
  * when a request needs it, or at the latest after this long. */
 #define WB_CREATE_HOLD_MS   50
@@ -123,6 +127,16 @@ void wb_patch(struct wb *w, struct cairn_attr *a);
 /* A reply carried a's attributes: while we hold the token with nothing
  * in flight, its data version is where our next change starts. */
 void wb_attr_seen(struct wb *w, const struct cairn_attr *a);
+/* A change of ours that is not in the journal (a rename, link, removal,
+ * xattr or attribute change sent at once) moves fid one version on the
+ * server: begun before it is sent (returns whether it counts), ended
+ * once its outcome is known (applied: it took effect). The journal's
+ * changes of fid still to send, and those journaled after, then expect
+ * the file one version further; while one is on its way, a token lost
+ * with changes left is not taken again (wback.c). */
+int wb_move_begin(struct wb *w, const struct cairn_fid *fid);
+void wb_move_end(struct wb *w, const struct cairn_fid *fid, int begun,
+		 int applied);
 /* Send fid's changes now and wait for them: 0 (at once, without the
  * lock, when the journal holds nothing), or the error that keeps them
  * from the server (they stay in the journal). */

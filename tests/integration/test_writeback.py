@@ -1079,6 +1079,66 @@ def journal_sent_after_server_restart(ctx):
     expect_eq(wb_status(a)["wb.conflicts"], 0, "wb.conflicts on A")
 
 
+@test(timeout=150)
+def rsync_pattern_across_server_restarts(ctx):
+    """rsync's way with each file (write a temporary name, set its times
+    and mode, rename it into place) on A while the server is stopped and
+    started twice: every file ends up on B with A's bytes, times and mode,
+    and nothing counts as a conflict. A rename is not in the journal, yet
+    it moves the file a version on the server; once the server dropped
+    A's token, A took it again at the version its journal counted and
+    found the server past it, and kept the file's pending chmod or times
+    as a conflict copy instead of sending them."""
+    srv = ctx.server()
+    a = ctx.mount(srv, "a", extra=("--timeout", "30"))
+    os.mkdir(a.p("d"))
+    made = {}
+    stop = threading.Event()
+    errors = []
+
+    def writer():
+        try:
+            i = 0
+            while not stop.is_set() or i < 400:
+                name = "f%05d" % i
+                data = os.urandom(100 + (i * 37) % 3000)
+                tmp = a.p("d", ".%s.tmp" % name)
+                write_file(tmp, data, mode=0o600)
+                os.utime(tmp, (1500000000 + i, 1400000000 + i))
+                os.chmod(tmp, 0o644 if i % 2 else 0o640)
+                os.rename(tmp, a.p("d", name))
+                made[name] = (data, 1400000000 + i, 0o644 if i % 2 else 0o640)
+                i += 1
+        except OSError as e:
+            errors.append(e)
+
+    t = threading.Thread(target=writer)
+    t.start()
+    try:
+        for _ in range(2):
+            time.sleep(0.7)
+            srv.stop()
+            time.sleep(0.3)
+            srv.start()
+    finally:
+        stop.set()
+        t.join(120)
+    expect(not t.is_alive(), "the writer is stuck")
+    expect(not errors, "the writer failed: %r" % errors[:1])
+    H.wb_idle(a, 60)
+    b = ctx.mount(srv, "b")
+    bad = []
+    for name, (data, mtime, mode) in sorted(made.items()):
+        st = os.stat(b.p("d", name))
+        if (read_file(b.p("d", name)) != data or int(st.st_mtime) != mtime
+                or st.st_mode & 0o7777 != mode):
+            bad.append("%s: size %d mtime %d mode %o" % (
+                name, st.st_size, st.st_mtime, st.st_mode & 0o7777))
+    expect(not bad, "%d of %d files differ on B, e.g. %s"
+           % (len(bad), len(made), bad[:3]))
+    expect_eq(wb_status(a)["wb.conflicts"], 0, "wb.conflicts on A")
+
+
 @test(timeout=120)
 def kill9_during_replay_sends_once(ctx):
     """A's journal holds changes to three files (the server was stopped);
