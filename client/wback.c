@@ -2385,40 +2385,15 @@ void wb_attr_seen(struct wb *w, const struct cairn_attr *a)
  * Without this, a token lost with changes left (a server restart, a
  * broken connection) would be taken again at a version the server has
  * passed by our own hand, and the changes kept as a conflict copy
- * instead of sent: rsync's chmod of a file it has just renamed into
- * place was lost that way. The numbering moves in memory only: a journal
- * that the next mount replays after a crash still counts from before,
- * which can make it keep a conflict copy it did not need, never lose
- * one.
- */
-void wb_moved(struct wb *w, const struct cairn_fid *fid)
-{
-	struct wfile *f;
-
-	if (!w || (!__atomic_load_n(&w->held, __ATOMIC_RELAXED) &&
-		   !__atomic_load_n(&w->pending_ops, __ATOMIC_RELAXED)))
-		return;
-	pthread_mutex_lock(&w->lock);
-	f = *fslot(w, fid);
-	if (f && (f->nops || f->tok == TK_HELD || f->tok == TK_RECALLED)) {
-		for (struct wop *o = f->head; o; o = o->next)
-			o->tbase++;
-		f->tbase++;
-	}
-	pthread_mutex_unlock(&w->lock);
-}
-
-/*
- * Without this, a token lost with changes left (a server restart, a
- * broken connection) would be taken again at a version the server has
- * passed by our own hand, and the changes kept as a conflict copy
  * instead of sent: rsync's chmod of a file it had just renamed into
  * place was lost that way. The numbering moves in memory only: a journal
  * that the next mount replays after a crash still counts from before,
  * which can make it keep a conflict copy it did not need, never lose
  * one. A change begun while fid had nothing here (no change kept, no
- * token) is not counted: a token taken meanwhile starts from a version
- * that may or may not include it, and nothing of ours depends on it.
+ * token) is not counted: a token taken while it is on its way starts
+ * from a version that may or may not include it, so the numbering may
+ * then be one short, which costs a needless conflict copy only if that
+ * token is lost with changes left.
  */
 int wb_move_begin(struct wb *w, const struct cairn_fid *fid)
 {
