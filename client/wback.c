@@ -1755,7 +1755,9 @@ int wb_start(struct wb *w)
 void wb_stop(struct wb *w)
 {
 	int64_t t0 = clock_mono_ms(), said = t0, failing_since = 0;
+	int64_t tokens_since = 0;
 	uint64_t sent = 0;
+	size_t held = 0;
 
 	if (!w || !w->started)
 		return;
@@ -1793,10 +1795,27 @@ void wb_stop(struct wb *w)
 				 w->pending_ops, w->pending_bytes, w->dir);
 			break;
 		}
+		/* Nothing left to send, only tokens to give back: a server
+		 * that does not take them back drops them itself once this
+		 * client's connection ends, and nothing is lost. */
+		if (w->pending_ops || w->held != held)
+			tokens_since = 0;
+		else if (!tokens_since)
+			tokens_since = now;
+		held = w->held;
+		if (tokens_since &&
+		    now - tokens_since >= WB_STOP_PATIENCE_S * 1000) {
+			log_warn("write-back: everything sent, but %zu write "
+				 "tokens could not be given back (the server "
+				 "does not answer); it drops them when this "
+				 "client's connection ends", w->held);
+			break;
+		}
 		if (now - said >= 5000) {
 			log_info("write-back: unmounting; %zu changes (%" PRIu64
-				 " bytes) still to send", w->pending_ops,
-				 w->pending_bytes);
+				 " bytes) still to send, %zu write tokens to "
+				 "give back", w->pending_ops, w->pending_bytes,
+				 w->held);
 			said = now;
 		}
 		clock_deadline(CLOCK_REALTIME, 100, &until);

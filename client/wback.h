@@ -74,7 +74,8 @@ struct fs;
 /* Above this many bytes not yet sent, writers wait for the shippers. */
 #define WB_PENDING_MAX      (512ull << 20)
 /* How long unmount keeps trying while the server does not take what is
- * left (2 s when it answers ENOSPC, EDQUOT, EROFS or EFBIG). */
+ * left (2 s when it answers ENOSPC, EDQUOT, EROFS or EFBIG), or, with
+ * everything sent, to give back the tokens still held. */
 #define WB_STOP_PATIENCE_S  10
 
 /*
@@ -89,7 +90,9 @@ int wb_open(const char *cache_dir, struct fs *fs, struct wb **out,
 int wb_start(struct wb *w);
 /* Send everything (logging progress; when the server has not taken any of
  * it for WB_STOP_PATIENCE_S, leave the rest for the next mount and say
- * so) and stop the shippers. Call after the kernel is gone, while the rpc
+ * so), give back the tokens (for at most WB_STOP_PATIENCE_S once nothing
+ * is left to send: the server drops them when the connection ends) and
+ * stop the shippers. Call after the kernel is gone, while the rpc
  * runs. */
 void wb_stop(struct wb *w);
 void wb_close(struct wb *w);

@@ -350,6 +350,52 @@ def fsync_of_file_and_dir_survives_kill9_of_client_and_server(ctx):
     same_bytes(read_file(a.p("d", "f")), data, "d/f on A remounted after the crash")
 
 
+@test(timeout=90)
+def umount_with_the_server_replaced_and_only_tokens_held(ctx):
+    """Everything A wrote reached the server, but A still holds the file's
+    write token, and gives it back just as the server dies and is
+    replaced by one of another cell (same address, another key: A never
+    reconnects): `cairn umount` unmounts and A's daemon exits within the
+    stated bound (WB_STOP_PATIENCE_S, 10 s, after --timeout). A daemon
+    seen by hand in that state (its shippers' WRETURNs stuck behind a
+    reconnect that never succeeds) waited for minutes to give its tokens
+    back, logging "0 changes still to send" every 5 s; wb_stop now stops
+    waiting for tokens alone after WB_STOP_PATIENCE_S. This test does not
+    reach that state every time; it holds the bound either way."""
+    srv = ctx.server()
+    a = ctx.mount(srv, "a", extra=("--timeout", "4"))
+    write_file(a.p("f"), b"x" * 1000, fsync=True)
+    fd = os.open(a.p("f"), os.O_WRONLY)
+    os.pwrite(fd, b"y", 0)
+    os.fsync(fd)
+    os.close(fd)
+    st = wb_status(a)
+    expect_eq(st["wb.pending_changes"], 0, "wb.pending_changes on A after fsync")
+    expect(st["wb.tokens"] >= 1, "A gave its token back before the server died "
+           "(the test needs it held): %r" % st["wb.tokens"])
+    # The token goes back after a second without writes: the server is
+    # stopped first, so that A's WRETURN is on its way when it dies.
+    sig(srv.proc, 19)
+    time.sleep(1.5)
+    srv.kill9()
+    other_key = ctx.path("other.key")
+    fd = os.open(other_key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.write(fd, os.urandom(32).hex().encode() + b"\n")
+    os.close(fd)
+    ctx.server(data=ctx.path("other-cell"), port=srv.port,
+               extra=("--key", other_key))
+    time.sleep(2)   # A tries it (every 500 ms) and is refused
+    pid = a.pid
+    t0 = time.time()
+    subprocess.run([H.CAIRN, "umount", a.path], stdin=subprocess.DEVNULL,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60)
+    expect(not H.is_mounted(a.path), "A still mounted after cairn umount")
+    while H.pid_alive(pid) and time.time() - t0 < 40:
+        time.sleep(0.1)
+    expect(not H.pid_alive(pid), "A's daemon still running %.0f s after cairn umount "
+           "(the server is gone, nothing was left to send)" % (time.time() - t0))
+
+
 # ----------------------------------------------------- 3. server out of space
 
 def on_small_tmpfs(ctx, fn):
