@@ -50,6 +50,11 @@
  * this often (a PING when nothing else goes): the server closes the
  * connection of a lock holder silent for longer than its lease. */
 #define LK_RENEW_MS 1000
+/* A request for a range we hold already, refused (a server in its grace
+ * that has not seen our reclaim yet): asked again this many times, the
+ * later ones this far apart. */
+#define LK_HELD_RETRIES 20
+#define LK_HELD_PAUSE_MS 50
 
 struct fs_lkfile {
 	struct fs_lkfile *next;
@@ -113,6 +118,21 @@ static void mirror(struct fs_locks *L, const struct cairn_fid *fid,
 			  fid->vnode);
 	L->held += f->set.n - n0;
 	tidy(L, f);
+}
+
+/* Do we hold all of e's range for its owner, with its type or a
+ * stronger one? */
+static int held_here(struct fs_locks *L, const struct cairn_fid *fid,
+		     const struct lkent *e)
+{
+	struct fs_lkfile *f;
+	int held;
+
+	pthread_mutex_lock(&L->lock);
+	f = lkfile(L, fid, 0);
+	held = f && lkset_holds(&f->set, e);
+	pthread_mutex_unlock(&L->lock);
+	return held;
 }
 
 /* Forget f once it holds nothing to remember (L->lock held). */
@@ -282,7 +302,7 @@ static int do_lock(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
 	struct waitctx wc = { L, 0 };
 	struct cairn_fid fid;
 	struct cairn_attr a;
-	int rc;
+	int rc, refused = 0;
 
 	if ((rc = itab_fid(fs->itab, ino, &fid)) || (rc = take_lost(L, &fid)))
 		return rc;
@@ -309,6 +329,26 @@ static int do_lock(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
 			pthread_mutex_unlock(&L->lock);
 			revalidate(fs, ino, seq, &a);
 			return 0;
+		}
+		if (rc == -EAGAIN && !sleep && held_here(L, &fid, e) &&
+		    ++refused <= LK_HELD_RETRIES) {
+			/* We hold the whole range already (a downgrade, or
+			 * a lock asked again): a server only refuses that
+			 * in its grace after a restart, before our reclaim
+			 * (this request was resent ahead of it). Ask again
+			 * once the reclaim is in. */
+			pthread_mutex_lock(&L->lock);
+			while (L->reclaiming && !L->stopping)
+				pthread_cond_wait(&L->cond, &L->lock);
+			pthread_mutex_unlock(&L->lock);
+			if (refused > 1) {
+				struct timespec ts = {
+					0, LK_HELD_PAUSE_MS * 1000000L
+				};
+
+				nanosleep(&ts, NULL);
+			}
+			continue;
 		}
 		if (rc != -EAGAIN || !sleep)
 			return rc;

@@ -114,6 +114,28 @@ int lkset_covers(const struct lkset *s, const struct lkent *req)
 	return 0;
 }
 
+int lkset_holds(const struct lkset *s, const struct lkent *req)
+{
+	uint64_t at = req->start;
+
+	/* The owner's entries do not overlap: find the one holding `at`,
+	 * go past its end, until past req's. */
+	for (;;) {
+		const struct lkent *e;
+
+		for (e = s->head; e; e = e->next)
+			if (same_owner(e, req) && e->start <= at &&
+			    e->end >= at &&
+			    (e->type == req->type || e->type == LK_WR))
+				break;
+		if (!e)
+			return 0;
+		if (e->end >= req->end)
+			return 1;
+		at = e->end + 1;
+	}
+}
+
 size_t lkset_drop_client(struct lkset *s, const void *client)
 {
 	size_t n = 0;

@@ -65,6 +65,12 @@ int lkset_apply(struct lkset *s, const struct lkent *req, int *freed);
 /* 1 if req's owner holds req's whole range with req's type (one entry). */
 int lkset_covers(const struct lkset *s, const struct lkent *req);
 
+/* 1 if req's owner holds every byte of req's range already, in one entry
+ * or several, with req's type or a stronger one (a write lock holds a
+ * read lock's range): applying req then takes nothing from anyone (a
+ * downgrade, or a lock asked again). */
+int lkset_holds(const struct lkset *s, const struct lkent *req);
+
 /* Remove every entry of client (any owner, both kinds); the number
  * removed. */
 size_t lkset_drop_client(struct lkset *s, const void *client);

@@ -463,7 +463,11 @@ int lk_lock(struct lk_table *t, struct conn *c, struct lk_client *cl,
 			t->st.reclaims++;
 		goto out;
 	}
-	if (t->in_grace || (e = lkset_conflict(&f->set, req))) {
+	/* During the grace only reclaims take locks; a request that takes
+	 * nothing new (SQLite's downgrade of its write lock at the end of a
+	 * transaction) is not a new lock. */
+	if ((t->in_grace && !lkset_holds(&f->set, req)) ||
+	    (e = lkset_conflict(&f->set, req))) {
 		t->st.conflicts++;
 		rc = -EAGAIN;
 		if (!(flags & LK_WAIT))

@@ -916,6 +916,36 @@ def server_restart_reclaims_locks(ctx):
 
 
 @lock_test(timeout=120)
+def downgrade_during_the_grace_is_granted(ctx):
+    """A holds a write lock through a server restart and downgrades it to
+    a read lock during the grace, as SQLite does at the end of every
+    transaction: granted (it takes nothing new). It was refused (EAGAIN),
+    which SQLite reports as "disk I/O error" on the COMMIT that had
+    already succeeded. A new range during the grace is still refused."""
+    grace = 4000
+    srv, A, B = setup2(ctx, srv_extra=("--lock-grace", str(grace)))
+    a, b = lockers(("A1", A.p("f")), ("B1", B.p("f")))
+    ok(a, a.lk("setlk", "w", 0, 100), "A's F_SETLK F_WRLCK [0,100)")
+    t_start = restart(srv)
+    wait_for("A's lk.reclaimed after the server restart", lambda: mkey(A, "lk.reclaimed"),
+             lambda v: v >= 1, grace / 1000.0)
+    if time.time() - t_start >= grace / 1000.0 - 0.5:
+        fail("A reclaimed %.2f s after the restart: too late to test the %d ms grace"
+             % (time.time() - t_start, grace))
+    ok(a, a.lk("setlk", "r", 0, 100), "A's downgrade to F_RDLCK [0,100) during the grace")
+    ok(a, a.lk("setlk", "r", 10, 20), "A's F_RDLCK [10,30) again during the grace")
+    refused(a, a.lk("setlk", "w", 0, 100), "A's upgrade back to F_WRLCK during the grace")
+    refused(a, a.lk("setlk", "r", 200, 10), "A's F_RDLCK on a new range during the grace")
+    expect(time.time() - t_start < grace / 1000.0, "the checks above ran past the grace "
+           "(%.2f s after the restart)" % (time.time() - t_start))
+    expect_eq(b.getlk("w", 0, 10), ("r", 0, 100, 0), "B's F_GETLK: A's lock is a read lock")
+    left = t_start + grace / 1000.0 + 0.5 - time.time()
+    if left > 0:
+        time.sleep(left)
+    ok(b, b.lk("setlk", "r", 0, 10), "B's F_RDLCK beside A's read lock after the grace")
+
+
+@lock_test(timeout=120)
 def grace_period_refuses_new_locks(ctx):
     grace = 4000
     srv, A, B = setup2(ctx, srv_extra=("--lock-grace", str(grace)))

@@ -783,6 +783,37 @@ static void test_covers(void)
 	CHECK(!lkset_covers(&s, &r));         /* empty set */
 }
 
+static void test_holds(void)
+{
+	struct lkset s = { 0 };
+	struct lkent r;
+
+	apply(&s, CA, 1, 0, LK_WR, 10, 19);
+	apply(&s, CA, 1, 0, LK_RD, 20, 29);
+	apply(&s, CA, 1, 0, LK_WR, 40, LK_EOF);
+	apply(&s, CB, 1, 0, LK_RD, 30, 35);
+
+	r = mk(CA, 1, 0, LK_RD, 10, 29);
+	CHECK(lkset_holds(&s, &r));           /* WR then RD: a downgrade */
+	r = mk(CA, 1, 0, LK_WR, 10, 29);
+	CHECK(!lkset_holds(&s, &r));          /* an upgrade of 20..29 */
+	r = mk(CA, 1, 0, LK_WR, 12, 15);
+	CHECK(lkset_holds(&s, &r));           /* asked again */
+	r = mk(CA, 1, 0, LK_RD, 25, 45);
+	CHECK(!lkset_holds(&s, &r));          /* the hole 30..39 */
+	r = mk(CA, 1, 0, LK_RD, 50, LK_EOF);
+	CHECK(lkset_holds(&s, &r));           /* up to the end of the space */
+	r = mk(CA, 1, 0, LK_RD, 9, 19);
+	CHECK(!lkset_holds(&s, &r));          /* sticks out before */
+	r = mk(CA, 2, 0, LK_RD, 10, 19);
+	CHECK(!lkset_holds(&s, &r));          /* another owner id */
+	r = mk(CB, 1, 0, LK_RD, 30, 35);
+	CHECK(lkset_holds(&s, &r));           /* B's own */
+	r = mk(CA, 1, 1, LK_RD, 10, 19);
+	CHECK(!lkset_holds(&s, &r));          /* POSIX locks are not flocks */
+	lkset_clear(&s);
+}
+
 static void test_drop_client(void)
 {
 	struct lkset s = { 0 };
@@ -1089,6 +1120,8 @@ int main(void)
 	    test_freed_flag);
 	run("lkset ranges at LK_EOF", test_lk_eof);
 	run("lkset covers", test_covers);
+	run("lkset holds: several entries, a write lock holds a read range",
+	    test_holds);
 	run("lkset drop_client and clear", test_drop_client);
 	run("lkset random ops vs model (0..255, LK_EOF)", test_random_low);
 	run("lkset random ops vs model (top of the offset space)",
