@@ -693,9 +693,9 @@ void fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct msg_attr2 p;
 	uint32_t rn = 0;
 	size_t len, newlen;
-	struct cairn_fid vfid = { 0 }, sfid = { 0 };
+	struct cairn_fid vfid, sfid;
 	int64_t ino, victim;
-	int fresh, rc, smoving, vmoving;
+	int fresh, rc, have_s, have_v, same, smoving, vmoving;
 
 	for (size_t i = 0; i < sizeof(rename_bits) / sizeof(rename_bits[0]);
 	     i++) {
@@ -720,32 +720,26 @@ void fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	 * FID now: a break may take the name from the table before the
 	 * reply. */
 	victim = itab_entry(fs->itab, newparent, newname, newlen);
-	if (victim > 0 && !(rn & RN_EXCHANGE) &&
-	    itab_fid(fs->itab, (uint64_t)victim, &vfid) == 0)
-		rn |= RN_KEEP;
+	have_v = victim > 0 &&
+		 itab_fid(fs->itab, (uint64_t)victim, &vfid) == 0;
 	ino = itab_entry(fs->itab, parent, name, len);
-	if (ino > 0 && itab_fid(fs->itab, (uint64_t)ino, &sfid) == 0 &&
-	    (rn & RN_KEEP) && sfid.vnode == vfid.vnode)
-		rn &= ~(uint32_t)RN_KEEP; /* renamed onto a link of itself */
+	have_s = ino > 0 && itab_fid(fs->itab, (uint64_t)ino, &sfid) == 0;
+	/* renamed onto a link of itself: nothing changes */
+	same = have_s && have_v && sfid.vnode == vfid.vnode;
+	if (have_v && !same && !(rn & RN_EXCHANGE))
+		rn |= RN_KEEP;
 	q.flags = rn;
 	/* A directory replaced: the creates in it still in our journal
 	 * reach the server first, or it would look empty there (fs_rpc
 	 * waits for those in the directories the request names only). */
-	if (victim > 0 && fs->wbk &&
-	    itab_fid(fs->itab, (uint64_t)victim, &vfid) == 0) {
+	if (have_v && fs->wbk) {
 		const struct cairn_fid *vf = &vfid;
 
 		wb_barrier(fs->wbk, &vf, 1);
 	}
-	/* Both objects move a version (ctime; a replaced one's nlink),
-	 * unless they are one (then nothing changes). */
-	smoving = vmoving = 0;
-	if (ino > 0 && itab_fid(fs->itab, (uint64_t)ino, &sfid) == 0 &&
-	    sfid.vnode != vfid.vnode) {
-		smoving = wb_move_begin(fs->wbk, &sfid);
-		vmoving = victim > 0 && vfid.vnode &&
-			  wb_move_begin(fs->wbk, &vfid);
-	}
+	/* Both objects move a version (ctime; a replaced one's nlink). */
+	smoving = have_s && !same && wb_move_begin(fs->wbk, &sfid);
+	vmoving = have_v && !same && wb_move_begin(fs->wbk, &vfid);
 	rc = fs_rpc(req, fs, OP_RENAME, &q, &p, NULL);
 	wb_move_end(fs->wbk, &sfid, smoving, rc == 0);
 	wb_move_end(fs->wbk, &vfid, vmoving, rc == 0);

@@ -2449,7 +2449,9 @@ void wb_move_end(struct wb *w, const struct cairn_fid *fid, int begun,
 		f->tbase++;
 		f->moved++;
 	}
-	if (!f->moving && f->retry_ms && f->nops) {
+	/* A retake put off for the move may go now (not a retry put off
+	 * after an error: f->err). */
+	if (!f->moving && f->retry_ms && f->nops && !f->err) {
 		f->retry_ms = 0;
 		pthread_cond_signal(&w->work);
 	}
