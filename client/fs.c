@@ -921,28 +921,36 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	 * `before` is the version this change starts from. */
 	wl = &fs->wlock[fid.vnode % FS_WLOCKS];
 	pthread_mutex_lock(wl);
-	/* Size, times and permission bits of a regular file go to the
-	 * write-back journal (the kernel's O_TRUNC, ftruncate, its times
-	 * after writes; cp -a's and tar's utimensat and chmod), unless the
-	 * kernel wants set-user-ID cleared (fuseio.h: the server does it
-	 * for a truncate with the caller's credentials), set-id bits are
-	 * set (the server decides), or a chmod or utimensat comes from root
-	 * squashed by the server (which would refuse it):
+	/* Size, times, permission bits and owner of a regular file go to
+	 * the write-back journal (the kernel's O_TRUNC, ftruncate, its times
+	 * after writes; cp -a's, tar's and rsync's utimensat, chmod and
+	 * chown), unless the kernel wants set-user-ID cleared by a truncate
+	 * (fuseio.h: the server does it with the caller's credentials),
+	 * set-id bits are set or, for a chown, already there (the server
+	 * decides, and clears them: the kernel asks that of every chown, a
+	 * no-op without them), or a chmod, chown or utimensat comes from
+	 * root squashed by the server (which would refuse it):
 	 * answered with what the table holds, the change applied
 	 * (attr_to_stat); for a short while only if that is not known
 	 * current (our own WRITE's reply may have crossed a break). */
-	if (fs_wb_on(fs) && !fuseio_req_kill() &&
+	if (fs_wb_on(fs) &&
+	    (!fuseio_req_kill() ||
+	     (valid & (SA_SIZE | SA_UID | SA_GID)) == (valid & (SA_UID | SA_GID))) &&
 	    itab_attr_last(fs->itab, ino, &a, &current) == 0 &&
 	    S_ISREG(a.mode) && a.fid.uniq == fid.uniq &&
-	    (!(valid & (SA_MODE | SA_ATIME)) || journal_owner_ok(req, fs)) &&
+	    (!(valid & (SA_MODE | SA_ATIME | SA_UID | SA_GID)) ||
+	     journal_owner_ok(req, fs)) &&
 	    (!(valid & SA_MODE) ||
-	     !(attr->st_mode & (S_ISUID | S_ISGID)))) {
+	     !(attr->st_mode & (S_ISUID | S_ISGID))) &&
+	    (!(valid & (SA_UID | SA_GID)) ||
+	     !(a.mode & (S_ISUID | S_ISGID)))) {
 		struct cairn_time mt = cairn_time_of(&attr->st_mtim);
 		struct cairn_time ct = cairn_time_of(&attr->st_ctim);
 		struct cairn_time at = cairn_time_of(&attr->st_atim);
 
 		rc = wb_setattr(fs->wbk, &fid, valid, (uint64_t)attr->st_size,
 				&mt, &ct, &at, (uint32_t)attr->st_mode,
+				(uint32_t)attr->st_uid, (uint32_t)attr->st_gid,
 				!fi && itab_wopen(fs->itab, ino, 0) > 0);
 		if (rc == 0) {
 			struct stat st;
@@ -962,6 +970,10 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 			if (valid & SA_MODE)
 				a.mode = (a.mode & S_IFMT) |
 					 ((uint32_t)attr->st_mode & 07777);
+			if (valid & SA_UID)
+				a.uid = (uint32_t)attr->st_uid;
+			if (valid & SA_GID)
+				a.gid = (uint32_t)attr->st_gid;
 			attr_to_stat(&a, &st);
 			fuse_reply_attr(req, &st, current ? FS_CACHE_TIMEOUT : 0);
 			return;

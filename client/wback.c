@@ -47,6 +47,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -77,7 +78,13 @@ struct attrx {
 	int64_t asec;
 	uint32_t ansec;
 	uint32_t mode;    /* permission bits (07777), with SA_MODE */
+	/* Only with SA_UID or SA_GID: the record is then this long, else
+	 * it ends before them (ATTRX_SHORT, as daemons from before wrote
+	 * and read it). */
+	uint32_t uid, gid;
 };
+#define ATTRX_SHORT offsetof(struct attrx, uid)
+#define ATTRX_OWNER (SA_UID | SA_GID)
 
 /* A namespace change answered here (sent in its directory's name). */
 #define JR_NS(t) ((t) == JR_CREATE || (t) == JR_REMOVE)
@@ -148,6 +155,7 @@ struct wop {
 	struct cairn_time mtime, ctime;
 	struct cairn_time atime;  /* JR_ATTR with SA_ATIME */
 	uint32_t mode;            /* JR_ATTR with SA_MODE */
+	uint32_t uid, gid;        /* JR_ATTR with SA_UID, SA_GID */
 	struct jseg *seg;
 	uint64_t at;              /* the record's offset in seg */
 	uint64_t seq;
@@ -176,9 +184,10 @@ struct wfile {
 	uint64_t tbase, tidx;     /* for the next change journaled */
 	/* What the file looks like with its changes applied (wb_patch). */
 	unsigned psz : 1, pmt : 1, pct : 1, pat : 1, pmd : 1;
+	unsigned puid : 1, pgid : 1;
 	uint64_t psize;
 	struct cairn_time pmtime, pctime, patime;
-	uint32_t pmode;
+	uint32_t pmode, puidv, pgidv;
 	struct wop *head, *tail;
 	size_t nops;
 	uint64_t bytes;
@@ -505,11 +514,13 @@ static struct wop *op_new(struct wfile *f, const struct jrec *h,
 		return NULL;
 	o->type = h->type == JR_ATTRX ? JR_ATTR : h->type;
 	if (h->type == JR_ATTRX) {
-		struct attrx x;
+		struct attrx x = { 0 };
 
-		memcpy(&x, data, sizeof(x));
+		memcpy(&x, data, h->len);
 		o->atime = (struct cairn_time){ x.asec, x.ansec };
 		o->mode = x.mode & 07777;
+		o->uid = x.uid;
+		o->gid = x.gid;
 	}
 	o->len = h->type == JR_WRITE || JR_NS(h->type) ? h->len : 0;
 	o->off = h->off;
@@ -623,7 +634,9 @@ static void load_record(struct wb *w, struct jseg *s, uint64_t at,
 			 s->id, h->vnode);
 		return;
 	}
-	if (h->type == JR_ATTRX && h->len != sizeof(struct attrx)) {
+	if (h->type == JR_ATTRX &&
+	    h->len != ((h->valid & ATTRX_OWNER) ? sizeof(struct attrx)
+						: ATTRX_SHORT)) {
 		log_warn("write-back journal segment %016" PRIx64 ": an "
 			 "attribute change of vnode %" PRIu64 " is malformed; "
 			 "skipped", s->id, h->vnode);
@@ -962,7 +975,7 @@ static void pop_op(struct wb *w, struct wfile *f)
 	}
 	free(o);
 	if (!f->nops)
-		f->pmt = f->pct = f->pat = f->pmd = 0;
+		f->pmt = f->pct = f->pat = f->pmd = f->puid = f->pgid = 0;
 }
 
 /* Give up every change of f (file gone, or a conflict saved). Under
@@ -1103,6 +1116,7 @@ static int send_op(struct wb *w, struct wfile *f, const struct wop *o,
 			.valid = o->valid | SA_TOKEN | SA_KEEPTIME,
 			.size = o->off, .mtime = o->mtime, .ctime = o->ctime,
 			.atime = o->atime, .mode = o->mode,
+			.uid = o->uid, .gid = o->gid,
 		};
 		struct msg_attr p;
 
@@ -1156,7 +1170,9 @@ static int applied_already(struct wb *w, struct wfile *f,
 			(a.atime.sec == o->atime.sec &&
 			 a.atime.nsec == o->atime.nsec)) &&
 		       (!(o->valid & SA_MODE) ||
-			(a.mode & 07777) == (o->mode & 07777));
+			(a.mode & 07777) == (o->mode & 07777)) &&
+		       (!(o->valid & SA_UID) || a.uid == o->uid) &&
+		       (!(o->valid & SA_GID) || a.gid == o->gid);
 	if (pread(o->seg->fd, buf, o->len,
 		  (off_t)(o->at + sizeof(struct jrec))) != (ssize_t)o->len ||
 	    fs_rpc(NULL, w->fs, OP_READ, &q, &p, &rep))
@@ -2034,6 +2050,14 @@ static int journal(struct wb *w, struct wfile *f, struct jrec *h,
 		f->pmd = 1;
 		f->pmode = o->mode;
 	}
+	if (o->type == JR_ATTR && (o->valid & SA_UID)) {
+		f->puid = 1;
+		f->puidv = o->uid;
+	}
+	if (o->type == JR_ATTR && (o->valid & SA_GID)) {
+		f->pgid = 1;
+		f->pgidv = o->gid;
+	}
 	w->st.journaled++;
 	w->st.journaled_bytes += o->len;
 	enqueue(w, f, 0);
@@ -2091,23 +2115,24 @@ out:
 int wb_setattr(struct wb *w, const struct cairn_fid *fid, uint32_t valid,
 	       uint64_t size, const struct cairn_time *mtime,
 	       const struct cairn_time *ctime, const struct cairn_time *atime,
-	       uint32_t mode, int rewrite)
+	       uint32_t mode, uint32_t uid, uint32_t gid, int rewrite)
 {
-	struct attrx x = { 0, 0, 0 };
+	struct attrx x = { 0 };
 	struct wfile *f;
 	struct jrec h;
 	int rc = 0;
 
 	valid &= ~(uint32_t)SA_KEEPTIME;
 	if (!valid || (valid & ~(uint32_t)(SA_SIZE | SA_MTIME | SA_CTIME |
-					   SA_ATIME | SA_MODE)))
+					   SA_ATIME | SA_MODE | ATTRX_OWNER)))
 		return -ENOSYS;
 	pthread_mutex_lock(&w->lock);
 	/* mtime and ctime alone need no token: unless changes are kept,
 	 * they go through (the kernel sends them after its writes). A
-	 * size, an atime or permission bits take it (cp -a, tar). */
+	 * size, an atime, permission bits or an owner take it (cp -a, tar,
+	 * rsync -a). */
 	f = *fslot(w, fid);
-	if (!(valid & (SA_SIZE | SA_ATIME | SA_MODE)) &&
+	if (!(valid & (SA_SIZE | SA_ATIME | SA_MODE | ATTRX_OWNER)) &&
 	    !(f && (f->tok == TK_HELD || f->nops))) {
 		pthread_mutex_unlock(&w->lock);
 		return -ENOSYS;
@@ -2126,14 +2151,16 @@ int wb_setattr(struct wb *w, const struct cairn_fid *fid, uint32_t valid,
 		h.csec = ctime->sec;
 		h.cnsec = ctime->nsec;
 	}
-	if (valid & (SA_ATIME | SA_MODE)) {
+	if (valid & (SA_ATIME | SA_MODE | ATTRX_OWNER)) {
 		h.type = JR_ATTRX;
-		h.len = sizeof(x);
+		h.len = (valid & ATTRX_OWNER) ? sizeof(x) : ATTRX_SHORT;
 		if (atime) {
 			x.asec = atime->sec;
 			x.ansec = atime->nsec;
 		}
 		x.mode = mode & 07777;
+		x.uid = uid;
+		x.gid = gid;
 	}
 	rc = journal(w, f, &h, h.len ? &x : NULL) ? -ENOSYS : 0;
 	/* O_TRUNC begins a rewrite: until its close, a recall waits for
@@ -2370,6 +2397,10 @@ static void patch(const struct wfile *f, struct cairn_attr *a)
 			a->atime = f->patime;
 		if (f->pmd)
 			a->mode = (a->mode & S_IFMT) | f->pmode;
+		if (f->puid)
+			a->uid = f->puidv;
+		if (f->pgid)
+			a->gid = f->pgidv;
 	}
 }
 

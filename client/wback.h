@@ -108,10 +108,13 @@ int wb_write(struct wb *w, const struct cairn_fid *fid, const char *buf,
 	     size_t n, uint64_t off);
 
 /*
- * A SETATTR that changes only size, times and permission bits (valid:
- * SA_SIZE, SA_MTIME, SA_CTIME, SA_ATIME, SA_MODE, SA_KEEPTIME) of a
- * regular file: journal it, 0. Else -ENOSYS: the caller sends it itself
- * after wb_drain. mode: the permission bits (07777) for SA_MODE. rewrite:
+ * A SETATTR that changes only size, times, permission bits and owner
+ * (valid: SA_SIZE, SA_MTIME, SA_CTIME, SA_ATIME, SA_MODE, SA_UID, SA_GID,
+ * SA_KEEPTIME) of a regular file: journal it, 0. Else -ENOSYS: the caller
+ * sends it itself after wb_drain. mode: the permission bits (07777) for
+ * SA_MODE; uid, gid for SA_UID, SA_GID. The caller has decided that the
+ * change is allowed (the kernel checked it: default_permissions) and
+ * clears no set-ID bit (the server would). rewrite:
  * it is the kernel's O_TRUNC of an open, so a size change begins a
  * rewrite that the file's close (wb_closed) ends. Caller holds the file's
  * fs.wlock stripe.
@@ -119,7 +122,7 @@ int wb_write(struct wb *w, const struct cairn_fid *fid, const char *buf,
 int wb_setattr(struct wb *w, const struct cairn_fid *fid, uint32_t valid,
 	       uint64_t size, const struct cairn_time *mtime,
 	       const struct cairn_time *ctime, const struct cairn_time *atime,
-	       uint32_t mode, int rewrite);
+	       uint32_t mode, uint32_t uid, uint32_t gid, int rewrite);
 
 /* Anything kept or held at all? (an atomic read; w may be NULL) */
 int wb_busy(struct wb *w);

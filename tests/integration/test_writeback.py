@@ -1541,14 +1541,15 @@ def kill9_after_directories_made_here_replays_them(ctx):
 
 
 @test(timeout=90)
-def cp_a_times_and_modes_answered_here(ctx):
+def cp_a_times_modes_and_owners_answered_here(ctx):
     """What cp -a and tar do to each file they make, utimensat with both
-    times and chmod, is answered by A's daemon (journaled: no SETATTR
-    waits for the server): A's stat shows it at once, and after a kill -9
-    of its daemon with the changes not yet sent (made while the server
-    was stopped) the replay keeps them; B sees them as soon as it asks.
-    chmod with a set-id bit is not journaled (the server decides) and
-    still works."""
+    times, chown and chmod, is answered by A's daemon (journaled: no
+    SETATTR waits for the server): A's stat shows it at once, and after a
+    kill -9 of its daemon with the changes not yet sent (made while the
+    server was stopped) the replay keeps them; B sees them as soon as it
+    asks. chmod with a set-id bit is not journaled (the server decides)
+    and still works; a chown of a set-user-ID file is not journaled
+    either and clears the bit, as on a local disk."""
     srv, a = warm_dir(ctx, 2)
     want = {}
 
@@ -1556,15 +1557,18 @@ def cp_a_times_and_modes_answered_here(ctx):
         path = a.p(rel)
         write_file(path, b"x" * i)
         os.utime(path, ns=(1000000000123456789 + i, 1500000000987654321 + i))
+        os.chown(path, 1000 + i, 100 + i)
         os.chmod(path, 0o600 if i % 2 else 0o640)
         want[rel] = (0o600 if i % 2 else 0o640,
-                     1000000000123456789 + i, 1500000000987654321 + i)
+                     1000000000123456789 + i, 1500000000987654321 + i,
+                     1000 + i, 100 + i)
 
     def check(m, what):
-        for rel, (mode, at, mt) in sorted(want.items()):
+        for rel, want_st in sorted(want.items()):
             st = os.stat(m.p(rel))
-            expect_eq((st.st_mode & 0o7777, st.st_atime_ns, st.st_mtime_ns),
-                      (mode, at, mt), "mode, atime, mtime of %s %s" % (rel, what))
+            expect_eq((st.st_mode & 0o7777, st.st_atime_ns, st.st_mtime_ns,
+                       st.st_uid, st.st_gid), want_st,
+                      "mode, atime, mtime, owner of %s %s" % (rel, what))
 
     sig(srv.proc, 19)
     try:
@@ -1575,7 +1579,7 @@ def cp_a_times_and_modes_answered_here(ctx):
         H.kill9_daemon(a)
     finally:
         sig(srv.proc, 18)
-    expect(pending >= 20 * 3, "only %d changes pending when A was killed" % pending)
+    expect(pending >= 20 * 4, "only %d changes pending when A was killed" % pending)
     remount(a)
     wait_for(lambda: wb_status(a)["wb.pending_changes"] == 0, 20, "A's journal sent")
     check(a, "on A after the replay")
@@ -1587,14 +1591,20 @@ def cp_a_times_and_modes_answered_here(ctx):
     for i in range(20, 60):
         stamp("d/c%02d" % i, i)
     journaled = wb_status(a)["wb.journaled"] - before
-    expect(journaled >= 40 * 3, "only %d changes journaled for 40 files "
-           "made, stamped and chmod'ed" % journaled)
+    expect(journaled >= 40 * 4, "only %d changes journaled for 40 files "
+           "made, stamped, chown'ed and chmod'ed" % journaled)
     check(a, "on A at once")
     check(b, "on B")
     expect_eq(wb_status(a)["wb.conflicts"], 0, "wb.conflicts")
     os.chmod(a.p("d", "c21"), 0o2750)
     expect_eq(os.stat(b.p("d", "c21")).st_mode & 0o7777, 0o2750,
               "set-group-ID chmod on A, seen on B")
+    os.chmod(a.p("d", "c22"), 0o4755)
+    os.chown(a.p("d", "c22"), 2000, 200)
+    for m, where in ((a, "A"), (b, "B")):
+        st = os.stat(m.p("d", "c22"))
+        expect_eq((st.st_mode & 0o7777, st.st_uid, st.st_gid), (0o755, 2000, 200),
+                  "set-user-ID file chown'ed on A, seen on %s" % where)
 
 
 @test(timeout=90)
