@@ -126,6 +126,16 @@ struct cb_wait {
 	struct cairn_fid fid[];          /* what its change changed */
 };
 
+/* A request of client `blocked`, holding the pages of fid locked in its
+ * kernel, parked behind the write token of client `holder` (cb_block).
+ * Only compared as keys (client_key), never followed. ack_lock. */
+struct cb_blockent {
+	struct cb_blockent *next;
+	const void *blocked, *holder;
+	struct cairn_fid fid;
+	int n;                           /* requests parked so */
+};
+
 struct cb_table {
 	pthread_mutex_t lock;
 	void (*hold)(void *owner);
@@ -145,6 +155,7 @@ struct cb_table {
 	struct cb_wait *waits;     /* open waits; guarded by ack_lock */
 	struct cb_wait *armed_head, *armed_tail; /* guarded by ack_lock */
 	struct cb_node *nodes;     /* guarded by ack_lock */
+	struct cb_blockent *blocks; /* guarded by ack_lock */
 	uint64_t cycles;           /* guarded by ack_lock */
 };
 
@@ -249,6 +260,11 @@ void cb_table_destroy(struct cb_table *t)
 		struct cb_node *n = t->nodes;
 		t->nodes = n->next;
 		free(n);
+	}
+	while (t->blocks) {
+		struct cb_blockent *b = t->blocks;
+		t->blocks = b->next;
+		free(b);
 	}
 	pthread_mutex_destroy(&t->ack_lock);
 	pthread_mutex_destroy(&t->lock);
@@ -874,6 +890,120 @@ static void run_done(struct cb_table *t, struct cb_wait *w)
 	}
 }
 
+/* Does acknowledging e need the pages of fid? */
+static int frame_needs_pages(const struct cb_ackent *e,
+			     const struct cairn_fid *fid)
+{
+	for (int i = 0; i < e->nlock; i++)
+		if (!e->lock[i].dir && fid_eq(&e->lock[i].fid, fid))
+			return 1;
+	return 0;
+}
+
+/* Is e's client parked behind a token of waiter's client on an object
+ * whose pages acknowledging e needs? Then waiting for e closes a cycle
+ * the waits alone do not show (see cb_block). */
+static int blocked_behind(struct cb_table *t, const struct cb_ackent *e,
+			  const struct cb_client *waiter)
+{
+	LOCK_ASSERT_HELD(&t->ack_lock);
+	for (const struct cb_blockent *b = t->blocks; b; b = b->next)
+		if (b->blocked == client_key(e->cl) &&
+		    b->holder == client_key(waiter) &&
+		    frame_needs_pages(e, &b->fid))
+			return 1;
+	return 0;
+}
+
+/* Stop making e's wait wait for e (e stays recorded, to be acknowledged
+ * by nobody's wait); a wait it completes moves to *done. */
+static void frame_unwait(struct cb_table *t, struct cb_ackent *e,
+			 struct cb_wait **done)
+{
+	struct cb_wait *w = e->w;
+
+	LOCK_ASSERT_HELD(&t->ack_lock);
+	*e->wprev = e->wnext;
+	if (e->wnext)
+		e->wnext->wprev = e->wprev;
+	e->w = NULL;
+	t->cycles++;
+	CAIRN_ASSERT(w->outstanding > 0);
+	if (--w->outstanding || !w->armed)
+		return;
+	if (w->prev)
+		w->prev->next = w->next;
+	else
+		t->armed_head = w->next;
+	if (w->next)
+		w->next->prev = w->prev;
+	else
+		t->armed_tail = w->prev;
+	*w->tprev = w->tnext;
+	if (w->tnext)
+		w->tnext->tprev = w->tprev;
+	w->prev = NULL;
+	w->next = *done;
+	*done = w;
+}
+
+struct cb_blockent *cb_block(struct cb_table *t, struct cb_client *blocked,
+			     struct cb_client *holder,
+			     const struct cairn_fid *fid)
+{
+	struct cb_wait *done = NULL;
+	struct cb_blockent *b;
+
+	ack_lock(t);
+	for (b = t->blocks; b; b = b->next)
+		if (b->blocked == client_key(blocked) &&
+		    b->holder == client_key(holder) && fid_eq(&b->fid, fid))
+			break;
+	if (!b && (b = calloc(1, sizeof(*b)))) {
+		b->blocked = client_key(blocked);
+		b->holder = client_key(holder);
+		b->fid = *fid;
+		b->next = t->blocks;
+		t->blocks = b;
+	}
+	if (b)
+		b->n++;
+	/* The holder's changes already waiting for blocked's frames on
+	 * fid's pages wait no more. */
+	for (struct cb_wait *w = t->waits; w; w = w->tnext) {
+		struct cb_ackent *e = w->ents, *next;
+
+		if (client_key(w->waiter) != client_key(holder))
+			continue;
+		for (; e; e = next) {
+			next = e->wnext;
+			if (client_key(e->cl) == client_key(blocked) &&
+			    frame_needs_pages(e, fid))
+				frame_unwait(t, e, &done);
+		}
+	}
+	pthread_mutex_unlock(&t->ack_lock);
+	run_done(t, done);
+	return b;
+}
+
+void cb_unblock(struct cb_table *t, struct cb_blockent *b)
+{
+	if (!b)
+		return;
+	ack_lock(t);
+	CAIRN_ASSERT(b->n > 0);
+	if (--b->n == 0) {
+		struct cb_blockent **p = &t->blocks;
+
+		while (*p != b)
+			p = &(*p)->next;
+		*p = b->next;
+		free(b);
+	}
+	pthread_mutex_unlock(&t->ack_lock);
+}
+
 struct cb_wait *cb_wait_new(struct cb_table *t, struct cb_client *waiter,
 			    const struct cb_change *ch, int n, int pages,
 			    void (*done)(void *arg), void *arg)
@@ -939,7 +1069,8 @@ uint32_t cb_frame_add(struct cb_table *t, struct cb_wait *w,
 	e->w = NULL;
 	e->nlock = frame_locks(b, cl->nolock, e->lock);
 	if (w && client_key(cl) != client_key(w->waiter)) {
-		if (wait_closes_cycle(t, w, e)) {
+		if (blocked_behind(t, e, w->waiter) ||
+		    wait_closes_cycle(t, w, e)) {
 			t->cycles++;
 		} else {
 			e->w = w;

@@ -262,6 +262,25 @@ struct cb_wait *cb_wait_new(struct cb_table *t, struct cb_client *waiter,
  */
 uint32_t cb_frame_add(struct cb_table *t, struct cb_wait *w,
 		      const struct cb_batch *b);
+/*
+ * A request of client `blocked` that holds fid's pages locked in its
+ * kernel (a READ, a WRITE) is parked behind the write token of client
+ * `holder` (token.h). blocked's acknowledgement of a break that needs
+ * those pages then waits for the token, which holder returns only after
+ * its own changes are acknowledged: a cycle the waits alone do not show.
+ * So until cb_unblock (of what cb_block returned, once the request runs
+ * again; NULL is ignored),
+ * no change of holder's waits for such a frame of blocked, including
+ * the ones already waiting (they may complete: their done runs). The
+ * frames are still delivered and acknowledged; counted in cb_ack_cycles.
+ * Out of memory, only the waits already open are let go.
+ */
+struct cb_blockent;
+struct cb_blockent *cb_block(struct cb_table *t, struct cb_client *blocked,
+			     struct cb_client *holder,
+			     const struct cairn_fid *fid);
+void cb_unblock(struct cb_table *t, struct cb_blockent *b);
+
 /* Breaks not waited for because waiting could have closed a cycle. */
 uint64_t cb_ack_cycles(struct cb_table *t);
 /*

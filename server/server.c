@@ -150,6 +150,9 @@ struct job {
 	struct wire_hdr h;
 	uint8_t *payload;
 	struct tok_wait tw;       /* parked behind a write token */
+	struct cb_blockent *block; /* and so holding up its client's
+				   * acknowledgements (cb_block) */
+	struct cairn_fid park_fid; /* what it was parked on */
 	int admitted;             /* delivery admitted it already: d holds
 				   * its duplicate cache entry */
 	int stack;                /* on the reader's stack: never parked */
@@ -923,6 +926,28 @@ static const struct cairn_fid *must_wait(struct server *s, struct conn *c,
 }
 
 /*
+ * A request parked behind another client's token on fid may hold fid's
+ * pages locked in its client's kernel: a READ or WRITE, or any request a
+ * client sends while answering one (a GETATTR before a read). That
+ * client needs those pages to acknowledge a break of fid, so the
+ * holder's changes must not wait for that (callback.h, cb_block). Set
+ * up before the request is parked, so that its resume, on any thread,
+ * finds it.
+ */
+static struct cb_blockent *park_block(struct server *s, struct conn *c,
+				      const struct cairn_fid *fid)
+{
+	struct cb_blockent *b;
+	struct conn *holder;
+
+	if (!(holder = tok_holder_get(s->ctx.tok, c, fid)))
+		return NULL;
+	b = cb_block(s->ctx.cb, conn_cb_client(c), conn_cb_client(holder), fid);
+	conn_put(holder);
+	return b;
+}
+
+/*
  * One request, one way: delivery admits it (the duplicate request cache
  * may answer it instead), its handler runs, delivery sends the outcome.
  * A request that must wait for another client's write token is parked
@@ -964,8 +989,13 @@ again:
 		struct cairn_fid fid = *wait;
 
 		handler_out_free(&out);
-		if (!tok_park(s->ctx.tok, c, &fid, &j->tw))
+		j->block = park_block(s, c, &fid);
+		j->park_fid = fid;
+		if (!tok_park(s->ctx.tok, c, &fid, &j->tw)) {
+			cb_unblock(s->ctx.cb, j->block);
+			j->block = NULL;
 			goto again; /* returned meanwhile */
+		}
 		return 1;
 	}
 	return deliver_reply(&s->ctx, c, h, &j->d, &out);
@@ -1009,6 +1039,8 @@ static void resume_job(void *arg, struct tok_wait *w)
 	struct server *s = arg;
 	struct job *j = (struct job *)((char *)w - offsetof(struct job, tw));
 
+	cb_unblock(s->ctx.cb, j->block);
+	j->block = NULL;
 	j->next = NULL; /* still the successor it had when first queued */
 	queue_job(s, j);
 }
@@ -1146,7 +1178,16 @@ static void *worker_main(void *arg)
 		pthread_mutex_unlock(&s->qlock);
 		if (!j)
 			break;
-		if (serve_request(s, j) == 1)
+		/* Read before it runs: parked again, j is the table's. */
+		int gated = j->tw.gated;
+		struct cairn_fid pf = j->park_fid;
+
+		j->tw.gated = 0;
+		int rc = serve_request(s, j);
+
+		if (gated)
+			tok_gate_done(s->ctx.tok, &pf);
+		if (rc == 1)
 			continue; /* parked: the token table has it */
 		free(j->payload);
 		inflight_leave(j->c);

@@ -29,10 +29,28 @@ struct token {
 	struct tok_wait *whead, *wtail;
 };
 
+/*
+ * A token given up while requests were parked behind it: until those
+ * have run again (n of them, tok_gate_done) or TOK_GATE_MS passed, its
+ * last holder may not take it again. Else a client rewriting a file in
+ * a loop takes the token back before the other client's request runs,
+ * and that request parks again, for ever (starved). Other clients may.
+ */
+struct gate {
+	struct cairn_fid fid;
+	const struct conn *c;         /* the last holder; compared only */
+	int n;                        /* requests still to run again */
+	int64_t until_ms;
+	struct tok_wait *whead, *wtail; /* its grants, parked */
+	int used;
+};
+
 struct tok_table {
 	pthread_mutex_t lock;
 	struct token **buckets;
 	size_t nbuckets, n;
+	struct gate gates[TOK_GATES];
+	unsigned ngates;              /* in use (n > 0) */
 	unsigned timeout_ms;
 	void (*resume)(void *, struct tok_wait *);
 	void *arg;
@@ -159,15 +177,71 @@ static void later_put(struct later *l, struct conn *c)
 
 /* Unlink *p (a token) and free it: its waiters go to l->resume, its
  * holder's reference to l->put. */
+/* fid's gate, or NULL; one whose time is up is opened (its grants
+ * resumed through l) and NULL returned. Under lock. */
+static struct gate *gate_find(struct tok_table *t,
+			      const struct cairn_fid *fid, struct later *l)
+{
+	if (!t->ngates)
+		return NULL;
+	for (unsigned i = 0; i < TOK_GATES; i++) {
+		struct gate *g = &t->gates[i];
+
+		if (!g->used || g->n <= 0 || !fid_eq(&g->fid, fid))
+			continue;
+		if (clock_mono_ms() < g->until_ms)
+			return g;
+		g->n = 0;
+	}
+	return NULL;
+}
+
+/* Open the gates that are done (n <= 0) and still hold grants, through
+ * l. Under lock. */
+static void gates_open(struct tok_table *t, struct later *l)
+{
+	for (unsigned i = 0; i < TOK_GATES; i++) {
+		struct gate *g = &t->gates[i];
+
+		if (!g->used || g->n > 0)
+			continue;
+		if (g->whead) {
+			for (struct tok_wait *w = g->whead; w; w = w->next)
+				w->gated = 0;
+			*l->rtail = g->whead;
+			l->rtail = &g->wtail->next;
+		}
+		memset(g, 0, sizeof(*g));
+		__atomic_store_n(&t->ngates, t->ngates - 1, __ATOMIC_RELAXED);
+	}
+}
+
 static void remove_token(struct tok_table *t, struct token **p,
 			 struct later *l)
 {
 	struct token *k = *p;
+	int parked = 0;
 
 	*p = k->next;
 	if (k->whead) {
 		*l->rtail = k->whead;
 		l->rtail = &k->wtail->next;
+		for (struct tok_wait *w = k->whead; w; w = w->next)
+			parked++;
+	}
+	/* A full table (TOK_GATES) just lets the holder back in. */
+	for (unsigned i = 0; parked && i < TOK_GATES; i++) {
+		struct gate *g = &t->gates[i];
+
+		if (g->used)
+			continue;
+		*g = (struct gate){ .fid = k->fid, .c = k->holder,
+				    .n = parked, .used = 1,
+				    .until_ms = clock_mono_ms() + TOK_GATE_MS };
+		__atomic_store_n(&t->ngates, t->ngates + 1, __ATOMIC_RELAXED);
+		for (struct tok_wait *w = k->whead; w; w = w->next)
+			w->gated = 1;
+		break;
 	}
 	later_put(l, k->holder);
 	free(k);
@@ -215,13 +289,20 @@ int tok_acquire(struct tok_table *t, struct conn *c,
 		const struct cairn_fid *fid, int *fresh)
 {
 	struct token **p, *k;
+	struct gate *g;
+	struct later l;
 	int ret = 0;
 
 	*fresh = 0;
+	later_init(&l);
 	pthread_mutex_lock(&t->lock);
 	p = slot(t, fid);
 	if (*p) {
 		ret = (*p)->holder == c ? 0 : 1;
+		goto out;
+	}
+	if ((g = gate_find(t, fid, &l)) && g->c == c) {
+		ret = 1; /* tok_park puts it behind the gate */
 		goto out;
 	}
 	/* The per-connection count is a walk, paid only near the limit. */
@@ -245,7 +326,9 @@ int tok_acquire(struct tok_table *t, struct conn *c,
 	if (t->n > t->nbuckets * 2)
 		grow(t);
 out:
+	gates_open(t, &l);
 	pthread_mutex_unlock(&t->lock);
+	later_run(t, &l);
 	return ret;
 }
 
@@ -278,20 +361,51 @@ int tok_find_other(struct tok_table *t, struct conn *c,
 	return ret;
 }
 
+struct conn *tok_holder_get(struct tok_table *t, struct conn *c,
+			    const struct cairn_fid *fid)
+{
+	struct conn *h = NULL;
+	struct token *k;
+
+	pthread_mutex_lock(&t->lock);
+	k = *slot(t, fid);
+	if (k && k->holder != c) {
+		h = k->holder;
+		conn_get(h);
+	}
+	pthread_mutex_unlock(&t->lock);
+	return h;
+}
+
 int tok_park(struct tok_table *t, struct conn *c,
 	     const struct cairn_fid *fid, struct tok_wait *w)
 {
 	struct later l;
 	struct token *k;
+	struct gate *g;
 
 	later_init(&l);
 	pthread_mutex_lock(&t->lock);
 	k = *slot(t, fid);
-	if (!k || k->holder == c) {
+	if (!k && (g = gate_find(t, fid, &l)) && g->c == c) {
+		w->next = NULL;
+		w->gated = 0;
+		if (g->wtail)
+			g->wtail->next = w;
+		else
+			g->whead = w;
+		g->wtail = w;
 		pthread_mutex_unlock(&t->lock);
+		return 1;
+	}
+	if (!k || k->holder == c) {
+		gates_open(t, &l);
+		pthread_mutex_unlock(&t->lock);
+		later_run(t, &l);
 		return 0;
 	}
 	w->next = NULL;
+	w->gated = 0;
 	if (k->wtail)
 		k->wtail->next = w;
 	else
@@ -346,6 +460,10 @@ void tok_conn_gone(struct tok_table *t, struct conn *c)
 			}
 		}
 	}
+	/* Its gates hold nobody back now (the pointer may be reused). */
+	for (unsigned i = 0; i < TOK_GATES; i++)
+		if (t->gates[i].c == c)
+			t->gates[i].c = NULL;
 	pthread_mutex_unlock(&t->lock);
 	if (n)
 		log_info("peer %s: connection ended holding %zu write "
@@ -355,15 +473,33 @@ void tok_conn_gone(struct tok_table *t, struct conn *c)
 	later_run(t, &l);
 }
 
+void tok_gate_done(struct tok_table *t, const struct cairn_fid *fid)
+{
+	struct later l;
+	struct gate *g;
+
+	later_init(&l);
+	pthread_mutex_lock(&t->lock);
+	if ((g = gate_find(t, fid, &l)))
+		g->n--;
+	gates_open(t, &l);
+	pthread_mutex_unlock(&t->lock);
+	later_run(t, &l);
+}
+
 void tok_expire(struct tok_table *t)
 {
 	struct later l;
 	int64_t now = clock_mono_ms();
 
-	if (!tok_count(t))
+	if (!tok_count(t) && !__atomic_load_n(&t->ngates, __ATOMIC_RELAXED))
 		return;
 	later_init(&l);
 	pthread_mutex_lock(&t->lock);
+	for (unsigned i = 0; i < TOK_GATES; i++)
+		if (t->gates[i].used && now >= t->gates[i].until_ms)
+			t->gates[i].n = 0;
+	gates_open(t, &l);
 	for (size_t i = 0; i < t->nbuckets; i++) {
 		struct token **p = &t->buckets[i];
 

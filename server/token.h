@@ -37,7 +37,14 @@ struct tok_table;
 /* Embedded in a parked request. */
 struct tok_wait {
 	struct tok_wait *next;
+	/* Set when resumed: the request is one a gate counts; once it has
+	 * run again (replied, or parked again), call tok_gate_done. */
+	int gated;
 };
+
+/* Gates (tok_gate_done) kept at most, and how long one holds at most. */
+#define TOK_GATES   64u
+#define TOK_GATE_MS 500
 
 /*
  * resume(arg, w): run parked request w again (it is no longer in the
@@ -81,6 +88,22 @@ int tok_find_other(struct tok_table *t, struct conn *c,
  */
 int tok_park(struct tok_table *t, struct conn *c,
 	     const struct cairn_fid *fid, struct tok_wait *w);
+
+/* The connection of a client other than c holding fid's token, with a
+ * reference (conn_put it), or NULL. */
+struct conn *tok_holder_get(struct tok_table *t, struct conn *c,
+			    const struct cairn_fid *fid);
+
+/*
+ * A request resumed with w->gated set (parked on fid) has run again.
+ * When a token is returned, revoked or dropped with requests parked
+ * behind it, its last holder cannot take it again (tok_acquire answers
+ * 1, tok_park parks the grant) until those requests have run again, or
+ * for TOK_GATE_MS at most: a client rewriting a file in a loop would
+ * otherwise starve another client's reader, whose request would park
+ * again behind each new grant.
+ */
+void tok_gate_done(struct tok_table *t, const struct cairn_fid *fid);
 
 /* c gives fid's token back (WT_RETURN, or a grant it cannot use). */
 void tok_return(struct tok_table *t, struct conn *c,

@@ -641,6 +641,71 @@ static void test_ack_resend(void)
 	resend(3, 0); /* another client: no cycle */
 }
 
+/*
+ * A request of b parked behind a's write token on f may hold f's pages
+ * in b's kernel (a READ): a's changes neither keep waiting nor start
+ * waiting for b's acknowledgement of a record of f while it is parked,
+ * but still do for another object, for an entry of f, and for another
+ * client; once b's request has run again (cb_unblock) they wait again.
+ */
+static void test_ack_parked_reader(void)
+{
+	struct cb_table *t = cb_table_create(100, NULL);
+	struct cb_client a, b, c;
+	struct cairn_fid f = F(1), g = F(2);
+	int done = 0;
+
+	hello(t, &a, NULL, 1, ACKING);
+	hello(t, &b, NULL, 2, HELLO_CB_ACK); /* takes directory locks */
+	hello(t, &c, NULL, 3, ACKING);
+	/* a's grant waits for b and c; then b's READ of f parks behind a. */
+	struct cb_wait *wa = change_wait(t, &a, f, NULL, 0, &done);
+	uint32_t ib = send1(t, wa, &b, f, NULL);
+	uint32_t ic = send1(t, wa, &c, f, NULL);
+	CHECK_EQ(cb_wait_arm(t, wa), 0);
+	struct cb_blockent *blk = cb_block(t, &b, &a, &f);
+	CHECK(blk != NULL);
+	CHECK_EQ(cb_ack_cycles(t), 1);
+	CHECK_EQ(done, 0);           /* c still to answer */
+	CHECK_EQ(cb_ack(t, &c, ic), 0);
+	CHECK_EQ(done, 1);           /* b not waited for any more */
+	CHECK_EQ(cb_ack(t, &b, ib), 0); /* still its frame to answer */
+
+	/* While parked: a new change of a's skips b's record of f only. */
+	wa = change_wait(t, &a, f, NULL, 1, &done);
+	send1(t, wa, &b, f, NULL);
+	CHECK_EQ(cb_ack_cycles(t), 2);
+	uint32_t ig = send1(t, wa, &b, g, NULL);
+	uint32_t ie = send1(t, wa, &b, f, "x"); /* an entry: a lock, no pages */
+	CHECK_EQ(cb_ack_cycles(t), 2);
+	CHECK_EQ(cb_wait_arm(t, wa), 0);
+	cb_ack(t, &b, ig);
+	CHECK_EQ(done, 1);
+	cb_ack(t, &b, ie);
+	CHECK_EQ(done, 2);
+	/* Another holder's changes are not affected. */
+	struct cb_wait *wc = change_wait(t, &c, f, NULL, 0, &done);
+	uint32_t ib2 = send1(t, wc, &b, f, NULL);
+	CHECK_EQ(cb_wait_arm(t, wc), 0);
+	CHECK_EQ(cb_ack_cycles(t), 2);
+	cb_ack(t, &b, ib2);
+	CHECK_EQ(done, 3);
+
+	/* Run again: a waits for b again. */
+	cb_unblock(t, blk);
+	wa = change_wait(t, &a, f, NULL, 0, &done);
+	ib = send1(t, wa, &b, f, NULL);
+	CHECK_EQ(cb_wait_arm(t, wa), 0);
+	CHECK_EQ(cb_ack_cycles(t), 2);
+	cb_ack(t, &b, ib);
+	CHECK_EQ(done, 4);
+	cb_unblock(t, NULL); /* out of memory at cb_block: nothing to undo */
+	cb_drop_client(t, &a);
+	cb_drop_client(t, &b);
+	cb_drop_client(t, &c);
+	cb_table_destroy(t);
+}
+
 int main(void)
 {
 	run("callback register and break skip the changer",
@@ -660,5 +725,7 @@ int main(void)
 	run("callback acknowledgements wait for earlier frames",
 	    test_ack_earlier_frames);
 	run("callback a resent change is its client's", test_ack_resend);
+	run("callback a parked reader is not waited for by the holder",
+	    test_ack_parked_reader);
 	return failed_total ? 1 : 0;
 }
