@@ -177,6 +177,8 @@ struct wfile {
 	enum wtok tok;
 	unsigned queued : 1, busy : 1, must_return : 1;
 	unsigned returning : 1;   /* in a WRETURN on its way */
+	unsigned granting : 1;    /* in a WTOKEN on its way (hold) */
+	unsigned recall_early : 1; /* recalled while granting */
 	unsigned open_dirty : 1;  /* truncated since its last close (FLUSH) */
 	int64_t recalled_ms;      /* when the recall came */
 	unsigned known : 1;       /* known_dv/size hold */
@@ -1217,6 +1219,25 @@ static int close_pending(const struct wb *w, const struct wfile *f)
 	       clock_mono_ms() - f->recalled_ms < WB_CLOSE_WAIT_MS;
 }
 
+/*
+ * Give f's token back (WT_RETURN), the lock dropped meanwhile. Until the
+ * reply f is `returning`: a writer's grant (hold) waits, or it could
+ * reach the server first and be undone by this return. Under lock.
+ */
+static int return_token(struct wb *w, struct wfile *f)
+{
+	int rc;
+
+	f->returning = 1;
+	pthread_mutex_unlock(&w->lock);
+	rc = give_back(w, &f->fid);
+	pthread_mutex_lock(&w->lock);
+	f->returning = 0;
+	if (rc == 0)
+		w->st.returns++;
+	return rc;
+}
+
 /* f's changes can never be sent: kept as a conflict copy, dropped from
  * the journal. Under lock (dropped while saving); f busy (ours). */
 static void conflict(struct wb *w, struct wfile *f)
@@ -1517,11 +1538,7 @@ failed:
 		if (f->tok == TK_RECALLED) {
 			set_tok(w, f, TK_NONE);
 			f->open_dirty = 0;
-			pthread_mutex_unlock(&w->lock);
-			rc = give_back(w, &f->fid);
-			pthread_mutex_lock(&w->lock);
-			if (rc == 0)
-				w->st.returns++;
+			return_token(w, f);
 		}
 		pthread_cond_broadcast(&w->done);
 		return;
@@ -1545,14 +1562,9 @@ failed:
 		f->open_dirty = 0;
 		if (f->tok == TK_HELD || f->tok == TK_RECALLED)
 			set_tok(w, f, TK_NONE);
-		pthread_mutex_unlock(&w->lock);
-		rc = give_back(w, &f->fid);
-		pthread_mutex_lock(&w->lock);
-		if (rc)
+		if ((rc = return_token(w, f)))
 			log_debug("write-back: returning the token of vnode %"
 				  PRIu64 ": %s", f->fid.vnode, strerror(-rc));
-		else
-			w->st.returns++;
 	}
 out:
 	pthread_cond_broadcast(&w->done);
@@ -1939,6 +1951,15 @@ static struct wfile *hold(struct wb *w, const struct cairn_fid *fid,
 			}
 			continue;
 		}
+		/* One grant at a time (another writer of the file asked
+		 * already): a recall meanwhile is for that one. */
+		if (f->granting) {
+			f->waiters++;
+			while (f->granting && !w->stopping)
+				pthread_cond_wait(&w->done, &w->lock);
+			f->waiters--;
+			continue;
+		}
 		if (++tries > 3) {
 			*rc = -ENOSYS;
 			file_maybe_free(w, f);
@@ -1946,10 +1967,21 @@ static struct wfile *hold(struct wb *w, const struct cairn_fid *fid,
 		}
 		recalls = f->recalls;
 		f->waiters++;
+		f->granting = 1;
+		f->recall_early = 0;
 		pthread_mutex_unlock(&w->lock);
 		r = grant(w, fid, 0, 0, &a);
 		pthread_mutex_lock(&w->lock);
 		f->waiters--;
+		f->granting = 0;
+		pthread_cond_broadcast(&w->done);
+		if (f->recall_early && r) {
+			/* A recall of a token we did not get: answer it as
+			 * wb_recall would have. */
+			f->must_return = 1;
+			f->retry_ms = 0;
+			enqueue(w, f, 1);
+		}
 		if (r) {
 			if (r != -EAGAIN && r != -EINVAL)
 				log_debug("write-back: no token for vnode %"
@@ -1960,9 +1992,23 @@ static struct wfile *hold(struct wb *w, const struct cairn_fid *fid,
 			return NULL;
 		}
 		w->st.grants++;
-		if (f->recalls != recalls)
-			continue; /* recalled in flight: given back */
-		set_tok(w, f, TK_HELD);
+		if (f->recalls == recalls) {
+			set_tok(w, f, TK_HELD);
+		} else if (f->recall_early) {
+			/* Recalled in flight: another client is waiting for
+			 * the file. Giving the token back now would make this
+			 * change go through on its own, and a rewrite (O_TRUNC,
+			 * writes, close) reach that client in pieces. Keep it
+			 * as recalled instead: this change is journaled and
+			 * sent at once, a rewrite goes on to its close
+			 * (close_pending), and then the token goes back. */
+			set_tok(w, f, TK_RECALLED);
+			f->recalled_ms = clock_mono_ms();
+			f->retry_ms = 0;
+			enqueue(w, f, 1);
+		} else {
+			continue; /* given back already */
+		}
 		f->known = 1;
 		f->known_dv = a.dv;
 		f->known_size = a.size;
@@ -2283,6 +2329,12 @@ void wb_recall(void *arg, const struct cairn_fid *fid)
 			set_tok(w, f, TK_RECALLED);
 			f->recalled_ms = clock_mono_ms();
 			hurry_dir(w, f); /* its return waits for them */
+		} else if (f->granting) {
+			/* For the token on its way to hold(), which keeps it
+			 * as recalled (or answers this if it gets none). */
+			f->recall_early = 1;
+			pthread_mutex_unlock(&w->lock);
+			return;
 		} else if (f->tok != TK_RECALLED) {
 			f->must_return = 1;
 			w->unheld[w->nunheld++ % 64] = *fid;
