@@ -906,6 +906,9 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	 * ctime, and sends them when they are to change. */
 	if (fs->wb)
 		valid |= SA_KEEPTIME;
+	/* Reads pinned to a version see this client's own change. */
+	if (valid & SA_SIZE)
+		itab_wgen_bump(fs->itab, ino);
 	if (ctime_after_removal(fs, ino, attr, valid, &a)) {
 		struct stat st;
 
@@ -1163,6 +1166,7 @@ int fs_create(struct rpc *r, struct itab *t, struct notify *n,
 	pthread_mutex_init(&fs->ahead.lock, NULL);
 	pthread_cond_init(&fs->ahead.cond, NULL);
 	pthread_condattr_destroy(&ca);
+	pthread_mutex_init(&fs->pin_lock, NULL);
 	/* After fs->orph is ready: pushes may arrive already. */
 	notify_set_orphan_hook(n, fs_orphan_hook, fs);
 	*out = fs;
@@ -1210,6 +1214,8 @@ void fs_destroy(struct fs *fs)
 	pthread_cond_destroy(&fs->orph.cond);
 	pthread_mutex_destroy(&fs->ahead.lock);
 	pthread_cond_destroy(&fs->ahead.cond);
+	fs_pins_free(fs);
+	pthread_mutex_destroy(&fs->pin_lock);
 	free(fs->orph.q);
 	dcache_destroy(fs->dc);
 	free(fs);

@@ -19,6 +19,7 @@
  * the kernel holds it (fs_orphan.c).
  */
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,9 @@
 #include "inode.h"
 #include "notify.h"
 #include "wback.h"
+
+static void pin_open(struct fs *fs, fuse_ino_t ino,
+		     const struct fuse_file_info *fi);
 
 /*
  * open/opendir. Close-to-open: unless the promise stands and the page cache
@@ -59,6 +63,8 @@ void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 		fs_note_opener(req, fid.vnode);
 	if (rc >= 1) {
 		fi->keep_cache = rc == 1;
+		if (rc == 1 && !isdir)
+			pin_open(fs, ino, fi);
 		fs_reply_open(req, fs, ino, NULL, fi);
 		return;
 	}
@@ -371,6 +377,333 @@ out:
 	return rc;
 }
 
+/*
+ * Whole versions. A file of up to PIN_CHUNKS chunks is read, for the
+ * whole of one open, at one data version: its first READ fetches every
+ * chunk at once (a READ each, sent together, so that they all run
+ * between two of another client's closes: a write token's return runs
+ * the requests parked behind it before its holder may take it again,
+ * server/token.h) and keeps trying until all come back at the same
+ * version; that version is the open's (its "pin"), and every READ of the
+ * open is answered from the chunk cache at it, also after a break: a
+ * reader that opened before another client's close reads the whole
+ * content it opened, never part of the next (AFS reads the file it
+ * fetched at open in the same way). Its pages stay in the kernel only
+ * while that version is the current one. An open of a file this client
+ * writes (itab_wopen), a larger file, or one whose chunks cannot all be
+ * had at one version (PIN_TRIES) reads as before (read_cached), and so
+ * does an open whose pinned chunks were evicted since.
+ */
+#define PIN_CHUNKS 8u
+#define PIN_TRIES  8
+
+struct fs_pin {
+	struct fs_pin *next;
+	uint64_t fh;
+	struct cairn_fid fid;
+	uint64_t dv, size;
+	uint32_t wgen;                /* itab_info's, when pinned */
+	int none;                     /* read as before */
+};
+
+static struct fs_pin **pin_slot(struct fs *fs, uint64_t fh)
+{
+	struct fs_pin **p = &fs->pins[fh % FS_PIN_BUCKETS];
+
+	while (*p && (*p)->fh != fh)
+		p = &(*p)->next;
+	return p;
+}
+
+static void pin_set(struct fs *fs, const struct fs_pin *v)
+{
+	struct fs_pin *p = malloc(sizeof(*p));
+
+	if (!p)
+		return; /* the next READ tries again */
+	*p = *v;
+	pthread_mutex_lock(&fs->pin_lock);
+	p->next = fs->pins[v->fh % FS_PIN_BUCKETS];
+	fs->pins[v->fh % FS_PIN_BUCKETS] = p;
+	pthread_mutex_unlock(&fs->pin_lock);
+}
+
+static void pin_drop(struct fs *fs, uint64_t fh)
+{
+	struct fs_pin **p, *x = NULL;
+
+	pthread_mutex_lock(&fs->pin_lock);
+	if (*(p = pin_slot(fs, fh))) {
+		x = *p;
+		*p = x->next;
+	}
+	pthread_mutex_unlock(&fs->pin_lock);
+	free(x);
+}
+
+void fs_pins_free(struct fs *fs)
+{
+	for (size_t i = 0; i < FS_PIN_BUCKETS; i++)
+		while (fs->pins[i]) {
+			struct fs_pin *p = fs->pins[i];
+
+			fs->pins[i] = p->next;
+			free(p);
+		}
+}
+
+struct pin_fetch {
+	struct fs *fs;
+	struct cairn_fid fid;
+	uint32_t idx;
+	struct rpc_reply rep;
+	struct iovec iov;
+	struct cairn_attr a;
+	int rc;
+	pthread_t th;
+	int started;
+};
+
+static void *pin_fetch_one(void *arg)
+{
+	struct pin_fetch *x = arg;
+
+	x->rc = read_rpc(NULL, x->fs, &x->fid, (uint64_t)x->idx * CCACHE_CHUNK,
+			 CCACHE_CHUNK, &x->rep, &x->iov, &x->a);
+	return NULL;
+}
+
+/* Is chunk i of (fid, dv) cached? */
+static int pin_has(struct fs *fs, const struct cairn_fid *fid, uint64_t dv,
+		   uint32_t i)
+{
+	struct ccache_key k = { *fid, dv, i };
+	struct ccache_buf b = { 0 };
+	int rc = ccache_get(fs->cc, &k, 0, 1, &b);
+
+	ccache_buf_free(&b);
+	return rc == 0;
+}
+
+/*
+ * Make every chunk of fid at one version cached, starting from *a (fresh
+ * attributes): the missing ones are fetched together; when they come
+ * back at another version (or at several), every chunk is fetched again,
+ * together, until one round brings them all at one version. 0 and *a
+ * that version; 1 when the versions kept moving (PIN_TRIES); or a
+ * negative errno.
+ */
+static int pin_fetch(fuse_req_t req, struct fs *fs, const struct cairn_fid *fid,
+		     struct cairn_attr *a)
+{
+	struct pin_fetch x[PIN_CHUNKS];
+	uint64_t seq = notify_seq(fs->ntf);
+	int rc = 1;
+
+	for (int t = 0; t < PIN_TRIES && rc == 1; t++) {
+		uint32_t n = (uint32_t)((a->size + CCACHE_CHUNK - 1) /
+					CCACHE_CHUNK), m = 0;
+
+		if (a->size > (uint64_t)PIN_CHUNKS * CCACHE_CHUNK)
+			return 1;
+		/* First the chunks missing at the version the rest is
+		 * cached at; after a round that came back torn, all of them
+		 * (only one round's answers are of one moment). */
+		for (uint32_t i = 0; i < n; i++)
+			if (t > 0 || !pin_has(fs, fid, a->dv, i))
+				x[m++] = (struct pin_fetch){
+					.fs = fs, .fid = *fid, .idx = i };
+		if (m == 0)
+			return 0;
+		for (uint32_t i = 1; i < m; i++)
+			if (pthread_create(&x[i].th, NULL, pin_fetch_one,
+					   &x[i]) == 0)
+				x[i].started = 1;
+		x[0].rc = read_rpc(req, fs, fid,
+				   (uint64_t)x[0].idx * CCACHE_CHUNK,
+				   CCACHE_CHUNK, &x[0].rep, &x[0].iov,
+				   &x[0].a);
+		for (uint32_t i = 1; i < m; i++) {
+			if (x[i].started)
+				pthread_join(x[i].th, NULL);
+			else
+				pin_fetch_one(&x[i]);
+		}
+		rc = 0;
+		for (uint32_t i = 0; i < m && !rc; i++)
+			rc = x[i].rc;
+		for (uint32_t i = 0; i < m; i++)
+			ccache_count_fetch(fs->cc, x[i].iov.iov_len);
+		if (rc == 0) {
+			const struct cairn_attr *hi = &x[0].a;
+			int same = 1;
+
+			for (uint32_t i = 1; i < m; i++) {
+				same &= x[i].a.dv == x[0].a.dv;
+				if (x[i].a.dv > hi->dv)
+					hi = &x[i].a;
+			}
+			/* Keep the chunks of the newest version among them,
+			 * each whole (or cut by that version's end). */
+			for (uint32_t i = 0; i < m; i++) {
+				uint64_t base = (uint64_t)x[i].idx * CCACHE_CHUNK;
+				uint64_t want = hi->size > base ? hi->size - base
+								: 0;
+				struct ccache_key k = { *fid, hi->dv, x[i].idx };
+
+				if (want > CCACHE_CHUNK)
+					want = CCACHE_CHUNK;
+				if (x[i].a.dv != hi->dv || want == 0 ||
+				    x[i].iov.iov_len != want) {
+					same = 0;
+					continue;
+				}
+				ccache_put(fs->cc, &k, x[i].iov.iov_base,
+					   (uint32_t)want);
+			}
+			fs_note_attrs(fs, seq, hi, NULL);
+			/* Another version than the one the rest is cached
+			 * at (only the first round fetched some): again. */
+			if (!same || (hi->dv != a->dv && m < n))
+				rc = 1;
+			*a = *hi;
+		}
+		for (uint32_t i = 0; i < m; i++)
+			rpc_reply_free(&x[i].rep);
+	}
+	return rc;
+}
+
+/*
+ * An open that keeps the kernel's pages (the promise stands, the pages
+ * are of the current version): that version is the open's. Whether the
+ * chunk cache holds all of it is seen at the READs that reach us (most
+ * never do); one it no longer holds reads as before.
+ */
+static void pin_open(struct fs *fs, fuse_ino_t ino,
+		     const struct fuse_file_info *fi)
+{
+	struct fs_pin v = { .fh = fi->fh };
+	struct itab_info info;
+	struct cairn_attr a;
+	int current = 0;
+
+	/* Changes of ours still in the journal: the version the table
+	 * holds is not what the kernel's pages hold. */
+	if (!fs->cc || !fi->fh || (fi->flags & O_ACCMODE) != O_RDONLY ||
+	    wb_busy(fs->wbk) ||
+	    itab_attr_last(fs->itab, ino, &a, &current) || !current ||
+	    !S_ISREG(a.mode) || a.size == 0 ||
+	    a.size > (uint64_t)PIN_CHUNKS * CCACHE_CHUNK ||
+	    itab_info(fs->itab, ino, &info) || info.dv != a.dv)
+		return; /* not pinned: the first READ decides */
+	v.wgen = info.wgen;
+	v.fid = a.fid;
+	v.dv = a.dv;
+	v.size = a.size;
+	pin_set(fs, &v);
+}
+
+/* The first READ of open fh: choose its version (see above). */
+static void pin_take(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
+		     uint64_t fh, struct fs_pin *v)
+{
+	uint64_t seq = notify_seq(fs->ntf);
+	struct itab_info info;
+	struct cairn_attr a;
+	int current = 0, rc;
+
+	*v = (struct fs_pin){ .fh = fh, .none = 1 };
+	if (itab_wopen(fs->itab, ino, 0) > 0 ||
+	    itab_attr_last(fs->itab, ino, &a, &current) || !S_ISREG(a.mode))
+		goto out;
+	v->fid = a.fid;
+	/* Fresh attributes: the version the server has now (and the
+	 * promise back). */
+	if (!current) {
+		if (fs_getattr(req, fs, &v->fid, &a))
+			goto out;
+		fs_note_attrs(fs, seq, &a, NULL);
+	}
+	if (a.size == 0 || a.size > (uint64_t)PIN_CHUNKS * CCACHE_CHUNK)
+		goto out;
+	if ((rc = pin_fetch(req, fs, &v->fid, &a)))
+		goto out;
+	if (itab_info(fs->itab, ino, &info))
+		goto out;
+	v->wgen = info.wgen;
+	v->dv = a.dv;
+	v->size = a.size;
+	v->none = 0;
+out:
+	pin_set(fs, v);
+}
+
+/*
+ * Answer a READ of open fh from its version: 0 when answered, 1 when the
+ * caller reads as before.
+ */
+static int pin_read(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
+		    uint64_t fh, size_t size, off_t off)
+{
+	struct ccache_buf b[2] = { { 0 } };
+	struct iovec iov[2];
+	struct itab_info info;
+	struct fs_pin v, *p;
+	uint64_t end, first;
+	int n = 0, rc = 1, old, have;
+
+	pthread_mutex_lock(&fs->pin_lock);
+	if ((p = *pin_slot(fs, fh)))
+		v = *p;
+	pthread_mutex_unlock(&fs->pin_lock);
+	if (!p)
+		pin_take(req, fs, ino, fh, &v);
+	/* A writer here: its writes are this client's to see at once. */
+	if (v.none || size > CCACHE_CHUNK || itab_wopen(fs->itab, ino, 0) > 0)
+		return 1;
+	/* Written here since the pin (opened for writing, truncated): our
+	 * own changes are this client's to see, as before. */
+	have = itab_info(fs->itab, ino, &info) == 0;
+	if (have && info.wgen != v.wgen) {
+		pin_drop(fs, fh);
+		return 1;
+	}
+	end = (uint64_t)off + size < v.size ? (uint64_t)off + size : v.size;
+	first = (uint64_t)off / CCACHE_CHUNK;
+	for (uint64_t o = (uint64_t)off; o < end; n++) {
+		uint64_t idx = o / CCACHE_CHUNK;
+		uint32_t coff = (uint32_t)(o % CCACHE_CHUNK);
+		uint64_t cend = (idx + 1) * CCACHE_CHUNK < end
+					? (idx + 1) * CCACHE_CHUNK : end;
+		struct ccache_key k = { v.fid, v.dv, (uint32_t)idx };
+
+		if (n == 2 || idx - first > 1 ||
+		    ccache_get(fs->cc, &k, coff, (uint32_t)(cend - o), &b[n]) ||
+		    b[n].len != cend - o)
+			goto out; /* evicted since: read as before */
+		iov[n].iov_base = (void *)b[n].p;
+		iov[n].iov_len = b[n].len;
+		o = cend;
+	}
+	/* An old version's pages must not outlive this read in the kernel:
+	 * the next open drops them (marked before they land), and they go
+	 * after the reply for the opens there are. */
+	old = !have || !info.promise || info.dv != v.dv;
+	if (old)
+		itab_cache_stale(fs->itab, ino);
+	fuse_reply_iov(req, iov, n);
+	rc = 0;
+	if (fs_atime_due(fs, ino, 0))
+		fs_touch_cached_atime(fs, ino);
+	if (old)
+		notify_inval_inode(fs->ntf, ino);
+out:
+	for (int i = 0; i < 2; i++)
+		ccache_buf_free(&b[i]);
+	return rc;
+}
+
 void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		struct fuse_file_info *fi)
 {
@@ -386,6 +719,9 @@ void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		reply_error(req, rc);
 		return;
 	}
+	if (fs->cc && fi && fi->fh && size > 0 && off >= 0 &&
+	    pin_read(req, fs, ino, fi->fh, size, off) == 0)
+		return;
 	seq = notify_seq(fs->ntf);
 	if (!fs->cc || size == 0 || off < 0 ||
 	    read_cached(req, fs, ino, size, off) != 0)
@@ -546,6 +882,8 @@ void fs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fuse_reply_err(req, 0);
 	if ((fi->flags & O_ACCMODE) != O_RDONLY)
 		itab_wopen(fs->itab, ino, -1);
+	if (fi->fh)
+		pin_drop(fs, fi->fh);
 	fs_lock_release(NULL, fs, ino, fi);
 }
 

@@ -95,6 +95,9 @@ struct fs_orphans {
 	pthread_t thread;
 };
 
+struct fs_pin;
+#define FS_PIN_BUCKETS 64
+
 struct fs {
 	struct rpc *rpc;
 	struct itab *itab;
@@ -129,6 +132,10 @@ struct fs {
 	struct wb *wbk;              /* write-back journal (wback.h), NULL
 				      * when off; set before the session
 				      * (fs_set_wback) */
+	/* The version each open file reads (fs_file.c, "Whole versions"),
+	 * by file handle. */
+	pthread_mutex_t pin_lock;
+	struct fs_pin *pins[FS_PIN_BUCKETS]; /* guarded by pin_lock */
 };
 
 static inline struct fs *req_fs(fuse_req_t req)
@@ -141,6 +148,9 @@ static inline void reply_error(fuse_req_t req, int rc)
 {
 	fuse_reply_err(req, rc == 0 ? 0 : (rc < 0 && rc > -4096) ? -rc : EIO);
 }
+
+/* Forget every open file's version (fs_file.c), at exit. */
+void fs_pins_free(struct fs *fs);
 
 /* --- requests (fs.c) ---------------------------------------------------- */
 

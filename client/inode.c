@@ -88,6 +88,8 @@ struct inode {
 	unsigned nnegs;               /* negative ones among kids */
 	uint64_t dv;
 	uint64_t cache_dv;
+	uint32_t wgen;                /* opens for writing and truncates
+				       * here, ever (itab_wopen) */
 	struct cairn_attr attr;       /* current while attr_valid */
 	uint64_t attr_floor;          /* attrs below this dv are old */
 	unsigned promise : 1;
@@ -774,6 +776,7 @@ static int snap(struct itab *t, uint64_t ino, struct isnap *s)
 		s->info.cache_valid = n->cache_valid;
 		s->info.dv = n->dv;
 		s->info.cache_dv = n->cache_dv;
+		s->info.wgen = n->wgen;
 		s->parent = n->names ? n->names->parent : ino;
 		s->xabsent = n->xabsent;
 	}
@@ -853,6 +856,16 @@ int itab_open_begin(struct itab *t, uint64_t ino, int keep,
 	}
 	table_unlock(t);
 	return rc;
+}
+
+void itab_cache_stale(struct itab *t, uint64_t ino)
+{
+	struct inode *n;
+
+	table_lock(t);
+	if ((n = find(t, ino)))
+		n->cache_valid = 0;
+	table_unlock(t);
 }
 
 void itab_open_end(struct itab *t, uint64_t ino, const struct cairn_attr *a,
@@ -1107,14 +1120,25 @@ unsigned itab_wopen(struct itab *t, uint64_t ino, int delta)
 	table_lock(t);
 	n = find(t, ino);
 	if (n) {
-		if (delta > 0)
+		if (delta > 0) {
 			n->wopen++;
-		else if (delta < 0 && n->wopen)
+			n->wgen++;
+		} else if (delta < 0 && n->wopen)
 			n->wopen--;
 		ret = n->wopen;
 	}
 	table_unlock(t);
 	return ret;
+}
+
+void itab_wgen_bump(struct itab *t, uint64_t ino)
+{
+	struct inode *n;
+
+	table_lock(t);
+	if ((n = find(t, ino)))
+		n->wgen++;
+	table_unlock(t);
 }
 
 /* Mark every incarnation of fid (lock held); 1 if there was one. */

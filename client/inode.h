@@ -65,6 +65,8 @@ struct itab_info {
 	int cache_valid;      /* 1 while the page cache matches cache_dv */
 	uint64_t dv;
 	uint64_t cache_dv;
+	uint32_t wgen;        /* opens for writing and truncates here, ever
+			       * (itab_wopen, itab_wgen_bump) */
 };
 
 /*
@@ -173,6 +175,11 @@ void itab_set_atime(struct itab *t, uint64_t ino, struct cairn_time when);
  */
 int itab_open_begin(struct itab *t, uint64_t ino, int keep,
 		    struct cairn_fid *fid);
+/* The kernel's pages of ino may hold another version than the current
+ * one (an open reading an older version, fs_file.c): the next open lets
+ * them go. */
+void itab_cache_stale(struct itab *t, uint64_t ino);
+
 /*
  * Finish opening ino (open, opendir, create) with its attributes `a`
  * fetched for the open: take them as itab_update does; when `promise`
@@ -283,6 +290,9 @@ int itab_gone(struct itab *t, uint64_t ino, struct cairn_attr *a);
  * for writing tells the two apart (client/fs.c).
  */
 unsigned itab_wopen(struct itab *t, uint64_t ino, int delta);
+/* A change of ino's data here without an open for writing (truncate(2)):
+ * counted in itab_info's wgen, as such opens are. */
+void itab_wgen_bump(struct itab *t, uint64_t ino);
 
 /* State of one inode: 0, or -ENOENT. */
 int itab_info(struct itab *t, uint64_t ino, struct itab_info *out);

@@ -25,9 +25,9 @@
   close(), close() and fsync() must report an error unless the server
   really has the data (never a silent success): the kernel's FLUSH at
   close (sent since locks need it) fails on a dead daemon.
-- Two clients, A rewriting a file (O_TRUNC + 4 MiB + close) while B reads
-  it: B sees a whole old or a whole new content. Known not to hold yet
-  (see the skip message): gated by CAIRN_WB_ATOMIC=1.
+- Two clients, A rewriting a file (O_TRUNC + 4 MiB + close) in a loop
+  while B stats and reads it in a loop: B sees a whole old or a whole new
+  content, the size its stat said, and is not starved.
 - The write-back journal (client/wback.c): write()+close() return while
   the server is stopped (SIGSTOP) and B then reads every byte; B sees each
   of 30 closes on A at once (recalls); changes kept while A's daemon is
@@ -890,12 +890,6 @@ def rewrite_on_a_read_on_b_sees_whole_versions(ctx):
     """A rewrites f (O_TRUNC, 4 MiB, close) over and over; B opens and
     reads it whole over and over: each read is one whole generation, and
     the size a stat on B reported right before agrees with it."""
-    if os.environ.get("CAIRN_WB_ATOMIC") != "1":
-        raise H.Skip("not atomic yet: a recall now waits for A's close, but under "
-                     "B's stream of recalls A's token grants are recalled in flight and "
-                     "A falls back to writing through (its O_TRUNC and writes go to the "
-                     "server one by one), and B's READs of one file are not one "
-                     "version; CAIRN_WB_ATOMIC=1 runs it")
     srv = ctx.server()
     a = ctx.mount(srv, "a")
     b = ctx.mount(srv, "b")
@@ -918,7 +912,7 @@ def rewrite_on_a_read_on_b_sees_whole_versions(ctx):
 
     t = threading.Thread(target=writer, daemon=True)
     t.start()
-    kinds, examples, mismatch, reads = {}, [], [], 0
+    kinds, examples, mismatch, reads, seen = {}, [], [], 0, set()
     t0 = time.time()
     try:
         while (time.time() - t0 < 3 or reads < 50 or len(written) < 20) \
@@ -926,6 +920,7 @@ def rewrite_on_a_read_on_b_sees_whole_versions(ctx):
             size = os.stat(b.p("f")).st_size
             data = read_file(b.p("f"))
             reads += 1
+            seen.add(sha(data))
             k = classify(data, gens)
             kinds[k] = kinds.get(k, 0) + 1
             if k != "whole" and sum(1 for e in examples if e[0] == k) < 3:
@@ -945,6 +940,12 @@ def rewrite_on_a_read_on_b_sees_whole_versions(ctx):
            % (", ".join("%s %d" % kv for kv in sorted(kinds.items())), len(mismatch),
               "\n  ".join(bad)))
     expect(len(written) > 3 and reads > 3, "too little overlap to mean anything")
+    # Each read waits for at most one rewrite of A's (the token goes back
+    # to the server after A's close, and the reads parked behind it run
+    # before A may take it again): B is not starved, and sees A's work.
+    expect(reads >= 20, "B read only %d times in 20 s while A rewrote" % reads)
+    expect(len(seen) >= 2, "B saw %d different contents in %d reads while A "
+           "rewrote %d times" % (len(seen), reads, len(written)))
 
 
 
