@@ -826,6 +826,31 @@ static int wait_closes_cycle(struct cb_table *t, const struct cb_wait *w,
 	return 0;
 }
 
+/* w waits for one frame less: once armed with none left it is done, off
+ * the armed list and the open waits and onto *done. */
+static void wait_frame_gone(struct cb_table *t, struct cb_wait *w,
+			    struct cb_wait **done)
+{
+	CAIRN_ASSERT(w->outstanding > 0);
+	if (--w->outstanding || !w->armed)
+		return;
+	CAIRN_ASSERT(!w->ents);
+	if (w->prev)
+		w->prev->next = w->next;
+	else
+		t->armed_head = w->next;
+	if (w->next)
+		w->next->prev = w->prev;
+	else
+		t->armed_tail = w->prev;
+	*w->tprev = w->tnext;
+	if (w->tnext)
+		w->tnext->tprev = w->tprev;
+	w->prev = NULL;
+	w->next = *done;
+	*done = w;
+}
+
 /* Remove frame e; a wait it completes moves to *done. */
 static void ack_settle(struct cb_table *t, struct cb_ackent *e,
 		       struct cb_wait **done)
@@ -845,26 +870,8 @@ static void ack_settle(struct cb_table *t, struct cb_ackent *e,
 			e->wnext->wprev = e->wprev;
 	}
 	free(e);
-	if (!w)
-		return;
-	CAIRN_ASSERT(w->outstanding > 0);
-	if (--w->outstanding || !w->armed)
-		return;
-	CAIRN_ASSERT(!w->ents);
-	if (w->prev)
-		w->prev->next = w->next;
-	else
-		t->armed_head = w->next;
-	if (w->next)
-		w->next->prev = w->prev;
-	else
-		t->armed_tail = w->prev;
-	*w->tprev = w->tnext;
-	if (w->tnext)
-		w->tnext->tprev = w->tprev;
-	w->prev = NULL;
-	w->next = *done;
-	*done = w;
+	if (w)
+		wait_frame_gone(t, w, done);
 }
 
 /* Settle every frame of cl (it is gone). */
@@ -928,23 +935,7 @@ static void frame_unwait(struct cb_table *t, struct cb_ackent *e,
 		e->wnext->wprev = e->wprev;
 	e->w = NULL;
 	t->cycles++;
-	CAIRN_ASSERT(w->outstanding > 0);
-	if (--w->outstanding || !w->armed)
-		return;
-	if (w->prev)
-		w->prev->next = w->next;
-	else
-		t->armed_head = w->next;
-	if (w->next)
-		w->next->prev = w->prev;
-	else
-		t->armed_tail = w->prev;
-	*w->tprev = w->tnext;
-	if (w->tnext)
-		w->tnext->tprev = w->tprev;
-	w->prev = NULL;
-	w->next = *done;
-	*done = w;
+	wait_frame_gone(t, w, done);
 }
 
 struct cb_blockent *cb_block(struct cb_table *t, struct cb_client *blocked,

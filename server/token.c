@@ -377,6 +377,19 @@ struct conn *tok_holder_get(struct tok_table *t, struct conn *c,
 	return h;
 }
 
+/* w at the end of the FIFO *head..*tail. */
+static void wait_append(struct tok_wait **head, struct tok_wait **tail,
+			struct tok_wait *w)
+{
+	w->next = NULL;
+	w->gated = 0;
+	if (*tail)
+		(*tail)->next = w;
+	else
+		*head = w;
+	*tail = w;
+}
+
 int tok_park(struct tok_table *t, struct conn *c,
 	     const struct cairn_fid *fid, struct tok_wait *w)
 {
@@ -388,13 +401,7 @@ int tok_park(struct tok_table *t, struct conn *c,
 	pthread_mutex_lock(&t->lock);
 	k = *slot(t, fid);
 	if (!k && (g = gate_find(t, fid, &l)) && g->c == c) {
-		w->next = NULL;
-		w->gated = 0;
-		if (g->wtail)
-			g->wtail->next = w;
-		else
-			g->whead = w;
-		g->wtail = w;
+		wait_append(&g->whead, &g->wtail, w);
 		pthread_mutex_unlock(&t->lock);
 		return 1;
 	}
@@ -404,13 +411,7 @@ int tok_park(struct tok_table *t, struct conn *c,
 		later_run(t, &l);
 		return 0;
 	}
-	w->next = NULL;
-	w->gated = 0;
-	if (k->wtail)
-		k->wtail->next = w;
-	else
-		k->whead = w;
-	k->wtail = w;
+	wait_append(&k->whead, &k->wtail, w);
 	t->st.parked++;
 	if (!k->recalled_ms) {
 		k->recalled_ms = clock_mono_ms();
