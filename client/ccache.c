@@ -869,6 +869,14 @@ miss:
 	return -ENOENT;
 }
 
+int ccache_has(struct ccache *c, const struct ccache_key *k)
+{
+	struct ccache_key pk;
+	struct ccache_val v;
+
+	return c && lookup(c, &k->fid, k->idx, k->dv, &pk, &v) == 0;
+}
+
 void ccache_buf_free(struct ccache_buf *b)
 {
 	free(b->mem);

@@ -138,6 +138,9 @@ void ccache_buf_free(struct ccache_buf *b);
  */
 int ccache_get(struct ccache *c, const struct ccache_key *k, uint32_t off,
 	       uint32_t len, struct ccache_buf *b);
+/* 1 if the index has chunk k (its bytes are checked only when read);
+ * counts neither a hit nor a miss. */
+int ccache_has(struct ccache *c, const struct ccache_key *k);
 
 /*
  * Store the whole chunk k, fetched from the server at version k->dv: its

@@ -473,16 +473,14 @@ static void *pin_fetch_one(void *arg)
 	return NULL;
 }
 
-/* Is chunk i of (fid, dv) cached? */
+/* Is chunk i of (fid, dv) cached? (A damaged one is found when read:
+ * that READ reads as before.) */
 static int pin_has(struct fs *fs, const struct cairn_fid *fid, uint64_t dv,
 		   uint32_t i)
 {
 	struct ccache_key k = { *fid, dv, i };
-	struct ccache_buf b = { 0 };
-	int rc = ccache_get(fs->cc, &k, 0, 1, &b);
 
-	ccache_buf_free(&b);
-	return rc == 0;
+	return ccache_has(fs->cc, &k);
 }
 
 /*
