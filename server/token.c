@@ -175,12 +175,10 @@ static void later_put(struct later *l, struct conn *c)
 	l->put[l->nput++] = c;
 }
 
-/* Unlink *p (a token) and free it: its waiters go to l->resume, its
- * holder's reference to l->put. */
-/* fid's gate, or NULL; one whose time is up is opened (its grants
- * resumed through l) and NULL returned. Under lock. */
+/* fid's gate, or NULL; one whose time is up counts as done (the next
+ * gates_open opens it) and is not returned. Under lock. */
 static struct gate *gate_find(struct tok_table *t,
-			      const struct cairn_fid *fid, struct later *l)
+			      const struct cairn_fid *fid)
 {
 	if (!t->ngates)
 		return NULL;
@@ -216,6 +214,8 @@ static void gates_open(struct tok_table *t, struct later *l)
 	}
 }
 
+/* Unlink *p (a token) and free it: its waiters go to l->resume (and
+ * behind a gate for its holder), the holder's reference to l->put. */
 static void remove_token(struct tok_table *t, struct token **p,
 			 struct later *l)
 {
@@ -301,7 +301,7 @@ int tok_acquire(struct tok_table *t, struct conn *c,
 		ret = (*p)->holder == c ? 0 : 1;
 		goto out;
 	}
-	if ((g = gate_find(t, fid, &l)) && g->c == c) {
+	if ((g = gate_find(t, fid)) && g->c == c) {
 		ret = 1; /* tok_park puts it behind the gate */
 		goto out;
 	}
@@ -400,7 +400,7 @@ int tok_park(struct tok_table *t, struct conn *c,
 	later_init(&l);
 	pthread_mutex_lock(&t->lock);
 	k = *slot(t, fid);
-	if (!k && (g = gate_find(t, fid, &l)) && g->c == c) {
+	if (!k && (g = gate_find(t, fid)) && g->c == c) {
 		wait_append(&g->whead, &g->wtail, w);
 		pthread_mutex_unlock(&t->lock);
 		return 1;
@@ -481,7 +481,7 @@ void tok_gate_done(struct tok_table *t, const struct cairn_fid *fid)
 
 	later_init(&l);
 	pthread_mutex_lock(&t->lock);
-	if ((g = gate_find(t, fid, &l)))
+	if ((g = gate_find(t, fid)))
 		g->n--;
 	gates_open(t, &l);
 	pthread_mutex_unlock(&t->lock);
