@@ -937,8 +937,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	 * (attr_to_stat); for a short while only if that is not known
 	 * current (our own WRITE's reply may have crossed a break). */
 	if (fs_wb_on(fs) &&
-	    (!fuseio_req_kill() ||
-	     (valid & (SA_SIZE | SA_UID | SA_GID)) == (valid & (SA_UID | SA_GID))) &&
+	    (!fuseio_req_kill() || !(valid & SA_SIZE)) &&
 	    itab_attr_last(fs->itab, ino, &a, &current) == 0 &&
 	    S_ISREG(a.mode) && a.fid.uniq == fid.uniq &&
 	    (!(valid & (SA_MODE | SA_ATIME | SA_UID | SA_GID)) ||

@@ -85,6 +85,8 @@ struct attrx {
 };
 #define ATTRX_SHORT offsetof(struct attrx, uid)
 #define ATTRX_OWNER (SA_UID | SA_GID)
+/* What wb_patch lays over the server's attributes, besides the size. */
+#define PATCHED (SA_MTIME | SA_CTIME | SA_ATIME | SA_MODE | ATTRX_OWNER)
 
 /* A namespace change answered here (sent in its directory's name). */
 #define JR_NS(t) ((t) == JR_CREATE || (t) == JR_REMOVE)
@@ -185,11 +187,11 @@ struct wfile {
 	uint64_t known_dv, known_size;
 	uint64_t tbase, tidx;     /* for the next change journaled */
 	/* What the file looks like with its changes applied (wb_patch). */
-	unsigned psz : 1, pmt : 1, pct : 1, pat : 1, pmd : 1;
-	unsigned puid : 1, pgid : 1;
+	unsigned psz : 1;
+	uint32_t pvalid;          /* which of the following (PATCHED) */
 	uint64_t psize;
 	struct cairn_time pmtime, pctime, patime;
-	uint32_t pmode, puidv, pgidv;
+	uint32_t pmode, puid, pgid;
 	struct wop *head, *tail;
 	size_t nops;
 	uint64_t bytes;
@@ -977,7 +979,7 @@ static void pop_op(struct wb *w, struct wfile *f)
 	}
 	free(o);
 	if (!f->nops)
-		f->pmt = f->pct = f->pat = f->pmd = f->puid = f->pgid = 0;
+		f->pvalid = 0;
 }
 
 /* Give up every change of f (file gone, or a conflict saved). Under
@@ -1912,11 +1914,9 @@ static struct wfile *hold(struct wb *w, const struct cairn_fid *fid,
 			  int *rc)
 {
 	struct wfile *f;
-	int tries = 0;
 
 	for (;;) {
 		struct cairn_attr a;
-		uint64_t recalls;
 		int r;
 
 		if (!(f = file_get(w, fid))) {
@@ -1960,12 +1960,6 @@ static struct wfile *hold(struct wb *w, const struct cairn_fid *fid,
 			f->waiters--;
 			continue;
 		}
-		if (++tries > 3) {
-			*rc = -ENOSYS;
-			file_maybe_free(w, f);
-			return NULL;
-		}
-		recalls = f->recalls;
 		f->waiters++;
 		f->granting = 1;
 		f->recall_early = 0;
@@ -1992,9 +1986,9 @@ static struct wfile *hold(struct wb *w, const struct cairn_fid *fid,
 			return NULL;
 		}
 		w->st.grants++;
-		if (f->recalls == recalls) {
+		if (!f->recall_early) {
 			set_tok(w, f, TK_HELD);
-		} else if (f->recall_early) {
+		} else {
 			/* Recalled in flight: another client is waiting for
 			 * the file. Giving the token back now would make this
 			 * change go through on its own, and a rewrite (O_TRUNC,
@@ -2006,8 +2000,6 @@ static struct wfile *hold(struct wb *w, const struct cairn_fid *fid,
 			f->recalled_ms = clock_mono_ms();
 			f->retry_ms = 0;
 			enqueue(w, f, 1);
-		} else {
-			continue; /* given back already */
 		}
 		f->known = 1;
 		f->known_dv = a.dv;
@@ -2076,33 +2068,24 @@ static int journal(struct wb *w, struct wfile *f, struct jrec *h,
 	f->last_ms = clock_mono_ms();
 	if (o->type == JR_WRITE && f->psz && o->off + o->len > f->psize)
 		f->psize = o->off + o->len;
-	if (o->type == JR_ATTR && (o->valid & SA_SIZE)) {
-		f->psz = 1;
-		f->psize = o->off;
-	}
-	if (o->type == JR_ATTR && (o->valid & SA_MTIME)) {
-		f->pmt = 1;
-		f->pmtime = o->mtime;
-	}
-	if (o->type == JR_ATTR && (o->valid & SA_CTIME)) {
-		f->pct = 1;
-		f->pctime = o->ctime;
-	}
-	if (o->type == JR_ATTR && (o->valid & SA_ATIME)) {
-		f->pat = 1;
-		f->patime = o->atime;
-	}
-	if (o->type == JR_ATTR && (o->valid & SA_MODE)) {
-		f->pmd = 1;
-		f->pmode = o->mode;
-	}
-	if (o->type == JR_ATTR && (o->valid & SA_UID)) {
-		f->puid = 1;
-		f->puidv = o->uid;
-	}
-	if (o->type == JR_ATTR && (o->valid & SA_GID)) {
-		f->pgid = 1;
-		f->pgidv = o->gid;
+	if (o->type == JR_ATTR) {
+		if (o->valid & SA_SIZE) {
+			f->psz = 1;
+			f->psize = o->off;
+		}
+		f->pvalid |= o->valid & PATCHED;
+		if (o->valid & SA_MTIME)
+			f->pmtime = o->mtime;
+		if (o->valid & SA_CTIME)
+			f->pctime = o->ctime;
+		if (o->valid & SA_ATIME)
+			f->patime = o->atime;
+		if (o->valid & SA_MODE)
+			f->pmode = o->mode;
+		if (o->valid & SA_UID)
+			f->puid = o->uid;
+		if (o->valid & SA_GID)
+			f->pgid = o->gid;
 	}
 	w->st.journaled++;
 	w->st.journaled_bytes += o->len;
@@ -2441,18 +2424,18 @@ static void patch(const struct wfile *f, struct cairn_attr *a)
 								  : a->blocks;
 		if (f->psz)
 			a->size = f->psize;
-		if (f->pmt)
+		if (f->pvalid & SA_MTIME)
 			a->mtime = f->pmtime;
-		if (f->pct)
+		if (f->pvalid & SA_CTIME)
 			a->ctime = f->pctime;
-		if (f->pat)
+		if (f->pvalid & SA_ATIME)
 			a->atime = f->patime;
-		if (f->pmd)
+		if (f->pvalid & SA_MODE)
 			a->mode = (a->mode & S_IFMT) | f->pmode;
-		if (f->puid)
-			a->uid = f->puidv;
-		if (f->pgid)
-			a->gid = f->pgidv;
+		if (f->pvalid & SA_UID)
+			a->uid = f->puid;
+		if (f->pvalid & SA_GID)
+			a->gid = f->pgid;
 	}
 }
 

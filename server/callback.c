@@ -826,11 +826,19 @@ static int wait_closes_cycle(struct cb_table *t, const struct cb_wait *w,
 	return 0;
 }
 
-/* w waits for one frame less: once armed with none left it is done, off
- * the armed list and the open waits and onto *done. */
-static void wait_frame_gone(struct cb_table *t, struct cb_wait *w,
-			    struct cb_wait **done)
+/* Take e off its wait's frames (e->w set): once armed with none left,
+ * the wait is done, off the armed list and the open waits and onto
+ * *done. */
+static void frame_off_wait(struct cb_table *t, struct cb_ackent *e,
+			   struct cb_wait **done)
 {
+	struct cb_wait *w = e->w;
+
+	LOCK_ASSERT_HELD(&t->ack_lock);
+	*e->wprev = e->wnext;
+	if (e->wnext)
+		e->wnext->wprev = e->wprev;
+	e->w = NULL;
 	CAIRN_ASSERT(w->outstanding > 0);
 	if (--w->outstanding || !w->armed)
 		return;
@@ -855,8 +863,6 @@ static void wait_frame_gone(struct cb_table *t, struct cb_wait *w,
 static void ack_settle(struct cb_table *t, struct cb_ackent *e,
 		       struct cb_wait **done)
 {
-	struct cb_wait *w = e->w;
-
 	LOCK_ASSERT_HELD(&t->ack_lock);
 	*ack_slot(t, e->id) = e->hnext;
 	*e->cprev = e->cnext;
@@ -864,14 +870,9 @@ static void ack_settle(struct cb_table *t, struct cb_ackent *e,
 		e->cnext->cprev = e->cprev;
 	CAIRN_ASSERT(e->cl->nframes > 0);
 	e->cl->nframes--;
-	if (w) {
-		*e->wprev = e->wnext;
-		if (e->wnext)
-			e->wnext->wprev = e->wprev;
-	}
+	if (e->w)
+		frame_off_wait(t, e, done);
 	free(e);
-	if (w)
-		wait_frame_gone(t, w, done);
 }
 
 /* Settle every frame of cl (it is gone). */
@@ -922,21 +923,6 @@ static int blocked_behind(struct cb_table *t, const struct cb_ackent *e,
 	return 0;
 }
 
-/* Stop making e's wait wait for e (e stays recorded, to be acknowledged
- * by nobody's wait); a wait it completes moves to *done. */
-static void frame_unwait(struct cb_table *t, struct cb_ackent *e,
-			 struct cb_wait **done)
-{
-	struct cb_wait *w = e->w;
-
-	LOCK_ASSERT_HELD(&t->ack_lock);
-	*e->wprev = e->wnext;
-	if (e->wnext)
-		e->wnext->wprev = e->wprev;
-	e->w = NULL;
-	t->cycles++;
-	wait_frame_gone(t, w, done);
-}
 
 struct cb_blockent *cb_block(struct cb_table *t, struct cb_client *blocked,
 			     struct cb_client *holder,
@@ -968,9 +954,12 @@ struct cb_blockent *cb_block(struct cb_table *t, struct cb_client *blocked,
 			continue;
 		for (; e; e = next) {
 			next = e->wnext;
+			/* e stays recorded, waited for by nobody. */
 			if (client_key(e->cl) == client_key(blocked) &&
-			    frame_needs_pages(e, fid))
-				frame_unwait(t, e, &done);
+			    frame_needs_pages(e, fid)) {
+				frame_off_wait(t, e, &done);
+				t->cycles++;
+			}
 		}
 	}
 	pthread_mutex_unlock(&t->ack_lock);
