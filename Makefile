@@ -21,7 +21,7 @@ CFLAGS  ?= -O2 -g
 CFLAGS  += -std=gnu11 -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter \
            -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -pthread -MMD -MP \
            $(shell pkg-config --cflags fuse3 2>/dev/null)
-LDLIBS  += $(shell pkg-config --libs fuse3 2>/dev/null) -llmdb -lisal -lcrypto -pthread
+LDLIBS  += $(shell pkg-config --libs fuse3 2>/dev/null) -llmdb -lisal -luring -lcrypto -pthread
 
 ifeq ($(SAN),1)
 CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer \

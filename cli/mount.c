@@ -33,6 +33,7 @@
 #include "../client/ccache.h"
 #include "../client/fs.h"
 #include "../client/fuseio.h"
+#include "../client/fusering.h"
 #include "../client/inode.h"
 #include "../client/notify.h"
 #include "../client/wback.h"
@@ -60,6 +61,7 @@ struct mount_args {
 	int timeout_s;
 	int write_through;
 	int local_locks;
+	int no_uring;
 	int read_only;           /* the server said: a read-only export */
 	const char *key;
 	char host[256];
@@ -69,7 +71,7 @@ struct mount_args {
 static void usage(FILE *f)
 {
 	fprintf(f,
-"usage: cairn mount [--key FILE] [--cache-dir DIR] [--cache-size SIZE] [--timeout SECS] [--write-through] [--local-locks] [-f] [-v] [-o OPTS] HOST[:PORT] MOUNTPOINT\n"
+"usage: cairn mount [--key FILE] [--cache-dir DIR] [--cache-size SIZE] [--timeout SECS] [--write-through] [--local-locks] [--no-uring] [-f] [-v] [-o OPTS] HOST[:PORT] MOUNTPOINT\n"
 "\n"
 "Mount the volume of the Cairn server at HOST (port %d by default) on\n"
 "MOUNTPOINT. The command returns once the mount exists; the client keeps\n"
@@ -106,6 +108,12 @@ static void usage(FILE *f)
 "                   by the server and hold across every client of the\n"
 "                   volume (SQLite, mail spools and make need that when\n"
 "                   more than one machine uses the files)\n"
+"  --no-uring       take the kernel's requests by reading /dev/fuse. By\n"
+"                   default, where the kernel can (Linux 6.14 and later,\n"
+"                   built with FUSE_IO_URING), they come over io_uring, one\n"
+"                   queue per CPU, answered on the CPU that asked; as root\n"
+"                   the mount turns the kernel's switch on\n"
+"                   (/sys/module/fuse/parameters/enable_uring) if it is off\n"
 "  -f, --foreground stay in the foreground and log to stderr\n"
 "  -v, --verbose    log debugging detail\n"
 "  -o OPTS          extra FUSE mount options, comma-separated\n"
@@ -128,6 +136,7 @@ static int parse_args(int argc, char **argv, struct mount_args *a)
 		{ "timeout", required_argument, NULL, 't' },
 		{ "write-through", no_argument, NULL, 'W' },
 		{ "local-locks", no_argument, NULL, 'L' },
+		{ "no-uring", no_argument, NULL, 'U' },
 		{ "foreground", no_argument, NULL, 'f' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
@@ -176,6 +185,9 @@ static int parse_args(int argc, char **argv, struct mount_args *a)
 			break;
 		case 'L':
 			a->local_locks = 1;
+			break;
+		case 'U':
+			a->no_uring = 1;
 			break;
 		case 'f':
 			a->foreground = 1;
@@ -308,6 +320,8 @@ static void teardown(struct mount_state *m)
 		fuse_remove_signal_handlers(m->se);
 	if (m->mounted)
 		fuse_session_unmount(m->se);
+	/* The kernel ended the ring's entries with the connection. */
+	fusering_stop();
 	/* The kernel is gone: release the unlinked files it held, while
 	 * the rpc still runs. */
 	if (m->fs) {
@@ -526,7 +540,8 @@ static int serve_mount(struct mount_state *m, const struct mount_args *a,
 	if ((rc = ctl_add_section(m->ctl, dir_section, m->fs)) < 0 ||
 	    (rc = ctl_add_section(m->ctl, cache_section, m->cc)) < 0 ||
 	    (rc = ctl_add_section(m->ctl, wb_print_stats, m->wbk)) < 0 ||
-	    (rc = ctl_add_section(m->ctl, fs_lock_print_stats, m->fs)) < 0)
+	    (rc = ctl_add_section(m->ctl, fs_lock_print_stats, m->fs)) < 0 ||
+	    (rc = ctl_add_section(m->ctl, fusering_print_stats, NULL)) < 0)
 		log_warn("cache counters not in cairn status: %s",
 			 strerror(-rc));
 	if ((rc = ctl_start(m->ctl, m->ctlpath)) < 0)
@@ -554,7 +569,7 @@ int cmd_mount(int argc, char **argv)
 	struct cairn_attr root;
 	char mnt[PATH_MAX], cache[PATH_MAX], tmp[PATH_MAX], err[256] = "";
 	struct stat st;
-	int rc, status = 1;
+	int rc, ring, status = 1;
 
 	memset(&m, 0, sizeof(m));
 	m.ready_fd = -1;
@@ -657,13 +672,15 @@ int cmd_mount(int argc, char **argv)
 			"(bad -o option?)\n");
 		goto out;
 	}
+	/* The kernel offers the ring in the INIT it sends at the mount. */
+	ring = !a.no_uring && fusering_enable(1);
 	if (fuse_session_mount(m.se, mnt) != 0) {
 		fprintf(stderr, "cairn mount: cannot mount on %s\n", mnt);
 		goto out;
 	}
 	m.mounted = 1;
 	snprintf(m.mnt, sizeof(m.mnt), "%s", mnt);
-	if ((rc = fuseio_attach(m.se)) < 0) {
+	if ((rc = fuseio_attach(m.se, ring)) < 0) {
 		fprintf(stderr, "cairn mount: cannot hook the FUSE device: "
 			"%s\n", strerror(-rc));
 		goto out;

@@ -19,11 +19,17 @@
 #ifndef CAIRN_CLIENT_FUSEIO_H
 #define CAIRN_CLIENT_FUSEIO_H
 
+#include <stddef.h>
+
 struct fuse_session;
 
 /* Use the hooks on se's /dev/fuse descriptor (after fuse_session_mount,
- * before the session loop). 0 or a negative errno. */
-int fuseio_attach(struct fuse_session *se);
+ * before the session loop); ring nonzero: take requests over io_uring
+ * when the kernel offers it (fusering.h). 0 or a negative errno. */
+int fuseio_attach(struct fuse_session *se, int ring);
+/* Note what the session must know of the request in buf (n bytes, as
+ * read(2) from /dev/fuse gives it) on the thread about to handle it. */
+void fuseio_note(const void *buf, size_t n);
 /* The request this thread handles asked for set-user-ID and set-group-ID
  * to go (a WRITE or SETATTR by a process without CAP_FSETID). */
 int fuseio_req_kill(void);

@@ -3,7 +3,7 @@
 # if any is missing. Runs apt-get update first (a fresh machine's package
 # lists may be empty).
 set -e
-need="build-essential pkg-config libfuse3-dev fuse3 liblmdb-dev libisal-dev \
+need="build-essential pkg-config libfuse3-dev fuse3 liblmdb-dev libisal-dev liburing-dev \
       libssl-dev python3 python3-cryptography attr libnetcdf-dev dbench gnuplot-nox clang-14 libclang-rt-14-dev"
 missing=""
 for p in $need; do

@@ -335,6 +335,73 @@ def the_server_form_still_works(ctx):
     expect_eq(r.returncode, 1, "status of a closed port")
 
 
+URING_PARAM = "/sys/module/fuse/parameters/enable_uring"
+
+
+def possible_cpus():
+    """The kernel's count of possible CPUs: one ring queue each."""
+    n = 0
+    with open("/sys/devices/system/cpu/possible") as f:
+        for part in f.read().strip().split(","):
+            a, _, b = part.partition("-")
+            n += int(b or a) - int(a) + 1
+    return n
+
+
+def ring_traffic(m, d):
+    """Ordinary calls on mount m in directory d (relative): creates, writes,
+    reads back, stats, a listing. Returns how many files it made."""
+    n = 12
+    for i in range(n):
+        write_file(m.p("%s/f%d" % (d, i)), b"ring %d\n" % i * (i + 1))
+    for i in range(n):
+        expect_eq(read_file(m.p("%s/f%d" % (d, i))), b"ring %d\n" % i * (i + 1),
+                  "content of f%d read back" % i)
+        expect_eq(os.stat(m.p("%s/f%d" % (d, i))).st_size, len(b"ring %d\n" % i) * (i + 1),
+                  "size of f%d" % i)
+    expect_eq(sorted(os.listdir(m.p(d))), sorted("f%d" % i for i in range(n)), "listing")
+    return n
+
+
+@test
+def requests_come_over_the_ring_where_the_kernel_can(ctx):
+    if not os.path.exists(URING_PARAM):
+        raise H.Skip("this kernel has no FUSE over io_uring (%s)" % URING_PARAM)
+    A = ctx.A
+    before = status(A.path)
+    expect_eq(before.get("fuse.uring"), 1, "fuse.uring of a default mount")
+    expect_eq(before.get("fuse.ring_queues"), possible_cpus(), "one ring queue per possible CPU")
+    expect(before.get("fuse.ring_threads", 0) >= 2 * possible_cpus(),
+           "at least 2 threads per queue: %r" % before.get("fuse.ring_threads"))
+    d = fresh(ctx, "ring")
+    n = ring_traffic(A, d)
+    after = status(A.path)
+    # Each file: at least a lookup, a create, a write-back and a release.
+    expect(delta(before, after, "fuse.ring_requests") >= 4 * n,
+           "requests taken from the ring for %d files: %d" % (n, delta(before, after, "fuse.ring_requests")))
+    expect_eq(after.get("fuse.ring_malformed"), 0, "malformed ring requests")
+    # B (also over the ring) sees every file whole.
+    for i in range(n):
+        expect_eq(read_file(ctx.B.p("%s/f%d" % (d, i))), b"ring %d\n" % i * (i + 1),
+                  "B's read of f%d" % i)
+
+
+@test
+def no_uring_mount_reads_dev_fuse(ctx):
+    C = ctx.mount(ctx.srv, "c-no-uring", extra=["--no-uring"])
+    try:
+        before = status(C.path)
+        expect_eq(before.get("fuse.uring"), 0, "fuse.uring of a --no-uring mount")
+        expect_eq(before.get("fuse.ring_threads"), 0, "ring threads of a --no-uring mount")
+        d = fresh(ctx, "noring")
+        ring_traffic(C, d)
+        after = status(C.path)
+        expect_eq(delta(before, after, "fuse.ring_requests"), 0,
+                  "requests taken from a ring by a --no-uring mount")
+    finally:
+        C.umount()
+
+
 def man_status_text():
     """The `cairn status` section of docs/cairn.1, macros joined the way
     man joins them (.BI a b c -> abc), fonts and escapes removed."""
