@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/uio.h>
 #include <unistd.h>
+#include "../lib/log.h"
 #include "fuseio.h"
 #include "fusering.h"
 
@@ -124,11 +125,20 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 		if (kernel_offers)
 			out.flags |= FUSE_HANDLE_KILLPRIV_V2;
 		if (ring_wanted && ring_offered &&
-		    iov[1].iov_len == sizeof(out) &&
-		    fusering_prepare(session, fd, ring_payload(&out)) == 0) {
-			out.flags |= FUSE_INIT_EXT;
-			out.flags2 |= FR_FLAGS2_URING;
-			ring = 1;
+		    iov[1].iov_len == sizeof(out)) {
+			int rc = fusering_prepare(session, fd,
+						  ring_payload(&out));
+
+			if (rc == 0) {
+				out.flags |= FUSE_INIT_EXT;
+				out.flags2 |= FR_FLAGS2_URING;
+				ring = 1;
+			} else {
+				log_warn("the kernel offers FUSE over io_uring, "
+					 "but its rings cannot be set up (%s): "
+					 "requests go through /dev/fuse",
+					 strerror(-rc));
+			}
 		}
 		iov[1].iov_base = &out;
 		n = writev(fd, iov, count);

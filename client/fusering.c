@@ -180,10 +180,14 @@ static void frt_free(struct frt *t)
 	free(t);
 }
 
-static struct frt *frt_new(int qid, int initial)
+/* A thread's ring and buffers for queue qid; NULL with *err (a negative
+ * errno) when they cannot be made. */
+static struct frt *frt_new(int qid, int initial, int *err)
 {
 	struct frt *t = calloc(1, sizeof(*t));
+	int rc;
 
+	*err = -ENOMEM;
 	if (!t)
 		return NULL;
 	t->qid = qid;
@@ -204,10 +208,12 @@ static struct frt *frt_new(int qid, int initial)
 	memset(t->hdr, 0, 4096);
 	t->iov[0] = (struct iovec){ t->hdr, sizeof(*t->hdr) };
 	t->iov[1] = (struct iovec){ t->payload, g.payload };
-	if (io_uring_queue_init(4, &t->ring, IORING_SETUP_SQE128) < 0) {
+	if ((rc = io_uring_queue_init(4, &t->ring, IORING_SETUP_SQE128)) < 0) {
 		t->ring.ring_fd = -1;
+		*err = rc;
 		goto fail;
 	}
+	*err = 0;
 	return t;
 fail:
 	frt_free(t);
@@ -265,12 +271,12 @@ static void *frt_main(void *arg);
 static void spawn(int q)
 {
 	struct frt *t;
-	int slot = g.nt;
+	int slot = g.nt, err;
 
 	if (g.count[q] >= FR_THREADS_MAX || g.stopping ||
 	    slot >= g.nq * FR_THREADS_MAX)
 		return;
-	t = frt_new(q, 0);
+	t = frt_new(q, 0, &err);
 	if (t && pthread_create(&t->tid, NULL, frt_main, t) == 0) {
 		t->running = 1;
 		g.t[slot] = t;
@@ -560,7 +566,7 @@ static void wake_stop(void)
 
 int fusering_prepare(struct fuse_session *se, int fd, size_t payload)
 {
-	int q, k, nq = possible_cpus();
+	int q, k, err = -ENOMEM, nq = possible_cpus();
 
 	if (nq <= 0 || nq > FR_QUEUES_MAX)
 		return -EINVAL;
@@ -580,12 +586,13 @@ int fusering_prepare(struct fuse_session *se, int fd, size_t payload)
 		goto fail;
 	for (q = 0; q < nq; q++) {
 		for (k = 0; k < FR_THREADS_START; k++) {
-			struct frt *t = frt_new(q, 1);
+			struct frt *t = frt_new(q, 1, &err);
 
 			if (!t)
 				goto fail;
 			g.t[g.nt++] = t;
-			if (pthread_create(&t->tid, NULL, frt_main, t) != 0)
+			if ((err = -pthread_create(&t->tid, NULL, frt_main,
+						   t)) != 0)
 				goto fail;
 			t->running = 1;
 			g.count[q]++;
@@ -599,7 +606,7 @@ fail:
 	pthread_cond_broadcast(&g.cv);
 	pthread_mutex_unlock(&g.mu);
 	reap();
-	return -ENOMEM;
+	return err;
 }
 
 void fusering_go(int ok)
