@@ -15,6 +15,12 @@
  * (fuseio_req_kill), which sends the change to the server with the
  * caller's credentials; the server clears the bits on a write or
  * truncate by anyone but root (server/handlers.c).
+ *
+ * FUSE_OVER_IO_URING likewise: when the kernel offers it and the mount
+ * wants it, the INIT reply takes it once fusering.h's threads and rings
+ * exist, and from then on every reply is offered to the ring first
+ * (fusering_reply): one to a request taken from the ring goes back
+ * through it, everything else to /dev/fuse.
  */
 #ifndef CAIRN_CLIENT_FUSEIO_H
 #define CAIRN_CLIENT_FUSEIO_H

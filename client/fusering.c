@@ -520,10 +520,25 @@ ssize_t fusering_reply(const struct iovec *iov, int count)
 /* How long fusering_stop waits for a thread still handling a request. */
 #define FR_JOIN_MS 5000
 
-/* Join and free every thread; under nothing. A thread still waiting for
- * its handler's reply after FR_JOIN_MS is left running, its buffers with
- * it (the reply may yet come), and logged. */
-static void reap(void)
+/* A thread's ring and buffers, once it is joined; the struct stays for
+ * fusering_reply's look-ups (a reply on another thread may be looking). */
+static void frt_drop(struct frt *t)
+{
+	if (t->ring.ring_fd > 0)
+		io_uring_queue_exit(&t->ring);
+	t->ring.ring_fd = -1;
+	free(t->base);
+	free(t->stage);
+	t->base = t->payload = t->stage = NULL;
+}
+
+/*
+ * Join the threads; under nothing. all: free everything (the ring never
+ * served, so nothing can look a thread up); else keep what a late look-up
+ * reads. A thread still waiting for its handler's reply after FR_JOIN_MS
+ * is left running with everything it uses, and logged.
+ */
+static void reap(int all)
 {
 	struct timespec until;
 	int i, left = 0;
@@ -532,27 +547,35 @@ static void reap(void)
 	until.tv_sec += FR_JOIN_MS / 1000;
 	for (i = 0; i < g.nt; i++) {
 		if (g.t[i]->running &&
-		    pthread_timedjoin_np(g.t[i]->tid, NULL, &until) != 0) {
+		    pthread_timedjoin_np(g.t[i]->tid, NULL, &until) != 0)
 			left++;
-			continue;
-		}
-		frt_free(g.t[i]);
+		else
+			g.t[i]->running = 0;
 	}
 	if (left) {
-		/* What they use stays: the process is about to exit. */
 		log_warn("FUSE ring: %d threads still handling a request after "
 			 "%d s; left behind", left, FR_JOIN_MS / 1000);
 		return;
 	}
+	/* Every request taken from the ring was answered. */
+	__atomic_store_n(&g.active, 0, __ATOMIC_RELEASE);
+	for (i = 0; i < g.nt; i++) {
+		if (all)
+			frt_free(g.t[i]);
+		else
+			frt_drop(g.t[i]);
+	}
+	if (g.stopfd >= 0)
+		close(g.stopfd);
+	g.stopfd = -1;
+	if (!all)
+		return;
 	g.nt = 0;
 	free(g.t);
 	free(g.count);
 	free(g.idle);
 	g.t = NULL;
 	g.count = g.idle = NULL;
-	if (g.stopfd >= 0)
-		close(g.stopfd);
-	g.stopfd = -1;
 }
 
 static void wake_stop(void)
@@ -605,7 +628,7 @@ fail:
 	g.go = -1;
 	pthread_cond_broadcast(&g.cv);
 	pthread_mutex_unlock(&g.mu);
-	reap();
+	reap(1);
 	return err;
 }
 
@@ -625,22 +648,24 @@ void fusering_go(int ok)
 			 "each to start, payload %zu bytes", g.nq,
 			 FR_THREADS_START, g.payload);
 	} else {
-		reap();
+		reap(1);
 	}
 }
 
 void fusering_stop(void)
 {
-	if (!g.t)
-		return;
+	int again;
+
 	pthread_mutex_lock(&g.mu);
+	again = g.stopping || !g.t;
 	g.stopping = 1;
 	pthread_cond_broadcast(&g.cv);
 	pthread_mutex_unlock(&g.mu);
+	if (again)
+		return;
 	wake_stop();
 	/* No thread is made any more (stopping), so g.nt stands. */
-	reap();
-	__atomic_store_n(&g.active, 0, __ATOMIC_RELEASE);
+	reap(0);
 }
 
 void fusering_print_stats(void *unused, FILE *f)
