@@ -472,6 +472,9 @@ class LocalSide:
     def local_locks(self):
         return self.a
 
+    def no_uring(self):
+        return self.a
+
     def drop_caches(self):
         drop_caches([self.a])
 
@@ -525,6 +528,13 @@ class CairnSide:
         if not getattr(self, "ml", None):
             self.ml = self._mount("l", ("--local-locks",))
         return self.ml.mnt
+
+    def no_uring(self):
+        """A second mount with --no-uring (requests read from /dev/fuse):
+        what FUSE over io_uring saves."""
+        if not getattr(self, "mu", None):
+            self.mu = self._mount("u", ("--no-uring",))
+        return self.mu.mnt
 
     def drop_caches(self):
         # The client's cache directory is on the local disk under root.
@@ -782,6 +792,14 @@ def wl_stat(cfg, side, R):
             "-C", m, "-n", str(n), "-m", "open", d1])["ns_per_op"])
     phase(R, "stat", side, "open+close depth 1, --local-locks mount",
           "ns/call", "time", open_local_locks)
+
+    def open_no_uring():
+        m = side.no_uring()
+        tool(cfg, "statloop", ["-C", m, "-n", "10", "-m", "open", d1])
+        return float(tool(cfg, "statloop", [
+            "-C", m, "-n", str(n), "-m", "open", d1])["ns_per_op"])
+    phase(R, "stat", side, "open+close depth 1, --no-uring mount",
+          "ns/call", "time", open_no_uring)
     rates = {}
 
     def rate(threads):
