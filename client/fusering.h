@@ -21,6 +21,8 @@
  * whose last idle thread takes a request starts another (up to
  * FR_THREADS_MAX), as libfuse's multi-threaded loop does, so a handler
  * that blocks (a lock wait, a server call) never stalls its CPU's queue.
+ * A thread that takes a bulk request (a large READ or WRITE) floats to
+ * any CPU until it takes a small one (fusering.c, bulk).
  *
  * FORGET, INTERRUPT and INIT still come through /dev/fuse (libfuse's loop
  * keeps reading it) and notifications are still written there. A reply
