@@ -785,21 +785,19 @@ def wl_stat(cfg, side, R):
     phase(R, "stat", side, "open+close depth 1, %d calls" % n, "ns/call", "time",
           loop(d1, "open"))
 
-    def open_local_locks():
-        m = side.local_locks()
-        tool(cfg, "statloop", ["-C", m, "-n", "10", "-m", "open", d1])
-        return float(tool(cfg, "statloop", [
-            "-C", m, "-n", str(n), "-m", "open", d1])["ns_per_op"])
+    def open_on(mount):
+        """open+close on another mount of the same volume (made on first
+        use by mount())."""
+        def f():
+            m = mount()
+            tool(cfg, "statloop", ["-C", m, "-n", "10", "-m", "open", d1])
+            return float(tool(cfg, "statloop", [
+                "-C", m, "-n", str(n), "-m", "open", d1])["ns_per_op"])
+        return f
     phase(R, "stat", side, "open+close depth 1, --local-locks mount",
-          "ns/call", "time", open_local_locks)
-
-    def open_no_uring():
-        m = side.no_uring()
-        tool(cfg, "statloop", ["-C", m, "-n", "10", "-m", "open", d1])
-        return float(tool(cfg, "statloop", [
-            "-C", m, "-n", str(n), "-m", "open", d1])["ns_per_op"])
+          "ns/call", "time", open_on(side.local_locks))
     phase(R, "stat", side, "open+close depth 1, --no-uring mount",
-          "ns/call", "time", open_no_uring)
+          "ns/call", "time", open_on(side.no_uring))
     rates = {}
 
     def rate(threads):
