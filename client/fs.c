@@ -104,7 +104,7 @@ static int call_fids(uint16_t op, const void *reqm,
 	case OP_READ: case OP_WRITE: case OP_FSYNC: case OP_SETXATTR:
 	case OP_GETXATTR: case OP_LISTXATTR: case OP_REMOVEXATTR:
 	case OP_FALLOCATE: case OP_BULKSTAT: case OP_WTOKEN: case OP_LOCK:
-	case OP_GETLK:
+	case OP_GETLK: case OP_REMOVES:
 		/* Each of these begins with the FID it is about (a
 		 * directory for the namespace ones). */
 		out[0] = (const struct cairn_fid *)reqm;
@@ -361,6 +361,13 @@ static void forget_dirs(struct fs *fs, uint16_t op, const void *reqm)
 		const struct msg_remove_req *q = reqm;
 
 		forget_entry(fs, &q->dir, &q->name);
+		break;
+	}
+	case OP_REMOVES: {
+		const struct msg_removes_req *q = reqm;
+
+		for (uint32_t i = 0; q->ents && i < q->count; i++)
+			forget_entry(fs, &q->dir, &q->ents[i].name);
 		break;
 	}
 	case OP_RENAME: {

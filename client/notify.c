@@ -432,6 +432,17 @@ static void own_fill(struct notify *n, struct own *o, uint16_t op,
 			own_add_entry(n, o, &m.remove_req.dir,
 				      &m.remove_req.name);
 		break;
+	case OP_REMOVES: {
+		struct msg_rment e;
+		struct rbuf it;
+
+		own_add(o, m.removes_req.dir.vnode);
+		rbuf_init(&it, m.removes_req.list.p, m.removes_req.list.len);
+		while (msg_rment_next(&it, &e))
+			if (e.flags & RM_DIR)
+				own_add_entry(n, o, &m.removes_req.dir, &e.name);
+		break;
+	}
 	case OP_RENAME:
 		own_add(o, m.rename_req.sdir.vnode);
 		own_add(o, m.rename_req.ddir.vnode);

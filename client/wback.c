@@ -209,6 +209,9 @@ struct wfile {
 	uint64_t ldv;             /* a directory: its data version with
 				   * the creates not sent (wb_create) */
 	int64_t denied_ms;        /* a directory: its token refused then */
+	unsigned rm_sending : 1;  /* a directory: a removal in it is on its
+				   * way (ship_removes); the next ones wait
+				   * and go together */
 	unsigned moving;          /* changes of ours outside the journal on
 				   * their way (wb_move_begin) */
 	uint64_t moved;           /* and those that took effect: each moved
@@ -218,7 +221,7 @@ struct wfile {
 struct wb_stats {
 	uint64_t journaled, journaled_bytes, sent, sent_bytes, grants,
 		 returns, recalls, conflicts, dropped, errors, replayed,
-		 creates, dir_grants, removes;
+		 creates, dir_grants, removes, remove_batches, batched;
 };
 
 struct wb {
@@ -246,6 +249,7 @@ struct wb {
 	unsigned pool_want : 1, pool_busy : 1;
 	int64_t pool_failed_ms;   /* FIDS failed then: not again for 1 s */
 	int closes_seen;          /* FLUSH reaches us (wb_closed) */
+	int no_removes;           /* the server has no REMOVES: one by one */
 	int stopping;
 	unsigned started;
 	/* FIDs recalled while we did not hold their token (a grant still on
@@ -1572,6 +1576,28 @@ out:
 	pthread_cond_broadcast(&w->done);
 }
 
+/* Is f's next change a removal that may go in a REMOVES: its last,
+ * written, and not failing? Under lock. */
+static int rm_batchable(const struct wb *w, const struct wfile *f)
+{
+	const struct wop *o = f->head;
+
+	return !w->no_removes && o && o == f->tail && o->ready &&
+	       o->type == JR_REMOVE && !f->err;
+}
+
+/* Must f's removal wait for the one on its way in its directory, to go
+ * with the others that gather meanwhile? Under lock. */
+static int rm_waits(struct wb *w, const struct wfile *f)
+{
+	const struct wfile *d;
+
+	if (!rm_batchable(w, f))
+		return 0;
+	d = *fslot(w, &f->head->parent);
+	return d && d->rm_sending && !w->stopping;
+}
+
 /* The next file a shipper should serve, or NULL: one whose retry time
  * came, and whose next change does not wait for others (ns_waits; what
  * it waits for is sent first, and wakes the shippers). Under lock. */
@@ -1586,7 +1612,7 @@ static struct wfile *next_ready(struct wb *w)
 		/* busy: being journaled (ns_journal writes a removal of a
 		 * file queued to send) or sent; it is taken after that. */
 		if ((f->retry_ms > now && !f->must_return && !w->stopping) ||
-		    f->busy || ns_waits(w, f))
+		    f->busy || ns_waits(w, f) || rm_waits(w, f))
 			continue;
 		*p = f->qnext;
 		if (w->qtail == f)
@@ -1705,6 +1731,171 @@ static void pool_fill(struct wb *w)
 	w->npool = p.count;
 }
 
+/* A shipper is done with f (busy, ours): let it go, queue it again if it
+ * has more to send, free it if nothing refers to it. Under lock. */
+static void after_ship(struct wb *w, struct wfile *f)
+{
+	unbusy(w, f);
+	/* A change still being written queues f when it is done; a
+	 * recall that came while we were at it needs another turn. */
+	if (f->head && !f->head->ready)
+		; /* journal() queues f when that one is written */
+	else if ((f->head && !f->err) ||
+		 ((f->must_return || f->tok == TK_RECALLED) && !f->children))
+		enqueue(w, f, 0);
+	file_maybe_free(w, f);
+}
+
+/*
+ * f (busy, ours) is to send a removal that may be batched: take other
+ * files queued with a removal in the same directory (busy, ours too) and
+ * send all of them in one REMOVES, with the credentials of f's (only the
+ * removals made with the same ones go with it). Each one the server did
+ * (or had done: -ENOENT, as for REMOVE with RM_FID) is done here; every
+ * other, and all of them when the call fails, go on as if there had been
+ * no batch (ship_file sends each on its own, with its error handling).
+ * Returns 0 when f's next change is no such removal (the caller ships f),
+ * 1 when f was shipped here (alone when no other was queued). Under lock; returns with it held; the files taken
+ * are done with (after_ship), f is the caller's.
+ */
+static int ship_removes(struct wb *w, struct wfile *f, uint8_t *buf)
+{
+	struct wfile *g[CAIRN_REMOVES_MAX];
+	const struct wop *o[CAIRN_REMOVES_MAX];
+	struct msg_rment ents[CAIRN_REMOVES_MAX];
+	const uint8_t *cred = NULL;
+	struct cairn_fid parent;
+	struct wfile *d;
+	size_t credlen = 0, used = 0;
+	int64_t now = clock_mono_ms();
+	unsigned n = 1, scanned = 0, sent = 0;
+	int done[CAIRN_REMOVES_MAX] = { 0 }, rc = 0;
+
+	if (!rm_batchable(w, f))
+		return 0;
+	g[0] = f;
+	o[0] = f->head;
+	parent = o[0]->parent;
+	/* One removal on its way per directory: the next ones gather
+	 * meanwhile and go together (rm_waits). */
+	if ((d = *fslot(w, &parent)))
+		d->rm_sending = 1;
+	for (struct wfile **p = &w->qhead, *prev = NULL;
+	     *p && n < CAIRN_REMOVES_MAX && scanned < 4 * CAIRN_REMOVES_MAX;
+	     scanned++) {
+		struct wfile *h = *p;
+
+		if (h->busy || (h->retry_ms > now && !w->stopping) ||
+		    !rm_batchable(w, h) || ns_waits(w, h) ||
+		    memcmp(&h->head->parent, &o[0]->parent,
+			   sizeof(o[0]->parent))) {
+			prev = h;
+			p = &h->qnext;
+			continue;
+		}
+		*p = h->qnext;
+		if (w->qtail == h)
+			w->qtail = prev;
+		h->queued = 0;
+		h->qnext = NULL;
+		h->busy = 1;
+		g[n] = h;
+		o[n++] = h->head;
+	}
+	if (n == 1) {
+		ship_file(w, f, buf);
+		goto out;
+	}
+	pthread_mutex_unlock(&w->lock);
+	/* Each record: struct crec, the name, the credential block. Those
+	 * with other credentials than the first, or that do not fit, are
+	 * left out (sent on their own). */
+	for (unsigned i = 0; i < n; i++) {
+		uint8_t *r = buf + used;
+		struct crec c;
+
+		if (used + PAD8(o[i]->len) > CAIRN_MAX_IO ||
+		    pread(o[i]->seg->fd, r, o[i]->len,
+			  (off_t)(o[i]->at + sizeof(struct jrec))) !=
+		    (ssize_t)o[i]->len ||
+		    o[i]->len < sizeof(c))
+			continue;
+		memcpy(&c, r, sizeof(c));
+		if (sizeof(c) + c.namelen > o[i]->len)
+			continue;
+		const uint8_t *rc_cred = r + sizeof(c) + c.namelen;
+		size_t rc_len = o[i]->len - sizeof(c) - c.namelen;
+		if (!cred) {
+			cred = rc_cred;
+			credlen = rc_len;
+		} else if (rc_len != credlen ||
+			   memcmp(rc_cred, cred, credlen)) {
+			continue;
+		}
+		used += PAD8(o[i]->len);
+		ents[sent] = (struct msg_rment){
+			.name = { (const char *)r + sizeof(c), c.namelen },
+			.flags = o[i]->valid,
+			.victim = g[i]->fid,
+		};
+		done[i] = -1 - (int)sent++; /* its entry, until the reply */
+	}
+	if (sent > 1) {
+		struct msg_removes_req q = { .dir = o[0]->parent,
+					     .count = sent, .ents = ents };
+		struct msg_removes_rep p;
+
+		rc = fs_rpc_cred(w->fs, cred, credlen, OP_REMOVES, &q, &p);
+		if (rc == 0 && p.count != sent)
+			rc = fs_bad_reply(OP_REMOVES);
+		for (unsigned i = 0; i < n; i++) {
+			int32_t st;
+
+			if (!done[i])
+				continue;
+			st = rc ? rc : msg_removes_status(&p, (uint32_t)(-1 - done[i]));
+			/* -ENOENT: done before (RM_FID). */
+			done[i] = st == 0 || st == -ENOENT;
+			if (done[i])
+				mark_done(w, o[i]);
+		}
+	} else {
+		memset(done, 0, sizeof(done));
+	}
+	pthread_mutex_lock(&w->lock);
+	if (rc == -ENOSYS || rc == -EOPNOTSUPP) {
+		log_info("write-back: the server takes no REMOVES; removals "
+			 "go one by one");
+		w->no_removes = 1;
+	}
+	if (sent > 1 && !rc) {
+		w->st.remove_batches++;
+		w->st.batched += sent;
+	}
+	for (unsigned i = 0; i < n; i++) {
+		if (done[i]) {
+			CAIRN_ASSERT(g[i]->head == o[i]);
+			w->st.sent++;
+			g[i]->err = 0;
+			g[i]->refusals = 0;
+			g[i]->last_ms = clock_mono_ms();
+			pop_op(w, g[i]);
+		}
+		/* What is left (the token to give back; a removal the batch
+		 * did not do, sent on its own). */
+		ship_file(w, g[i], buf);
+		if (i > 0)
+			after_ship(w, g[i]);
+	}
+out:
+	/* The directory may have been freed and made again meanwhile. */
+	if ((d = *fslot(w, &parent)))
+		d->rm_sending = 0;
+	pthread_cond_broadcast(&w->work);
+	pthread_cond_broadcast(&w->done);
+	return 1;
+}
+
 static void *shipper(void *arg)
 {
 	struct wb *w = arg;
@@ -1738,17 +1929,9 @@ static void *shipper(void *arg)
 			continue;
 		}
 		f->busy = 1;
-		ship_file(w, f, buf);
-		unbusy(w, f);
-		/* A change still being written queues f when it is done; a
-		 * recall that came while we were at it needs another turn. */
-		if (f->head && !f->head->ready)
-			; /* journal() queues f when that one is written */
-		else if ((f->head && !f->err) ||
-			 ((f->must_return || f->tok == TK_RECALLED) &&
-			  !f->children))
-			enqueue(w, f, 0);
-		file_maybe_free(w, f);
+		if (!ship_removes(w, f, buf))
+			ship_file(w, f, buf);
+		after_ship(w, f);
 		if (w->stopping > 1)
 			break;
 	}
@@ -2933,9 +3116,11 @@ void wb_print_stats(void *arg, FILE *f)
 		"wb.recalls %" PRIu64 "\nwb.conflicts %" PRIu64 "\n"
 		"wb.dropped %" PRIu64 "\nwb.errors %" PRIu64 "\n"
 		"wb.replayed %" PRIu64 "\nwb.creates %" PRIu64 "\n"
-		"wb.dir_grants %" PRIu64 "\nwb.removes %" PRIu64 "\n", w->dir,
+		"wb.dir_grants %" PRIu64 "\nwb.removes %" PRIu64 "\n"
+		"wb.remove_batches %" PRIu64 "\nwb.removes_batched %" PRIu64
+		"\n", w->dir,
 		ops, bytes, files, held, s.journaled, s.journaled_bytes,
 		s.sent, s.sent_bytes, s.grants, s.returns, s.recalls,
 		s.conflicts, s.dropped, s.errors, s.replayed, s.creates,
-		s.dir_grants, s.removes);
+		s.dir_grants, s.removes, s.remove_batches, s.batched);
 }

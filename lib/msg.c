@@ -957,6 +957,101 @@ static int dec_status_rep(struct rbuf *r, void *m)
 	return dec_end(r);
 }
 
+/* --- REMOVES ---------------------------------------------------------------- */
+
+/* The smallest encoded entry: an empty name's length, flags, victim. */
+#define RMENT_MIN (2u + 4u + WIRE_FID_SIZE)
+
+static void get_rment(struct rbuf *r, struct msg_rment *e)
+{
+	get_str(r, &e->name);
+	e->flags = wire_get_u32(r);
+	wire_get_fid(r, &e->victim);
+}
+
+static void next_rment(struct rbuf *r, void *scratch)
+{
+	get_rment(r, scratch);
+}
+
+static void enc_removes_req(struct wbuf *w, const void *m)
+{
+	const struct msg_removes_req *q = m;
+
+	wire_put_fid(w, &q->dir);
+	wire_put_u32(w, q->count);
+	if (!q->ents) {
+		wire_put_bytes(w, q->list.len ? q->list.p : "", q->list.len);
+		return;
+	}
+	for (uint32_t i = 0; i < q->count; i++) {
+		put_str(w, &q->ents[i].name);
+		wire_put_u32(w, q->ents[i].flags);
+		wire_put_fid(w, &q->ents[i].victim);
+	}
+}
+
+static int dec_removes_req(struct rbuf *r, void *m)
+{
+	struct msg_removes_req *q = m;
+	struct msg_rment e;
+
+	wire_get_fid(r, &q->dir);
+	q->count = wire_get_u32(r);
+	q->ents = NULL;
+	get_records(r, q->count, RMENT_MIN, next_rment, &e, &q->list);
+	return dec_end(r);
+}
+
+int msg_rment_next(struct rbuf *it, struct msg_rment *e)
+{
+	if (rbuf_left(it) == 0 || it->err)
+		return 0;
+	get_rment(it, e);
+	return it->err ? 0 : 1;
+}
+
+static void next_status(struct rbuf *r, void *scratch)
+{
+	*(uint32_t *)scratch = wire_get_u32(r);
+}
+
+static void enc_removes_rep(struct wbuf *w, const void *m)
+{
+	const struct msg_removes_rep *p = m;
+
+	wire_put_attr(w, &p->dir);
+	wire_put_u32(w, p->count);
+	if (!p->status) {
+		wire_put_bytes(w, p->list.len ? p->list.p : "", p->list.len);
+		return;
+	}
+	for (uint32_t i = 0; i < p->count; i++)
+		wire_put_u32(w, (uint32_t)p->status[i]);
+}
+
+static int dec_removes_rep(struct rbuf *r, void *m)
+{
+	struct msg_removes_rep *p = m;
+	uint32_t v;
+
+	wire_get_attr(r, &p->dir);
+	p->count = wire_get_u32(r);
+	p->status = NULL;
+	get_records(r, p->count, 4, next_status, &v, &p->list);
+	return dec_end(r);
+}
+
+int32_t msg_removes_status(const struct msg_removes_rep *p, uint32_t i)
+{
+	struct rbuf r;
+
+	if (i >= p->count || p->list.len < ((size_t)i + 1) * 4)
+		return -EPROTO;
+	rbuf_init(&r, (const char *)p->list.p + (size_t)i * 4, 4);
+	return (int32_t)wire_get_u32(&r);
+}
+
 /* --- ORPHAN_DROP ------------------------------------------------------------- */
 
 static void next_fid(struct rbuf *r, void *scratch)
@@ -1177,6 +1272,15 @@ static const struct msg_desc descs[] = {
 	 * others, and those it never uses are simply never used. */
 	{ OP_FIDS, "FIDS", MSG_CHANGES, "u32 count", "fid first, u32 count",
 	  CODEC(fids_req, fids_rep) },
+	/* REMOVE, several at once: the entries a client's journal holds for
+	 * one directory, applied in order in one commit (each on its own:
+	 * one that fails leaves the others done). Like REMOVE, kept in the
+	 * duplicate request cache; each entry is RM_FID, so one done before
+	 * answers -ENOENT when resent after a restart. */
+	{ OP_REMOVES, "REMOVES", MSG_CHANGES | MSG_DRC,
+	  "fid dir, u32 count, count × (str name, u32 flags, fid victim)",
+	  "attr dir, u32 count, count × (i32 status)",
+	  CODEC(removes_req, removes_rep) },
 	{ OP_CB_BREAK, "CB_BREAK", MSG_PUSH, "u32 count, count × (fid, str name, u8 flags)",
 	  "acknowledged: an empty `WF_REPLY` frame with the push's id "
 	  "(see Callbacks)", CODEC(cb_break, empty) },

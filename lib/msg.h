@@ -135,6 +135,34 @@ struct msg_remove_req {
 	struct cairn_fid victim; /* RM_FID: what the name must name */
 };
 
+/*
+ * REMOVES: count entries of one directory, each a REMOVE with RM_FID
+ * (flags 0 or RM_DIR). To send, point ents at count entries (list is then
+ * not read); a decoded request has ents NULL and list holding the encoded
+ * entries, walked with msg_rment_next.
+ */
+struct msg_rment {
+	struct msg_str name;
+	uint32_t flags;          /* RM_DIR or 0 */
+	struct cairn_fid victim; /* what the name must still name */
+};
+struct msg_removes_req {
+	struct cairn_fid dir;
+	uint32_t count;
+	const struct msg_rment *ents;
+	struct msg_bytes list;
+};
+/* Its reply: the directory's attributes after all of them and one status
+ * per entry, in order (0 or a negative errno, as REMOVE's). To send,
+ * point status at count values; decoded, status is NULL and list holds
+ * them (msg_removes_status). */
+struct msg_removes_rep {
+	struct cairn_attr dir;
+	uint32_t count;
+	const int32_t *status;
+	struct msg_bytes list;
+};
+
 struct msg_rename_req {
 	struct cairn_fid sdir;
 	struct msg_str sname;
@@ -323,6 +351,8 @@ union msg_any {
 	struct msg_readlink_rep readlink_rep;
 	struct msg_link_req link_req;
 	struct msg_remove_req remove_req;
+	struct msg_removes_req removes_req;
+	struct msg_removes_rep removes_rep;
 	struct msg_rename_req rename_req;
 	struct msg_readdir_req readdir_req;
 	struct msg_readdir_rep readdir_rep;
@@ -443,6 +473,12 @@ void msg_sized_rep_finish(struct wbuf *w, size_t at, uint32_t size,
 /* Iterate a decoded ORPHAN_DROP's FIDs (rbuf over list), as
  * msg_dirent_next. */
 int msg_fid_next(struct rbuf *it, struct cairn_fid *fid);
+
+/* Iterate a decoded REMOVES request's entries (rbuf over list), as
+ * msg_dirent_next. */
+int msg_rment_next(struct rbuf *it, struct msg_rment *e);
+/* The status of entry i (< count) of a decoded REMOVES reply. */
+int32_t msg_removes_status(const struct msg_removes_rep *p, uint32_t i);
 
 /* CB_BREAK pushes, likewise: begin, a record each, end with the count. */
 size_t msg_cb_break_begin(struct wbuf *w);

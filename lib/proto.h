@@ -83,6 +83,7 @@ enum cairn_op {
 	OP_GETLK,
 	OP_AUTH,            /* first frame: the handshake (lib/seal.h) */
 	OP_FIDS,
+	OP_REMOVES,         /* several REMOVEs in one directory, one commit */
 	OP__COUNT,          /* number of request opcodes + 1 */
 	OP_CB_BREAK = 64,
 	OP_CB_RECALL,
@@ -208,6 +209,10 @@ enum { BS_LIST = 1u << 0 };
 #define CAIRN_BULKSTAT_MAX   (256u * 1024u)
 /* Most FIDs one ORPHAN_DROP may list (more: -EINVAL). */
 #define CAIRN_ORPHAN_DROP_MAX 1024u
+/* Entries one REMOVES carries at most: each records two changes (the
+ * name, the object) and one request's changes go in one break call
+ * (server/handlers.h, HANDLER_MAX_CHANGES). */
+#define CAIRN_REMOVES_MAX 16u
 /* FSYNC flags. */
 enum { FS_DATASYNC = 1u << 0 };
 /* SETXATTR flags: the Linux XATTR_CREATE / XATTR_REPLACE values. */

@@ -357,8 +357,8 @@ static struct parked *break_changes(const struct srv_ctx *ctx,
 	*wait = NULL;
 	if (cb_break(ctx->cb, conn_cb_client(c), out->ch, out->nch, &brk) < 0)
 		log_error("callback break: out of memory");
-	if (brk && out->orphan.vnode)
-		orphan_holders(ctx, c, brk, &out->orphan);
+	for (int i = 0; brk && i < out->norphan; i++)
+		orphan_holders(ctx, c, brk, &out->orphan[i]);
 	if (brk)
 		p = malloc(sizeof(*p) + (size_t)out->np * sizeof(p->fids[0]));
 	if (p) {

@@ -114,6 +114,16 @@ static void change_all(struct op_req *q, const struct store_changed *sc)
 		change_f(q, &sc->fid[i], NULL, CB_ALL, CB_ATTRS_ONLY);
 }
 
+/* The store made sc->orphan (if any) an orphan held by the requester. */
+static void orphaned(struct op_req *q, const struct store_changed *sc)
+{
+	struct handler_out *o = q->out;
+
+	CAIRN_ASSERT(o->norphan < (int)CAIRN_REMOVES_MAX);
+	if (sc->orphan.vnode && o->norphan < (int)CAIRN_REMOVES_MAX)
+		o->orphan[o->norphan++] = sc->orphan;
+}
+
 /*
  * Namespace changes run at most once per request id for a client that
  * resends with the same id (HELLO_REPLAY), also across a server restart:
@@ -755,7 +765,97 @@ static int op_remove(struct op_req *q)
 			 CB_ATTRS_ONLY);
 	else
 		change_all(q, &sc);
-	q->out->orphan = sc.orphan;
+	orphaned(q, &sc);
+	return 0;
+}
+
+/*
+ * REMOVES: a client's journal sends the removals it answered in one
+ * directory together. Each entry is a REMOVE with RM_FID (and its own
+ * RM_DIR, RM_KEEP, RM_SELF): checked and applied on its own, in order,
+ * all in one commit (store_removes). Breaks and orphans as REMOVE's, for
+ * each name removed; at most CAIRN_REMOVES_MAX entries, so that their
+ * changes fit one request's (HANDLER_MAX_CHANGES).
+ */
+static int op_removes(struct op_req *q)
+{
+	const struct msg_removes_req *m = &q->m.removes_req;
+	char names[CAIRN_REMOVES_MAX][CAIRN_NAME_MAX + 1];
+	const char *np[CAIRN_REMOVES_MAX];
+	struct msg_str ns[CAIRN_REMOVES_MAX];
+	uint32_t flags[CAIRN_REMOVES_MAX];
+	int32_t status[CAIRN_REMOVES_MAX];
+	int rcs[CAIRN_REMOVES_MAX], idx[CAIRN_REMOVES_MAX];
+	struct store_changed sc[CAIRN_REMOVES_MAX];
+	struct msg_removes_rep rep = { .count = m->count, .status = status };
+	struct msg_rment e;
+	struct rbuf it;
+	uint32_t i, n = 0;
+	int ret;
+
+	if (m->count < 1 || m->count > CAIRN_REMOVES_MAX)
+		return -EINVAL;
+	if (tok_busy(q, &m->dir))
+		return PARKED;
+	rbuf_init(&it, m->list.p, m->list.len);
+	for (i = 0; i < m->count; i++) {
+		if (!msg_rment_next(&it, &e))
+			return -EPROTO;
+		if ((e.flags & ~(uint32_t)(RM_DIR | RM_KEEP | RM_SELF)) ||
+		    (e.flags & (RM_DIR | RM_SELF)) == (RM_DIR | RM_SELF))
+			return -EINVAL;
+		if ((ret = name_get(&e.name, names[i])))
+			return ret;
+		ns[i] = e.name;
+		flags[i] = e.flags;
+		status[i] = 0;
+		/* Removed already (a resend), or the name reused since. */
+		struct cairn_attr cur;
+		ret = store_lookup(q->ctx->st, &m->dir, names[i], &cur);
+		if (ret == 0 && (cur.fid.vnode != e.victim.vnode ||
+				 cur.fid.uniq != e.victim.uniq ||
+				 cur.fid.vol != e.victim.vol))
+			ret = -ENOENT;
+		if (ret == 0 && (ret = may_unlink(q, &m->dir, names[i],
+						  &cur)) > 0)
+			ret = -ENOENT;
+		if (ret) {
+			status[i] = ret;
+			continue;
+		}
+		np[n] = names[i];
+		idx[n++] = (int)i;
+	}
+	if (n == 0) {
+		if ((ret = store_getattr(q->ctx->st, &m->dir, &rep.dir)))
+			return ret;
+	} else {
+		uint32_t fl[CAIRN_REMOVES_MAX];
+
+		for (i = 0; i < n; i++)
+			fl[i] = flags[idx[i]];
+		if ((ret = store_removes(q->ctx->st, &m->dir, (int)n, np, fl,
+					 conn_client_id(q->c), rcs, &rep.dir,
+					 sc)))
+			return ret;
+	}
+	for (i = 0; i < n; i++)
+		status[idx[i]] = rcs[i];
+	reply(q, &rep);
+	promise(q, &rep.dir.fid);
+	for (i = 0; i < n; i++) {
+		if (rcs[i])
+			continue;
+		change(q, &m->dir, &ns[idx[i]], CB_OTHERS);
+		if (flags[idx[i]] & RM_SELF)
+			/* The requester marks the object stale itself. */
+			change_f(q, &sc[i].fid[0], NULL,
+				 sc[i].gone ? CB_OTHERS_GONE : CB_OTHERS,
+				 CB_ATTRS_ONLY);
+		else
+			change_all(q, &sc[i]);
+		orphaned(q, &sc[i]);
+	}
 	return 0;
 }
 
@@ -824,7 +924,7 @@ static int op_rename(struct op_req *q)
 	change(q, &m->sdir, &m->sname, CB_OTHERS);
 	change(q, &m->ddir, &m->dname, CB_OTHERS);
 	change_all(q, &sc);
-	q->out->orphan = sc.orphan;
+	orphaned(q, &sc);
 	return 0;
 }
 
@@ -1412,6 +1512,7 @@ static const op_fn handlers[OP__COUNT] = {
 	[OP_READLINK] = op_readlink,
 	[OP_LINK] = op_link,
 	[OP_REMOVE] = op_remove,
+	[OP_REMOVES] = op_removes,
 	[OP_RENAME] = op_rename,
 	[OP_READDIR] = op_readdir,
 	[OP_READ] = op_read,

@@ -46,7 +46,7 @@ struct srv_ctx {
 	int no_root_squash;       /* uid 0 in credentials stays root */
 };
 
-#define HANDLER_MAX_CHANGES 12
+#define HANDLER_MAX_CHANGES 32
 _Static_assert(HANDLER_MAX_CHANGES <= CB_MAX_CHANGES,
 	       "one request's changes must fit one cb_break call");
 
@@ -66,9 +66,10 @@ struct handler_out {
 	 * point into the request's payload, valid until delivery returns. */
 	struct cb_change ch[HANDLER_MAX_CHANGES];
 	int nch;
-	/* An object the change made an orphan (vnode 0: none): every other
-	 * client its break reaches becomes a holder (deliver.c). */
-	struct cairn_fid orphan;
+	/* Objects the change made orphans: every other client their
+	 * breaks reach becomes a holder (deliver.c). */
+	struct cairn_fid orphan[CAIRN_REMOVES_MAX];
+	int norphan;
 	/* Non-empty: fail the connection with this reason after the reply
 	 * (a HELLO of an unsupported version). */
 	char close_after[64];

@@ -575,7 +575,8 @@ struct wop {
 	void *arg;
 	int rc;
 	int done;
-	pthread_cond_t cond;          /* its owner waits here (gc_lock) */
+	pthread_cond_t *cond;         /* its owner waits here (gc_lock); one
+				       * for all of store_tx_many's ops */
 	struct wop *next;
 	struct store_tag tag;         /* the request it runs for, if set */
 	struct store_applied result;  /* what it made (store_tx_result), or
@@ -906,34 +907,41 @@ void store_tick(struct store *st)
 	meta_reserve(st);
 }
 
-int store_tx(struct store *st, store_tx_fn fn, void *arg)
+/*
+ * Queue ops[0..n) (consecutive, so they go in as few batches as
+ * GC_MAX_BATCH allows) and return once every one is done: lead batches
+ * while no one else does, else wait to be woken (for one of ours done, or
+ * at the head of the queue when the leader left: one wake-up each, not a
+ * herd per commit).
+ */
+static void tx_run(struct store *st, struct wop *ops, int n)
 {
-	struct wop op = { .fn = fn, .arg = arg, .tag = cur_tag };
+	pthread_cond_t cond;
 	struct wop *batch, *last, *w, *next;
-	int n;
-
-	cur_tag.set = 0; /* the tag is for one change */
+	int k;
 
 	/* From a store_tx_fn this would wait for its own batch; under a
 	 * read transaction it would pin a snapshot across a commit. */
 	CAIRN_ASSERT(!in_batch);
 	CAIRN_ASSERT(rtxn_open == 0);
 	LOCK_ASSERT_NOT_HELD(&st->gc_lock);
-	pthread_cond_init(&op.cond, NULL);
+	pthread_cond_init(&cond, NULL);
+	for (k = 0; k < n; k++) {
+		ops[k].cond = &cond;
+		ops[k].next = k + 1 < n ? &ops[k + 1] : NULL;
+	}
 	pthread_mutex_lock(&st->gc_lock);
-	*st->gc_tail = &op;
-	st->gc_tail = &op.next;
-	while (!op.done) {
-		/* Woken only for our own op: done, or at the head of the
-		 * queue when the leader left (one wake-up each, not a herd
-		 * per commit). */
+	*st->gc_tail = &ops[0];
+	st->gc_tail = &ops[n - 1].next;
+	while (!ops[n - 1].done) {
+		/* Batches run in queue order: our last done, all are. */
 		if (st->gc_leader) {
-			pthread_cond_wait(&op.cond, &st->gc_lock);
+			pthread_cond_wait(&cond, &st->gc_lock);
 			continue;
 		}
 		st->gc_leader = 1;
 		batch = last = st->gc_head;
-		for (n = 1; last->next && n < GC_MAX_BATCH; n++)
+		for (k = 1; last->next && k < GC_MAX_BATCH; k++)
 			last = last->next;
 		st->gc_head = last->next;
 		if (!st->gc_head)
@@ -952,19 +960,48 @@ int store_tx(struct store *st, store_tx_fn fn, void *arg)
 		for (w = batch; w; w = next) {
 			next = w->next;
 			w->done = 1;
-			if (w != &op)
-				pthread_cond_signal(&w->cond);
+			if (w->cond != &cond)
+				pthread_cond_signal(w->cond);
 		}
 		st->gc_leader = 0;
 		/* The next batch's first owner leads it. */
 		if (st->gc_head)
-			pthread_cond_signal(&st->gc_head->cond);
+			pthread_cond_signal(st->gc_head->cond);
 	}
 	pthread_mutex_unlock(&st->gc_lock);
-	pthread_cond_destroy(&op.cond);
+	pthread_cond_destroy(&cond);
+}
+
+int store_tx(struct store *st, store_tx_fn fn, void *arg)
+{
+	struct wop op = { .fn = fn, .arg = arg, .tag = cur_tag };
+
+	cur_tag.set = 0; /* the tag is for one change */
+	tx_run(st, &op, 1);
 	if (op.rc == -EALREADY)
 		cur_applied = op.result;
 	return op.rc;
+}
+
+int store_tx_many(struct store *st, store_tx_fn fn, void *const *args,
+		  int *rcs, int n)
+{
+	struct wop *ops;
+
+	CAIRN_ASSERT(!cur_tag.set); /* tags are for single changes */
+	if (n <= 0)
+		return 0;
+	if (!(ops = calloc((size_t)n, sizeof(*ops))))
+		return -ENOMEM;
+	for (int i = 0; i < n; i++) {
+		ops[i].fn = fn;
+		ops[i].arg = args[i];
+	}
+	tx_run(st, ops, n);
+	for (int i = 0; i < n; i++)
+		rcs[i] = ops[i].rc;
+	free(ops);
+	return 0;
 }
 
 /* Read transactions are reset and renewed rather than begun and aborted:

@@ -627,6 +627,66 @@ int store_remove(struct store *st, const struct cairn_fid *dir,
 	return 0;
 }
 
+/* The removal of one name of a directory, as store_remove without
+ * RM_KEEP, for store_removes: the entry's result in ch. */
+static void removed(struct store *st, const struct remove_args *a,
+		    struct store_changed *ch)
+{
+	if (a->drop)
+		store_data_drop(st, a->vn, 0);
+	ch->n = 1;
+	store_fid_make(a->vn, &a->ino, &ch->fid[0]);
+	ch->orphan = (struct cairn_fid){ 0 };
+	ch->gone = 0;
+	if (a->holder && a->ino.nlink == 0 && !S_ISDIR(a->ino.mode))
+		ch->orphan = ch->fid[0];
+	else if (a->ino.nlink == 0)
+		ch->gone = 1;
+}
+
+int store_removes(struct store *st, const struct cairn_fid *dir, int n,
+		  const char *const *names, const uint32_t *flags,
+		  const uint8_t *holder, int *rcs, struct cairn_attr *dir_out,
+		  struct store_changed *ch)
+{
+	struct remove_args a[CAIRN_REMOVES_MAX];
+	void *args[CAIRN_REMOVES_MAX];
+	int res[CAIRN_REMOVES_MAX], idx[CAIRN_REMOVES_MAX];
+	int k = 0, last = -1, rc;
+
+	if (n < 1 || n > (int)CAIRN_REMOVES_MAX)
+		return -EINVAL;
+	for (int i = 0; i < n; i++) {
+		if ((flags[i] & ~(uint32_t)(RM_DIR | RM_KEEP | RM_SELF)) ||
+		    ((flags[i] & RM_KEEP) && !holder))
+			return -EINVAL;
+		ch[i] = (struct store_changed){ 0 };
+		if ((rcs[i] = store_name_check(names[i])))
+			continue;
+		a[k] = (struct remove_args){
+			.dir = dir, .name = names[i],
+			.flags = flags[i],
+			.holder = (flags[i] & RM_KEEP) ? holder : NULL };
+		args[k] = &a[k];
+		idx[k++] = i;
+	}
+	if ((rc = store_tx_many(st, remove_tx, args, res, k)))
+		return rc;
+	for (int j = 0; j < k; j++) {
+		if ((rcs[idx[j]] = res[j]))
+			continue;
+		removed(st, &a[j], &ch[idx[j]]);
+		last = j;
+	}
+	/* The directory as the last removal left it (each saw the ones
+	 * before it: one batch, in order). */
+	if (last >= 0) {
+		store_attr_fill(st, dir->vnode, &a[last].dino, dir_out);
+		return 0;
+	}
+	return store_getattr(st, dir, dir_out);
+}
+
 /* ---- rename ----------------------------------------------------------- */
 
 struct rename_args {

@@ -144,6 +144,13 @@ typedef int (*store_tx_fn)(struct store *st, MDB_txn *txn, void *arg);
 /* Run fn in a write transaction; returns when that transaction is
  * committed and synced (or failed). Result: fn's, or the commit's error. */
 int store_tx(struct store *st, store_tx_fn fn, void *arg);
+/* fn on each of args[0..n) in order, each in a transaction of its own
+ * nested in the batch's (one that fails is rolled back alone), in as few
+ * commits as the batch size allows (one for up to 128); returns when all
+ * are committed and synced: 0 with each result in rcs[i], or -ENOMEM
+ * (nothing run). No tag (store_tag_set) applies. */
+int store_tx_many(struct store *st, store_tx_fn fn, void *const *args,
+		  int *rcs, int n);
 /* A read transaction, reused from a pool when possible; end it with
  * store_rtxn_end (never mdb_txn_abort). */
 int store_rtxn(struct store *st, MDB_txn **txn);

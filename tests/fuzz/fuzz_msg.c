@@ -14,9 +14,9 @@
  * success the decoded struct is encoded again and must give back the very
  * same bytes (the encoding is canonical: one value, one byte string); the
  * streamed parts (READDIR and BULKSTAT entries, CB_BREAK records,
- * ORPHAN_DROP FIDs) are walked to the end and must yield exactly count
- * items, and ORPHAN_DROP encoded from an array of its FIDs must be the
- * input again; the replies the
+ * ORPHAN_DROP FIDs, REMOVES entries and statuses) are walked to the end
+ * and must yield exactly count items, and ORPHAN_DROP and REMOVES encoded
+ * from arrays of their items must be the input again; the replies the
  * server builds in place (READ, GETXATTR/LISTXATTR, READDIR, BULKSTAT,
  * CB_BREAK) are built again that
  * way and must match too; decoded names go through the receivers' checks.
@@ -185,6 +185,60 @@ static void check_cb_break(const struct msg_cb_break *b, unsigned op,
 		    len);
 }
 
+/* REMOVES: the entries walk to count, their names go through the
+ * server's check, and sent from an array (as a client sends them) they
+ * are the input again; the reply's statuses likewise. */
+static void check_removes(const struct msg_removes_req *q, unsigned op,
+			  const uint8_t *p, size_t len)
+{
+	struct msg_removes_req a = { .dir = q->dir };
+	struct msg_rment *e = malloc((q->count ? q->count : 1) * sizeof(*e));
+	struct rbuf it;
+	struct wbuf w;
+	uint32_t n = 0;
+
+	if (!e)
+		abort();
+	if (q->ents)
+		fail("decoded with ents set", op, 0, p, len, p, len);
+	rbuf_init(&it, q->list.p, q->list.len);
+	while (n < q->count && msg_rment_next(&it, &e[n]))
+		check_name(&e[n++].name, 0);
+	if (it.err || n != q->count || rbuf_left(&it) ||
+	    msg_rment_next(&it, &e[0]))
+		fail("msg_rment_next walk disagrees with count", op, 0, p, len,
+		     p, len);
+	a.count = n;
+	a.ents = e;
+	wbuf_init(&w);
+	msg_encode(op, 0, &w, &a);
+	expect_same(&w, "encoded from an array of the entries", op, 0, p, len);
+	free(e);
+}
+
+static void check_removes_rep(const struct msg_removes_rep *r, unsigned op,
+			      const uint8_t *p, size_t len)
+{
+	struct msg_removes_rep a = { .dir = r->dir, .count = r->count };
+	int32_t *st = malloc((r->count ? r->count : 1) * sizeof(*st));
+	struct wbuf w;
+
+	if (!st)
+		abort();
+	if (r->status || r->list.len != (size_t)r->count * 4)
+		fail("statuses disagree with count", op, 1, p, len, p, len);
+	for (uint32_t i = 0; i < r->count; i++)
+		st[i] = msg_removes_status(r, i);
+	if (msg_removes_status(r, r->count) != -EPROTO)
+		fail("a status past count", op, 1, p, len, p, len);
+	a.status = st;
+	wbuf_init(&w);
+	msg_encode(op, 1, &w, &a);
+	expect_same(&w, "encoded from an array of the statuses", op, 1, p,
+		    len);
+	free(st);
+}
+
 /* ORPHAN_DROP: the FIDs walk to count, and sent from an array (as a
  * client sends them) they are the input again. */
 static void check_orphan_drop(const struct msg_orphan_drop_req *q,
@@ -291,6 +345,12 @@ static void check_parts(unsigned op, int reply, const union msg_any *m,
 		break;
 	case OP_ORPHAN_DROP:
 		check_orphan_drop(&m->orphan_drop_req, op, p, len);
+		break;
+	case OP_REMOVES:
+		check_removes(&m->removes_req, op, p, len);
+		break;
+	case OP_REMOVES | 0x100u:
+		check_removes_rep(&m->removes_rep, op, p, len);
 		break;
 	case OP_READDIR | 0x100u:
 		check_readdir(&m->readdir_rep, op, p, len);

@@ -793,6 +793,13 @@ class Conn:
         return self.request("REMOVE", dir=d, name=name, flags=flags,
                             victim=victim)["dir"]
 
+    def removes(self, d, ents):
+        """REMOVES of ents [(name, flags, victim)] in d: (dir attr,
+        [status per entry]), status 0 or a negative errno."""
+        rep = self.request("REMOVES", dir=d,
+                           items=[(n, fl, v) for n, fl, v in ents])
+        return rep["dir"], [e["status"] for e in rep["items"]]
+
     def rename(self, sd, sname, dd, dname, flags=0):
         rep = self.request("RENAME", src_dir=sd, src_name=sname, dst_dir=dd,
                            dst_name=dname, flags=flags)
@@ -1149,6 +1156,41 @@ def _selftest(host, port):
     expect_err("RM_SELF with RM_DIR EINVAL", _errno.EINVAL, a.remove,
                d["fid"], "rs", RM_DIR | RM_SELF)
     a.remove(d["fid"], "rs", RM_DIR)
+
+    # REMOVES: each entry on its own, in order, one status each; the
+    # other client's breaks name every entry removed.
+    x1 = a.create(d["fid"], "x1", 0o100644)["child"]
+    x2 = a.create(d["fid"], "x2", 0o100644)["child"]
+    xd = a.mkdir(d["fid"], "xd")["child"]
+    b.listdir(d["fid"])
+    b.getattr(x1["fid"])
+    b.drain_breaks()
+    dir_before = a.getattr(d["fid"])
+    da, st = a.removes(d["fid"], [("x1", 0, x1["fid"]),
+                                  ("x2", 0, x1["fid"]),   # not x2's FID
+                                  ("xd", RM_DIR, xd["fid"]),
+                                  ("nope", 0, x2["fid"])])
+    check("REMOVES: a status per entry, each on its own",
+          st == [0, -_errno.ENOENT, 0, -_errno.ENOENT], st)
+    check("REMOVES: the directory after all of them",
+          da["dv"] == dir_before["dv"] + 2 and
+          da["nlink"] == dir_before["nlink"] - 1, (dir_before, da))
+    check("REMOVES: names left", sorted(a.listdir(d["fid"])) ==
+          sorted(n for n in ["h", "s", "x2"]), a.listdir(d["fid"]))
+    brk = b.wait_break()
+    got = set(r for recs in b.breaks for r in recs) if b.breaks else set()
+    if brk:
+        got |= set(brk)
+    check("REMOVES: the other client's break names each entry removed",
+          (d["fid"], "x1") in got and (d["fid"], "xd") in got, got)
+    expect_err("REMOVES with RM_FID EINVAL", _errno.EINVAL, a.removes,
+               d["fid"], [("x2", RM_FID, x2["fid"])])
+    expect_err("REMOVES of none EINVAL", _errno.EINVAL, a.removes,
+               d["fid"], [])
+    expect_err("REMOVES of 17 EINVAL", _errno.EINVAL, a.removes,
+               d["fid"], [("x2", 0, x2["fid"])] * 17)
+    _, st = a.removes(d["fid"], [("x2", 0, x2["fid"])])
+    check("REMOVES of one", st == [0], st)
     expect_err("rmdir not empty", _errno.ENOTEMPTY, a.remove, root["fid"],
                tag, RM_DIR)
 

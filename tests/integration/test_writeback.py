@@ -1655,6 +1655,65 @@ def removes_answered_here_reach_the_other_client(ctx):
 
 
 @test(timeout=90)
+def removes_answered_here_go_to_the_server_together(ctx):
+    """Unlinks and rmdirs answered by A's daemon while the server is
+    stopped, among them the unlink of a file A still has open, reach it
+    in REMOVES of several names each (wb.remove_batches, rpc.removes),
+    not one REMOVE each. The open file stays readable through its
+    descriptor; B then sees exactly the names left, and so does A
+    remounted."""
+    srv = ctx.server()
+    a = ctx.mount(srv, "a")
+    os.mkdir(a.p("d"))
+    os.listdir(a.p("d"))
+    want = fill_dir(a, a.p("d"), 60, "f")
+    for i in range(4):
+        os.mkdir(a.p("d", "s%d" % i))
+    wait_for(lambda: wb_status(a)["wb.pending_changes"] == 0, 20, "A's journal sent")
+    before = H.mount_status(a)
+    fd = os.open(a.p("d", "f007"), os.O_RDONLY)
+    try:
+        sig(srv.proc, 19)
+        try:
+            for i in range(0, 60, 2):
+                os.unlink(a.p("d", "f%03d" % i))
+                del want["f%03d" % i]
+            os.unlink(a.p("d", "f007"))
+            del want["f007"]
+            for i in range(3):
+                os.rmdir(a.p("d", "s%d" % i))
+            made = wb_status(a)
+        finally:
+            sig(srv.proc, 18)
+        expect(made["wb.removes"] - before["wb.removes"] >= 30,
+               "only %d of 34 removals answered by A's daemon"
+               % (made["wb.removes"] - before["wb.removes"]))
+        wait_for(lambda: wb_status(a)["wb.pending_changes"] == 0, 20,
+                 "A's journal sent")
+        expect_eq(os.pread(fd, 100, 0), ("f 7 " * 1).encode(),
+                  "f007 read through a descriptor opened before its unlink")
+    finally:
+        os.close(fd)
+    after = H.mount_status(a)
+    batches = after["wb.remove_batches"] - before["wb.remove_batches"]
+    batched = after["wb.removes_batched"] - before["wb.removes_batched"]
+    single = after["rpc.remove.calls"] - before["rpc.remove.calls"]
+    expect(batches >= 2 and batched >= 20,
+           "removals went %d in %d REMOVES and %d alone" % (batched, batches, single))
+    expect_eq(after["rpc.removes.calls"] - before["rpc.removes.calls"], batches,
+              "REMOVES calls against wb.remove_batches")
+    expect_eq(after["wb.errors"], 0, "wb.errors on A")
+    want["s3"] = None
+    b = ctx.mount(srv, "b")
+    expect_eq(sorted(os.listdir(b.p("d"))), sorted(want), "all names on B")
+    del want["s3"]
+    same_dir(b.p("d"), want, "d on B")
+    remount(a)
+    expect_eq(sorted(os.listdir(a.p("d"))), sorted(list(want) + ["s3"]),
+              "all names on A remounted")
+
+
+@test(timeout=90)
 def files_made_and_removed_at_once_many_times(ctx):
     """dbench's temporary files: created, written, closed and unlinked
     at once, thousands of times, with the creations on their way to the

@@ -1066,6 +1066,87 @@ static int eq_orphan_drop_req(const void *a, const void *b)
 	return 1;
 }
 
+/* REMOVES: entries filled as an array (ents), as a client sends them. */
+static void fill_removes_req(struct fill *f, void *m)
+{
+	struct msg_removes_req *q = m;
+	struct msg_rment *e;
+
+	fill_fid(f, &q->dir);
+	q->count = nrecords(f);
+	e = fill_keep(f, xmalloc((q->count ? q->count : 1) * sizeof(*e)));
+	for (uint32_t i = 0; i < q->count; i++) {
+		fill_str(f, "name", &e[i].name, 18);
+		e[i].flags = v32(f, "flags");
+		fill_fid(f, &e[i].victim);
+	}
+	q->ents = e;
+}
+
+/* Entry i of a REMOVES in either form (array, or decoded list). */
+static int removes_ent(const struct msg_removes_req *q, uint32_t i,
+		       struct msg_rment *e)
+{
+	struct rbuf it;
+
+	if (q->ents) {
+		*e = q->ents[i];
+		return 1;
+	}
+	rbuf_init(&it, q->list.p, q->list.len);
+	for (uint32_t k = 0; k <= i; k++)
+		if (!msg_rment_next(&it, e))
+			return 0;
+	return 1;
+}
+
+static int eq_removes_req(const void *a, const void *b)
+{
+	const struct msg_removes_req *x = a, *y = b;
+	struct msg_rment ea, eb;
+
+	if (!fid_eq(&x->dir, &y->dir) || x->count != y->count)
+		return 0;
+	for (uint32_t i = 0; i < x->count; i++)
+		if (!removes_ent(x, i, &ea) || !removes_ent(y, i, &eb) ||
+		    !str_eq(&ea.name, &eb.name) || ea.flags != eb.flags ||
+		    !fid_eq(&ea.victim, &eb.victim))
+			return 0;
+	return 1;
+}
+
+static void fill_removes_rep(struct fill *f, void *m)
+{
+	struct msg_removes_rep *p = m;
+	int32_t *st;
+
+	fill_attr(f, &p->dir);
+	p->count = nrecords(f);
+	st = fill_keep(f, xmalloc((p->count ? p->count : 1) * sizeof(*st)));
+	for (uint32_t i = 0; i < p->count; i++) {
+		f->ctr++;
+		st[i] = (int32_t)tag_value(K_I32, "status", f->ctr);
+	}
+	p->status = st;
+}
+
+static int32_t removes_st(const struct msg_removes_rep *p, uint32_t i)
+{
+	return p->status ? p->status[i] : msg_removes_status(p, i);
+}
+
+static int eq_removes_rep(const void *a, const void *b)
+{
+	const struct msg_removes_rep *x = a, *y = b;
+
+	if (!attr_eq(&x->dir, &y->dir) || x->count != y->count)
+		return 0;
+	for (uint32_t i = 0; i < x->count; i++)
+		if (removes_st(x, i) != removes_st(y, i))
+			return 0;
+	return 1;
+}
+
 struct shape {
 	const char *name;
 	void (*fill)(struct fill *f, void *m);
@@ -1084,7 +1165,7 @@ SHAPE(removexattr_req); SHAPE(fallocate_req); SHAPE(status_rep);
 SHAPE(cb_break); SHAPE(bulkstat_req); SHAPE(bulkstat_rep);
 SHAPE(orphan_drop_req); SHAPE(wtoken_req); SHAPE(lock_req);
 SHAPE(getlk_rep); SHAPE(auth_req); SHAPE(auth_rep); SHAPE(fids_req);
-SHAPE(fids_rep);
+SHAPE(fids_rep); SHAPE(removes_req); SHAPE(removes_rep);
 
 /* The struct of each opcode's request (push) and reply (ack). Every
  * descriptor must have a row here (test_case_table). */
@@ -1123,6 +1204,7 @@ static const struct tcase {
 	{ OP_GETLK,       { &S_lock_req,        &S_getlk_rep } },
 	{ OP_AUTH,        { &S_auth_req,        &S_auth_rep } },
 	{ OP_FIDS,        { &S_fids_req,        &S_fids_rep } },
+	{ OP_REMOVES,     { &S_removes_req,     &S_removes_rep } },
 	{ OP_CB_BREAK,    { &S_cb_break,        &S_empty } },
 	{ OP_CB_RECALL,   { &S_orphan_drop_req, &S_empty } },
 	{ OP_CB_LOCKWAKE, { &S_orphan_drop_req, &S_empty } },

@@ -447,6 +447,64 @@ static void t_link_unlink(void)
 	CHECK(attr_of(&d.fid).dv > x.dv);
 }
 
+/* REMOVES: several names of one directory in one call, each on its own
+ * (a failing one leaves the others done), in one commit; RM_KEEP makes
+ * an orphan of the holder's, the directory comes back as the last
+ * removal left it. */
+static void t_removes(void)
+{
+	static const uint8_t holder[16] = { 7, 7, 7 };
+	const char *names[5] = { "a", "nope", "sub", "b", "kept" };
+	uint32_t flags[5] = { 0, 0, RM_DIR, 0, RM_KEEP | RM_SELF };
+	struct cairn_attr d, a, sub, b, k, dir;
+	struct store_changed ch[5];
+	int rcs[5];
+	uint64_t commits;
+
+	CHECK_EQ(mk(&root, "removes", S_IFDIR | 0755, &d), 0);
+	CHECK_EQ(mk(&d.fid, "a", S_IFREG | 0644, &a), 0);
+	CHECK_EQ(mk(&d.fid, "sub", S_IFDIR | 0755, &sub), 0);
+	CHECK_EQ(mk(&d.fid, "b", S_IFREG | 0644, &b), 0);
+	CHECK_EQ(mk(&d.fid, "kept", S_IFREG | 0644, &k), 0);
+	CHECK_EQ(wr(&k.fid, 0, "still here"), 0);
+	d = attr_of(&d.fid);
+	commits = st->commits;
+	CHECK_EQ(store_removes(st, &d.fid, 5, names, flags, holder, rcs, &dir,
+			       ch), 0);
+	CHECK_EQ(st->commits, commits + 1);
+	CHECK_EQ(rcs[0], 0);
+	CHECK_EQ(rcs[1], -ENOENT);
+	CHECK_EQ(rcs[2], 0);
+	CHECK_EQ(rcs[3], 0);
+	CHECK_EQ(rcs[4], 0);
+	CHECK_EQ(ch[1].n, 0);
+	CHECK(fid_eq(&ch[0].fid[0], &a.fid) && ch[0].gone);
+	CHECK(fid_eq(&ch[2].fid[0], &sub.fid) && ch[2].gone);
+	CHECK(fid_eq(&ch[4].fid[0], &k.fid) && !ch[4].gone &&
+	      fid_eq(&ch[4].orphan, &k.fid));
+	CHECK_EQ(store_getattr(st, &a.fid, &a), -ESTALE);
+	CHECK_EQ(store_getattr(st, &b.fid, &b), -ESTALE);
+	CHECK_EQ(attr_of(&k.fid).nlink, 0);       /* the orphan */
+	CHECK_EQ(attr_of(&d.fid).dv, dir.dv);
+	CHECK_EQ(dir.nlink, 2);                   /* sub went */
+	CHECK_EQ(dir.dv, d.dv + 4);               /* one step per removal */
+	CHECK_EQ(store_lookup(st, &d.fid, "kept", &k), -ENOENT);
+	/* Nothing left to do: the directory as it is. */
+	CHECK_EQ(store_removes(st, &d.fid, 1, names, flags, holder, rcs, &dir,
+			       ch), 0);
+	CHECK_EQ(rcs[0], -ENOENT);
+	CHECK_EQ(dir.dv, d.dv + 4);
+	/* Flags a REMOVE cannot take, or RM_KEEP without a holder. */
+	flags[0] = RM_FID;
+	CHECK_EQ(store_removes(st, &d.fid, 1, names, flags, holder, rcs, &dir,
+			       ch), -EINVAL);
+	flags[0] = RM_KEEP;
+	CHECK_EQ(store_removes(st, &d.fid, 1, names, flags, NULL, rcs, &dir,
+			       ch), -EINVAL);
+	CHECK_EQ(store_removes(st, &d.fid, 0, names, flags, holder, rcs, &dir,
+			       ch), -EINVAL);
+}
+
 static void t_data(void)
 {
 	struct cairn_attr f, a;
@@ -2125,6 +2183,7 @@ int main(void)
 	run("readdir_cookies_stable", t_readdir);
 	run("rename_variants_and_errors", t_rename);
 	run("link_unlink_nlink", t_link_unlink);
+	run("removes_each_on_its_own_one_commit", t_removes);
 	run("write_read_sparse_4g_truncate", t_data);
 	run("stale_bytes_never_visible", t_stale_bytes);
 	run("fallocate_punch_hole", t_fallocate);
