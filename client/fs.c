@@ -482,7 +482,8 @@ int fs_rpc_opener(struct fs *fs, uint64_t vnode, uint16_t op,
 }
 
 int fs_rpc_cred(struct fs *fs, const void *cred, size_t credlen,
-		uint16_t op, const void *reqm, void *repm)
+		uint16_t op, const void *reqm, void *repm,
+		struct rpc_reply *keep)
 {
 	struct wbuf w;
 	int rc;
@@ -490,8 +491,10 @@ int fs_rpc_cred(struct fs *fs, const void *cred, size_t credlen,
 	wbuf_init(&w);
 	if (credlen)
 		wire_put_bytes(&w, cred, credlen);
+	if (keep)
+		*keep = (struct rpc_reply){ 0 };
 	rc = w.err ? w.err : fs_rpc_as(NULL, fs, credlen ? &w : NULL, op,
-				       reqm, repm, NULL);
+				       reqm, repm, keep);
 	wbuf_free(&w);
 	return rc;
 }

@@ -186,9 +186,11 @@ void fs_note_opener(fuse_req_t req, uint64_t vnode);
 int fs_req_cred(fuse_req_t req, struct wbuf *w);
 /* fs_rpc for the cache manager's own call with a credential block kept
  * from an earlier request (cred of credlen bytes; none if credlen is 0).
- * No reply buffer is kept. */
+ * keep as fs_rpc's: NULL, or the reply buffer repm points into, for the
+ * caller to free (rpc_reply_free). */
 int fs_rpc_cred(struct fs *fs, const void *cred, size_t credlen,
-		uint16_t op, const void *reqm, void *repm);
+		uint16_t op, const void *reqm, void *repm,
+		struct rpc_reply *keep);
 /* Log that a well-formed reply to op holds a value no server may send;
  * returns -EIO. */
 int fs_bad_reply(uint16_t op);

@@ -209,9 +209,9 @@ struct wfile {
 	uint64_t ldv;             /* a directory: its data version with
 				   * the creates not sent (wb_create) */
 	int64_t denied_ms;        /* a directory: its token refused then */
-	unsigned rm_sending : 1;  /* a directory: a removal in it is on its
-				   * way (ship_removes); the next ones wait
-				   * and go together */
+	unsigned ns_sending : 1;  /* a directory: a removal or creation in it
+				   * is on its way (ship_batch); the next
+				   * ones wait and go together */
 	unsigned moving;          /* changes of ours outside the journal on
 				   * their way (wb_move_begin) */
 	uint64_t moved;           /* and those that took effect: each moved
@@ -221,7 +221,8 @@ struct wfile {
 struct wb_stats {
 	uint64_t journaled, journaled_bytes, sent, sent_bytes, grants,
 		 returns, recalls, conflicts, dropped, errors, replayed,
-		 creates, dir_grants, removes, remove_batches, batched;
+		 creates, dir_grants, removes, remove_batches, batched,
+		 create_batches, creates_batched;
 };
 
 struct wb {
@@ -250,6 +251,7 @@ struct wb {
 	int64_t pool_failed_ms;   /* FIDS failed then: not again for 1 s */
 	int closes_seen;          /* FLUSH reaches us (wb_closed) */
 	int no_removes;           /* the server has no REMOVES: one by one */
+	int no_creates;           /* nor CREATES */
 	int stopping;
 	unsigned started;
 	/* FIDs recalled while we did not hold their token (a grant still on
@@ -1029,7 +1031,8 @@ static int send_create(struct wb *w, struct wfile *f, const struct wop *o,
 		.data = { data, first ? first->len : 0 },
 	};
 	rc = fs_rpc_cred(w->fs, buf + sizeof(c) + c.namelen,
-			 o->len - sizeof(c) - c.namelen, OP_CREATE, &q, &p);
+			 o->len - sizeof(c) - c.namelen, OP_CREATE, &q, &p,
+			 NULL);
 	if (rc)
 		return rc;
 	*a = p.child;
@@ -1074,7 +1077,8 @@ static int send_remove(struct wb *w, struct wfile *f, const struct wop *o,
 		.victim = f->fid,
 	};
 	return fs_rpc_cred(w->fs, buf + sizeof(c) + c.namelen,
-			   o->len - sizeof(c) - c.namelen, OP_REMOVE, &q, &p);
+			   o->len - sizeof(c) - c.namelen, OP_REMOVE, &q, &p,
+			   NULL);
 }
 
 /* Send change o of f. 0, or the server's error; a creation's reply
@@ -1276,6 +1280,40 @@ static int ns_waits(struct wb *w, const struct wfile *f)
 }
 
 /*
+ * f's creation o, a regular file's, reached the server with first (its
+ * first bytes, or NULL) and made a: both are done. The file's token came
+ * with it (CR_TOKEN; one made by an earlier copy of the request comes
+ * without: the next change learns that from -ECANCELED). Under lock
+ * (dropped while marking the records); f busy.
+ */
+static void create_sent(struct wb *w, struct wfile *f, const struct wop *o,
+			const struct wop *first, const struct cairn_attr *a)
+{
+	pthread_mutex_unlock(&w->lock);
+	mark_done(w, o);
+	if (first)
+		mark_done(w, first);
+	pthread_mutex_lock(&w->lock);
+	if (first) {
+		w->st.sent++;
+		w->st.sent_bytes += first->len;
+	}
+	pop_op(w, f);           /* o, the creation */
+	if (first)
+		pop_op(w, f);   /* first, its write (o and first freed) */
+	w->st.sent++;
+	f->known = 1;
+	f->known_dv = a->dv;
+	f->known_size = a->size;
+	if (f->tok != TK_HELD && f->tok != TK_RECALLED)
+		set_tok(w, f, TK_HELD);
+	f->err = 0;
+	f->refusals = 0;
+	f->last_ms = clock_mono_ms();
+	pthread_cond_broadcast(&w->done);
+}
+
+/*
  * Send what f holds, take its token again first if it was lost, give it
  * back when recalled (or idle, with nothing left). Called by a shipper
  * owning f (busy), with the lock held; returns with it held.
@@ -1373,25 +1411,7 @@ static void ship_file(struct wb *w, struct wfile *f, uint8_t *buf)
 		}
 		pthread_mutex_lock(&w->lock);
 		if (rc == 0 && first) {
-			/* The write went with it: done as well. */
-			pthread_mutex_unlock(&w->lock);
-			mark_done(w, o);
-			mark_done(w, first);
-			pthread_mutex_lock(&w->lock);
-			w->st.sent++;
-			w->st.sent_bytes += first->len;
-			pop_op(w, f);       /* o, the creation */
-			pop_op(w, f);       /* first, its write */
-			f->known = 1;
-			f->known_dv = a.dv;
-			f->known_size = a.size;
-			if (f->tok != TK_HELD && f->tok != TK_RECALLED)
-				set_tok(w, f, TK_HELD);
-			w->st.sent++;
-			f->err = 0;
-			f->refusals = 0;
-			f->last_ms = clock_mono_ms();
-			pthread_cond_broadcast(&w->done);
+			create_sent(w, f, o, first, &a);
 			continue;
 		}
 		if (rc == 0) {
@@ -1576,26 +1596,37 @@ out:
 	pthread_cond_broadcast(&w->done);
 }
 
-/* Is f's next change a removal that may go in a REMOVES: its last,
- * written, and not failing? Under lock. */
-static int rm_batchable(const struct wb *w, const struct wfile *f)
-{
-	const struct wop *o = f->head;
+/* What batch f's next change may go in (ship_batch): a removal (its last
+ * change) in a REMOVES, a regular file's creation with first bytes of at
+ * most CAIRN_CREATES_DATA_MAX in a CREATES; written, and not failing.
+ * Under lock. */
+enum { NB_NONE, NB_REMOVE, NB_CREATE };
 
-	return !w->no_removes && o && o == f->tail && o->ready &&
-	       o->type == JR_REMOVE && !f->err;
+static int nb_kind(const struct wb *w, const struct wfile *f)
+{
+	const struct wop *o = f->head, *first;
+
+	if (!o || !o->ready || f->err)
+		return NB_NONE;
+	if (o->type == JR_REMOVE && o == f->tail && !w->no_removes)
+		return NB_REMOVE;
+	if (o->type == JR_CREATE && S_ISREG(o->valid) && !w->no_creates &&
+	    (!(first = first_bytes(o)) ||
+	     first->len <= CAIRN_CREATES_DATA_MAX))
+		return NB_CREATE;
+	return NB_NONE;
 }
 
-/* Must f's removal wait for the one on its way in its directory, to go
+/* Must f's change wait for the batch on its way in its directory, to go
  * with the others that gather meanwhile? Under lock. */
-static int rm_waits(struct wb *w, const struct wfile *f)
+static int nb_waits(struct wb *w, const struct wfile *f)
 {
 	const struct wfile *d;
 
-	if (!rm_batchable(w, f))
+	if (w->stopping || nb_kind(w, f) == NB_NONE)
 		return 0;
 	d = *fslot(w, &f->head->parent);
-	return d && d->rm_sending && !w->stopping;
+	return d && d->ns_sending;
 }
 
 /* The next file a shipper should serve, or NULL: one whose retry time
@@ -1612,7 +1643,7 @@ static struct wfile *next_ready(struct wb *w)
 		/* busy: being journaled (ns_journal writes a removal of a
 		 * file queued to send) or sent; it is taken after that. */
 		if ((f->retry_ms > now && !f->must_return && !w->stopping) ||
-		    f->busy || ns_waits(w, f) || rm_waits(w, f))
+		    f->busy || ns_waits(w, f) || nb_waits(w, f))
 			continue;
 		*p = f->qnext;
 		if (w->qtail == f)
@@ -1746,49 +1777,198 @@ static void after_ship(struct wb *w, struct wfile *f)
 	file_maybe_free(w, f);
 }
 
-/*
- * f (busy, ours) is to send a removal that may be batched: take other
- * files queued with a removal in the same directory (busy, ours too) and
- * send all of them in one REMOVES, with the credentials of f's (only the
- * removals made with the same ones go with it). Each one the server did
- * (or had done: -ENOENT, as for REMOVE with RM_FID) is done here; every
- * other, and all of them when the call fails, go on as if there had been
- * no batch (ship_file sends each on its own, with its error handling).
- * Returns 0 when f's next change is no such removal (the caller ships f),
- * 1 when f was shipped here (alone when no other was queued). Under lock; returns with it held; the files taken
- * are done with (after_ship), f is the caller's.
- */
-static int ship_removes(struct wb *w, struct wfile *f, uint8_t *buf)
-{
+/* A batch being sent (ship_batch): its files (busy, ours), their changes
+ * (o: the removal or creation, first: a creation's first bytes), and what
+ * became of each. */
+struct nbatch {
+	int kind;                   /* NB_REMOVE, NB_CREATE */
+	unsigned n, sent;
 	struct wfile *g[CAIRN_REMOVES_MAX];
 	const struct wop *o[CAIRN_REMOVES_MAX];
-	struct msg_rment ents[CAIRN_REMOVES_MAX];
-	const uint8_t *cred = NULL;
+	const struct wop *first[CAIRN_REMOVES_MAX];
+	int ent[CAIRN_REMOVES_MAX];     /* its entry in the request, or -1 */
+	int done[CAIRN_REMOVES_MAX];    /* the server did it */
+	struct cairn_attr a[CAIRN_REMOVES_MAX]; /* a creation's file */
+	union {
+		struct msg_rment rm[CAIRN_REMOVES_MAX];
+		struct msg_cent cr[CAIRN_CREATES_MAX];
+	} e;
+};
+_Static_assert(CAIRN_CREATES_MAX == CAIRN_REMOVES_MAX,
+	       "one batch size for both kinds");
+
+/*
+ * Read b's records into buf and make the request's entries: those made
+ * with the same credentials as the first (*cred, *credlen) and fitting in
+ * buf; the others stay out (sent on their own). No lock.
+ */
+static void batch_entries(struct nbatch *b, uint8_t *buf, const uint8_t **cred,
+			  size_t *credlen)
+{
+	size_t used = 0;
+
+	*cred = NULL;
+	*credlen = 0;
+	for (unsigned i = 0; i < b->n; i++) {
+		const struct wop *o = b->o[i], *fb = b->first[i];
+		size_t need = PAD8(o->len) + (fb ? PAD8(fb->len) : 0);
+		uint8_t *r = buf + used, *data = r + PAD8(o->len);
+		struct crec c;
+
+		b->ent[i] = -1;
+		if (used + need > CAIRN_MAX_IO || o->len < sizeof(c) ||
+		    pread(o->seg->fd, r, o->len,
+			  (off_t)(o->at + sizeof(struct jrec))) !=
+		    (ssize_t)o->len ||
+		    (fb && pread(fb->seg->fd, data, fb->len,
+				 (off_t)(fb->at + sizeof(struct jrec))) !=
+		     (ssize_t)fb->len))
+			continue;
+		memcpy(&c, r, sizeof(c));
+		if (sizeof(c) + c.namelen > o->len)
+			continue;
+		const uint8_t *rcred = r + sizeof(c) + c.namelen;
+		size_t rlen = o->len - sizeof(c) - c.namelen;
+
+		if (!*cred) {
+			*cred = rcred;
+			*credlen = rlen;
+		} else if (rlen != *credlen || memcmp(rcred, *cred, rlen)) {
+			continue;
+		}
+		used += need;
+		struct msg_str name = { (const char *)r + sizeof(c),
+					c.namelen };
+		if (b->kind == NB_REMOVE)
+			b->e.rm[b->sent] = (struct msg_rment){
+				.name = name, .flags = o->valid,
+				.victim = b->g[i]->fid,
+			};
+		else
+			b->e.cr[b->sent] = (struct msg_cent){
+				.name = name, .mode = o->valid,
+				.uid = c.uid, .gid = c.gid,
+				.flags = CR_EXCL | CR_FID | CR_TOKEN,
+				.fid = b->g[i]->fid, .time = o->mtime,
+				.data = { data, fb ? fb->len : 0 },
+			};
+		b->ent[i] = (int)b->sent++;
+	}
+}
+
+/* Send b (more than one entry) and note what the server did. No lock. */
+static int batch_send(struct wb *w, struct nbatch *b, const uint8_t *cred,
+		      size_t credlen)
+{
+	uint64_t seq = notify_seq(w->fs->ntf);
+	const struct cairn_fid *dir = &b->o[0]->parent;
+	struct rpc_reply rep;
+	int rc;
+
+	if (b->kind == NB_REMOVE) {
+		struct msg_removes_req q = { .dir = *dir, .count = b->sent,
+					     .ents = b->e.rm };
+		struct msg_removes_rep p;
+
+		rc = fs_rpc_cred(w->fs, cred, credlen, OP_REMOVES, &q, &p,
+				 &rep);
+		if (rc == 0 && p.count != b->sent)
+			rc = fs_bad_reply(OP_REMOVES);
+		for (unsigned i = 0; !rc && i < b->n; i++) {
+			int32_t st = b->ent[i] < 0 ? 1 :
+				     msg_removes_status(&p, (uint32_t)b->ent[i]);
+
+			/* -ENOENT: done before (RM_FID). */
+			b->done[i] = st == 0 || st == -ENOENT;
+		}
+		rpc_reply_free(&rep);
+		return rc;
+	}
+	struct msg_creates_req q = { .dir = *dir, .count = b->sent,
+				     .ents = b->e.cr };
+	struct msg_creates_rep p;
+	struct msg_crep e;
+	struct rbuf it;
+	unsigned k = 0;
+
+	rc = fs_rpc_cred(w->fs, cred, credlen, OP_CREATES, &q, &p, &rep);
+	if (rc == 0 && p.count != b->sent)
+		rc = fs_bad_reply(OP_CREATES);
+	if (rc) {
+		rpc_reply_free(&rep);
+		return rc;
+	}
+	rbuf_init(&it, p.list.p, p.list.len);
+	while (k < b->sent && msg_crep_next(&it, &e)) {
+		for (unsigned i = 0; i < b->n; i++) {
+			const struct wop *fb = b->first[i];
+			struct wfile *f = b->g[i];
+
+			if (b->ent[i] != (int)k || e.status)
+				continue;
+			b->done[i] = 1;
+			b->a[i] = e.child;
+			fs_note_attrs(w->fs, seq, &e.child, NULL);
+			/* The chunk cache keeps the first bytes (as
+			 * send_create). */
+			if (fb && f->known && e.child.dv == f->known_dv + 1)
+				ccache_write(w->fs->cc, &f->fid, f->known_dv,
+					     e.child.dv, 0, e.child.size, 0,
+					     b->e.cr[k].data.p, fb->len);
+		}
+		k++;
+	}
+	rpc_reply_free(&rep);
+	return 0;
+}
+
+/*
+ * f (busy, ours) is to send a removal or a regular file's creation
+ * (nb_kind): take other files queued with one of the same kind in the same
+ * directory (busy, ours too) and send all of them in one REMOVES or
+ * CREATES, with the credentials of f's (only those made with the same ones
+ * go with it). While it is on its way the directory's next ones wait
+ * (nb_waits) and gather for the next batch. Each one the server did is
+ * done here; every other, and all of them when the call fails, go on as
+ * if there had been no batch (ship_file sends each on its own, with its
+ * error handling). Returns 0 when f's next change is of no such kind (the
+ * caller ships f), 1 when f was shipped here (alone when no other was
+ * queued). Under lock; returns with it held; the files taken are done
+ * with (after_ship), f is the caller's.
+ */
+static int ship_batch(struct wb *w, struct wfile *f, uint8_t *buf)
+{
+	struct nbatch *b;
 	struct cairn_fid parent;
 	struct wfile *d;
-	size_t credlen = 0, used = 0;
+	const uint8_t *cred;
+	size_t credlen;
 	int64_t now = clock_mono_ms();
-	unsigned n = 1, scanned = 0, sent = 0;
-	int done[CAIRN_REMOVES_MAX] = { 0 }, rc = 0;
+	unsigned scanned = 0;
+	int kind = nb_kind(w, f), rc = 0;
 
-	if (!rm_batchable(w, f))
+	if (kind == NB_NONE)
 		return 0;
-	g[0] = f;
-	o[0] = f->head;
-	parent = o[0]->parent;
-	/* One removal on its way per directory: the next ones gather
-	 * meanwhile and go together (rm_waits). */
+	parent = f->head->parent;
 	if ((d = *fslot(w, &parent)))
-		d->rm_sending = 1;
+		d->ns_sending = 1;
+	if (!(b = calloc(1, sizeof(*b)))) {
+		ship_file(w, f, buf);
+		goto out;
+	}
+	b->kind = kind;
+	b->g[0] = f;
+	b->o[0] = f->head;
+	b->n = 1;
 	for (struct wfile **p = &w->qhead, *prev = NULL;
-	     *p && n < CAIRN_REMOVES_MAX && scanned < 4 * CAIRN_REMOVES_MAX;
+	     *p && b->n < CAIRN_REMOVES_MAX &&
+	     scanned < 4 * CAIRN_REMOVES_MAX;
 	     scanned++) {
 		struct wfile *h = *p;
 
 		if (h->busy || (h->retry_ms > now && !w->stopping) ||
-		    !rm_batchable(w, h) || ns_waits(w, h) ||
-		    memcmp(&h->head->parent, &o[0]->parent,
-			   sizeof(o[0]->parent))) {
+		    nb_kind(w, h) != kind || ns_waits(w, h) ||
+		    memcmp(&h->head->parent, &parent, sizeof(parent))) {
 			prev = h;
 			p = &h->qnext;
 			continue;
@@ -1799,98 +1979,67 @@ static int ship_removes(struct wb *w, struct wfile *f, uint8_t *buf)
 		h->queued = 0;
 		h->qnext = NULL;
 		h->busy = 1;
-		g[n] = h;
-		o[n++] = h->head;
+		b->g[b->n] = h;
+		b->o[b->n++] = h->head;
 	}
-	if (n == 1) {
+	if (b->n == 1) {
 		ship_file(w, f, buf);
 		goto out;
 	}
+	for (unsigned i = 0; kind == NB_CREATE && i < b->n; i++)
+		b->first[i] = first_bytes(b->o[i]);
 	pthread_mutex_unlock(&w->lock);
-	/* Each record: struct crec, the name, the credential block. Those
-	 * with other credentials than the first, or that do not fit, are
-	 * left out (sent on their own). */
-	for (unsigned i = 0; i < n; i++) {
-		uint8_t *r = buf + used;
-		struct crec c;
-
-		if (used + PAD8(o[i]->len) > CAIRN_MAX_IO ||
-		    pread(o[i]->seg->fd, r, o[i]->len,
-			  (off_t)(o[i]->at + sizeof(struct jrec))) !=
-		    (ssize_t)o[i]->len ||
-		    o[i]->len < sizeof(c))
-			continue;
-		memcpy(&c, r, sizeof(c));
-		if (sizeof(c) + c.namelen > o[i]->len)
-			continue;
-		const uint8_t *rc_cred = r + sizeof(c) + c.namelen;
-		size_t rc_len = o[i]->len - sizeof(c) - c.namelen;
-		if (!cred) {
-			cred = rc_cred;
-			credlen = rc_len;
-		} else if (rc_len != credlen ||
-			   memcmp(rc_cred, cred, credlen)) {
-			continue;
-		}
-		used += PAD8(o[i]->len);
-		ents[sent] = (struct msg_rment){
-			.name = { (const char *)r + sizeof(c), c.namelen },
-			.flags = o[i]->valid,
-			.victim = g[i]->fid,
-		};
-		done[i] = -1 - (int)sent++; /* its entry, until the reply */
-	}
-	if (sent > 1) {
-		struct msg_removes_req q = { .dir = o[0]->parent,
-					     .count = sent, .ents = ents };
-		struct msg_removes_rep p;
-
-		rc = fs_rpc_cred(w->fs, cred, credlen, OP_REMOVES, &q, &p);
-		if (rc == 0 && p.count != sent)
-			rc = fs_bad_reply(OP_REMOVES);
-		for (unsigned i = 0; i < n; i++) {
-			int32_t st;
-
-			if (!done[i])
-				continue;
-			st = rc ? rc : msg_removes_status(&p, (uint32_t)(-1 - done[i]));
-			/* -ENOENT: done before (RM_FID). */
-			done[i] = st == 0 || st == -ENOENT;
-			if (done[i])
-				mark_done(w, o[i]);
-		}
-	} else {
-		memset(done, 0, sizeof(done));
-	}
+	batch_entries(b, buf, &cred, &credlen);
+	if (b->sent > 1)
+		rc = batch_send(w, b, cred, credlen);
+	for (unsigned i = 0; kind == NB_REMOVE && i < b->n; i++)
+		if (b->done[i])
+			mark_done(w, b->o[i]);
 	pthread_mutex_lock(&w->lock);
-	if (rc == -ENOSYS || rc == -EOPNOTSUPP) {
-		log_info("write-back: the server takes no REMOVES; removals "
-			 "go one by one");
-		w->no_removes = 1;
+	if (rc == -ENOSYS) {
+		log_info("write-back: the server takes no %s; they go one by "
+			 "one", kind == NB_REMOVE ? "REMOVES" : "CREATES");
+		if (kind == NB_REMOVE)
+			w->no_removes = 1;
+		else
+			w->no_creates = 1;
 	}
-	if (sent > 1 && !rc) {
-		w->st.remove_batches++;
-		w->st.batched += sent;
-	}
-	for (unsigned i = 0; i < n; i++) {
-		if (done[i]) {
-			CAIRN_ASSERT(g[i]->head == o[i]);
-			w->st.sent++;
-			g[i]->err = 0;
-			g[i]->refusals = 0;
-			g[i]->last_ms = clock_mono_ms();
-			pop_op(w, g[i]);
+	if (b->sent > 1 && !rc) {
+		if (kind == NB_REMOVE) {
+			w->st.remove_batches++;
+			w->st.batched += b->sent;
+		} else {
+			w->st.create_batches++;
+			w->st.creates_batched += b->sent;
 		}
-		/* What is left (the token to give back; a removal the batch
-		 * did not do, sent on its own). */
-		ship_file(w, g[i], buf);
+	}
+	for (unsigned i = 0; i < b->n; i++) {
+		struct wfile *g = b->g[i];
+
+		if (b->done[i]) {
+			CAIRN_ASSERT(g->head == b->o[i]);
+			if (kind == NB_CREATE) {
+				create_sent(w, g, b->o[i], b->first[i],
+					    &b->a[i]);
+			} else {
+				w->st.sent++;
+				g->err = 0;
+				g->refusals = 0;
+				g->last_ms = clock_mono_ms();
+				pop_op(w, g);
+			}
+		}
+		/* What is left (a creation's later changes, the token to give
+		 * back; a change the batch did not do, on its own). */
+		ship_file(w, g, buf);
 		if (i > 0)
-			after_ship(w, g[i]);
+			after_ship(w, g);
 	}
 out:
+	free(b);
 	/* The directory may have been freed and made again meanwhile. */
 	if ((d = *fslot(w, &parent)))
-		d->rm_sending = 0;
+		d->ns_sending = 0;
 	pthread_cond_broadcast(&w->work);
 	pthread_cond_broadcast(&w->done);
 	return 1;
@@ -1929,7 +2078,7 @@ static void *shipper(void *arg)
 			continue;
 		}
 		f->busy = 1;
-		if (!ship_removes(w, f, buf))
+		if (!ship_batch(w, f, buf))
 			ship_file(w, f, buf);
 		after_ship(w, f);
 		if (w->stopping > 1)
@@ -2868,7 +3017,7 @@ int wb_dir_token(struct wb *w, const struct cairn_fid *dir,
 	recalls = d->recalls;
 	d->waiters++;
 	pthread_mutex_unlock(&w->lock);
-	rc = fs_rpc_cred(w->fs, cred, credlen, OP_WTOKEN, &q, &p);
+	rc = fs_rpc_cred(w->fs, cred, credlen, OP_WTOKEN, &q, &p, NULL);
 	pthread_mutex_lock(&w->lock);
 	d->waiters--;
 	if (rc) {
@@ -3118,9 +3267,11 @@ void wb_print_stats(void *arg, FILE *f)
 		"wb.replayed %" PRIu64 "\nwb.creates %" PRIu64 "\n"
 		"wb.dir_grants %" PRIu64 "\nwb.removes %" PRIu64 "\n"
 		"wb.remove_batches %" PRIu64 "\nwb.removes_batched %" PRIu64
+		"\nwb.create_batches %" PRIu64 "\nwb.creates_batched %" PRIu64
 		"\n", w->dir,
 		ops, bytes, files, held, s.journaled, s.journaled_bytes,
 		s.sent, s.sent_bytes, s.grants, s.returns, s.recalls,
 		s.conflicts, s.dropped, s.errors, s.replayed, s.creates,
-		s.dir_grants, s.removes, s.remove_batches, s.batched);
+		s.dir_grants, s.removes, s.remove_batches, s.batched,
+		s.create_batches, s.creates_batched);
 }

@@ -1052,6 +1052,128 @@ int32_t msg_removes_status(const struct msg_removes_rep *p, uint32_t i)
 	return (int32_t)wire_get_u32(&r);
 }
 
+/* --- CREATES ---------------------------------------------------------------- */
+
+/* The smallest encoded entries: empty name and data. */
+#define CENT_MIN (2u + 16u + WIRE_FID_SIZE + 12u + 4u)
+#define CREP_MIN (4u + 1u + 8u)
+
+static void get_cent(struct rbuf *r, struct msg_cent *e)
+{
+	get_str(r, &e->name);
+	e->mode = wire_get_u32(r);
+	e->uid = wire_get_u32(r);
+	e->gid = wire_get_u32(r);
+	e->flags = wire_get_u32(r);
+	wire_get_fid(r, &e->fid);
+	wire_get_time(r, &e->time);
+	get_bytes(r, &e->data);
+}
+
+static void next_cent(struct rbuf *r, void *scratch)
+{
+	get_cent(r, scratch);
+}
+
+static void enc_creates_req(struct wbuf *w, const void *m)
+{
+	const struct msg_creates_req *q = m;
+
+	wire_put_fid(w, &q->dir);
+	wire_put_u32(w, q->count);
+	if (!q->ents) {
+		wire_put_bytes(w, q->list.len ? q->list.p : "", q->list.len);
+		return;
+	}
+	for (uint32_t i = 0; i < q->count; i++) {
+		const struct msg_cent *e = &q->ents[i];
+
+		put_str(w, &e->name);
+		wire_put_u32(w, e->mode);
+		wire_put_u32(w, e->uid);
+		wire_put_u32(w, e->gid);
+		wire_put_u32(w, e->flags);
+		wire_put_fid(w, &e->fid);
+		wire_put_time(w, &e->time);
+		put_bytes(w, &e->data);
+	}
+}
+
+static int dec_creates_req(struct rbuf *r, void *m)
+{
+	struct msg_creates_req *q = m;
+	struct msg_cent e;
+
+	wire_get_fid(r, &q->dir);
+	q->count = wire_get_u32(r);
+	q->ents = NULL;
+	get_records(r, q->count, CENT_MIN, next_cent, &e, &q->list);
+	return dec_end(r);
+}
+
+int msg_cent_next(struct rbuf *it, struct msg_cent *e)
+{
+	if (rbuf_left(it) == 0 || it->err)
+		return 0;
+	get_cent(it, e);
+	return it->err ? 0 : 1;
+}
+
+/* status, created and the file (the server sends 0 and zeros with a
+ * status that is not 0: nothing to promise). */
+static void get_crep(struct rbuf *r, struct msg_crep *e)
+{
+	e->status = (int32_t)wire_get_u32(r);
+	e->created = wire_get_u8(r);
+	if (e->created > (CREATED | CREATED_TOKEN))
+		r->err = -EPROTO;
+	wire_get_attr(r, &e->child);
+}
+
+static void next_crep(struct rbuf *r, void *scratch)
+{
+	get_crep(r, scratch);
+}
+
+static void enc_creates_rep(struct wbuf *w, const void *m)
+{
+	const struct msg_creates_rep *p = m;
+
+	wire_put_attr(w, &p->dir);
+	wire_put_u32(w, p->count);
+	if (!p->ents) {
+		wire_put_bytes(w, p->list.len ? p->list.p : "", p->list.len);
+		return;
+	}
+	for (uint32_t i = 0; i < p->count; i++) {
+		const struct msg_crep *e = &p->ents[i];
+
+		wire_put_u32(w, (uint32_t)e->status);
+		wire_put_u8(w, e->created & (CREATED | CREATED_TOKEN));
+		wire_put_attr(w, &e->child);
+	}
+}
+
+static int dec_creates_rep(struct rbuf *r, void *m)
+{
+	struct msg_creates_rep *p = m;
+	struct msg_crep e;
+
+	wire_get_attr(r, &p->dir);
+	p->count = wire_get_u32(r);
+	p->ents = NULL;
+	get_records(r, p->count, CREP_MIN, next_crep, &e, &p->list);
+	return dec_end(r);
+}
+
+int msg_crep_next(struct rbuf *it, struct msg_crep *e)
+{
+	if (rbuf_left(it) == 0 || it->err)
+		return 0;
+	get_crep(it, e);
+	return it->err ? 0 : 1;
+}
+
 /* --- ORPHAN_DROP ------------------------------------------------------------- */
 
 static void next_fid(struct rbuf *r, void *scratch)
@@ -1281,6 +1403,15 @@ static const struct msg_desc descs[] = {
 	  "fid dir, u32 count, count × (str name, u32 flags, fid victim)",
 	  "attr dir, u32 count, count × (i32 status)",
 	  CODEC(removes_req, removes_rep) },
+	/* CREATE, several at once: the files a client's journal made in one
+	 * directory (CR_FID, so each is idempotent by its FID), applied in
+	 * order, each on its own, in one commit when their first bytes fit
+	 * inline. */
+	{ OP_CREATES, "CREATES", MSG_CHANGES | MSG_DRC,
+	  "fid dir, u32 count, count × (str name, u32 mode, u32 uid, u32 gid, "
+	  "u32 flags, fid new fid, time new time, blob data)",
+	  "attr dir, u32 count, count × (i32 status, u8 created, attr child)",
+	  CODEC(creates_req, creates_rep) },
 	{ OP_CB_BREAK, "CB_BREAK", MSG_PUSH, "u32 count, count × (fid, str name, u8 flags)",
 	  "acknowledged: an empty `WF_REPLY` frame with the push's id "
 	  "(see Callbacks)", CODEC(cb_break, empty) },

@@ -163,6 +163,41 @@ struct msg_removes_rep {
 	struct msg_bytes list;
 };
 
+/*
+ * CREATES: count CR_FID creates of regular files in one directory, each
+ * as CREATE's fields without dir and rdev. To send, point ents at count
+ * entries; decoded, ents is NULL and list holds them (msg_cent_next).
+ */
+struct msg_cent {
+	struct msg_str name;
+	uint32_t mode, uid, gid;
+	uint32_t flags;          /* CR_* (CR_FID required) */
+	struct cairn_fid fid;
+	struct cairn_time time;
+	struct msg_bytes data;   /* at most CAIRN_CREATES_DATA_MAX */
+};
+struct msg_creates_req {
+	struct cairn_fid dir;
+	uint32_t count;
+	const struct msg_cent *ents;
+	struct msg_bytes list;
+};
+/* Its reply: the directory after all of them; per entry, in order, a
+ * status (0 or a negative errno, as CREATE's), created and the file (both
+ * zero when the status is not 0). To send, point ents at count entries;
+ * decoded, list holds them (msg_crep_next). */
+struct msg_crep {
+	int32_t status;
+	uint8_t created;         /* CREATED, CREATED_TOKEN */
+	struct cairn_attr child;
+};
+struct msg_creates_rep {
+	struct cairn_attr dir;
+	uint32_t count;
+	const struct msg_crep *ents;
+	struct msg_bytes list;
+};
+
 struct msg_rename_req {
 	struct cairn_fid sdir;
 	struct msg_str sname;
@@ -353,6 +388,8 @@ union msg_any {
 	struct msg_remove_req remove_req;
 	struct msg_removes_req removes_req;
 	struct msg_removes_rep removes_rep;
+	struct msg_creates_req creates_req;
+	struct msg_creates_rep creates_rep;
 	struct msg_rename_req rename_req;
 	struct msg_readdir_req readdir_req;
 	struct msg_readdir_rep readdir_rep;
@@ -479,6 +516,10 @@ int msg_fid_next(struct rbuf *it, struct cairn_fid *fid);
 int msg_rment_next(struct rbuf *it, struct msg_rment *e);
 /* The status of entry i (< count) of a decoded REMOVES reply. */
 int32_t msg_removes_status(const struct msg_removes_rep *p, uint32_t i);
+/* Iterate a decoded CREATES request's entries, and its reply's (rbuf
+ * over list), as msg_dirent_next. */
+int msg_cent_next(struct rbuf *it, struct msg_cent *e);
+int msg_crep_next(struct rbuf *it, struct msg_crep *e);
 
 /* CB_BREAK pushes, likewise: begin, a record each, end with the count. */
 size_t msg_cb_break_begin(struct wbuf *w);

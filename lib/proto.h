@@ -84,6 +84,7 @@ enum cairn_op {
 	OP_AUTH,            /* first frame: the handshake (lib/seal.h) */
 	OP_FIDS,
 	OP_REMOVES,         /* several REMOVEs in one directory, one commit */
+	OP_CREATES,         /* several CR_FID CREATEs likewise */
 	OP__COUNT,          /* number of request opcodes + 1 */
 	OP_CB_BREAK = 64,
 	OP_CB_RECALL,
@@ -213,6 +214,10 @@ enum { BS_LIST = 1u << 0 };
  * name, the object) and one request's changes go in one break call
  * (server/handlers.h, HANDLER_MAX_CHANGES). */
 #define CAIRN_REMOVES_MAX 16u
+/* Entries one CREATES carries at most (one change each, and the reply's
+ * attributes), and the first bytes each may carry. */
+#define CAIRN_CREATES_MAX 16u
+#define CAIRN_CREATES_DATA_MAX (16u * 1024u)
 /* FSYNC flags. */
 enum { FS_DATASYNC = 1u << 0 };
 /* SETXATTR flags: the Linux XATTR_CREATE / XATTR_REPLACE values. */

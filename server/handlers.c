@@ -624,6 +624,97 @@ static int op_create(struct op_req *q)
 	return 0;
 }
 
+/*
+ * CREATES: a client's journal sends the regular files it made in one
+ * directory together, each a CREATE with CR_FID (idempotent by the FID)
+ * and its first bytes. Checked and made in order, each on its own: those
+ * whose bytes fit inline in one commit (store_creates), any other as
+ * CREATE makes it. Tokens, promises and breaks as CREATE's.
+ */
+static int op_creates(struct op_req *q)
+{
+	const struct msg_creates_req *m = &q->m.creates_req;
+	char names[CAIRN_CREATES_MAX][CAIRN_NAME_MAX + 1];
+	struct store_cent e[CAIRN_CREATES_MAX];
+	struct msg_str ns[CAIRN_CREATES_MAX];
+	struct msg_crep out[CAIRN_CREATES_MAX];
+	struct msg_creates_rep rep = { .count = m->count, .ents = out };
+	struct msg_cent c;
+	struct rbuf it;
+	uint32_t i;
+	int ret;
+
+	if (m->count < 1 || m->count > CAIRN_CREATES_MAX)
+		return -EINVAL;
+	if (tok_busy(q, &m->dir))
+		return PARKED;
+	if ((ret = may(q, &m->dir, PERM_W | PERM_X, NULL)))
+		return ret;
+	rbuf_init(&it, m->list.p, m->list.len);
+	for (i = 0; i < m->count; i++) {
+		if (!msg_cent_next(&it, &c))
+			return -EPROTO;
+		if ((ret = name_get(&c.name, names[i])))
+			return ret;
+		if (!(c.flags & CR_FID) ||
+		    ((c.mode & S_IFMT) && !S_ISREG(c.mode)) ||
+		    (c.flags & ~(uint32_t)(CR_EXCL | CR_TOKEN | CR_FID)) ||
+		    c.data.len > CAIRN_CREATES_DATA_MAX)
+			return -EINVAL;
+		ns[i] = c.name;
+		e[i] = (struct store_cent){
+			.name = names[i], .mode = c.mode, .uid = c.uid,
+			.gid = c.gid, .flags = c.flags, .fid = c.fid,
+			.t = c.time, .data = c.data.p,
+			.len = (uint32_t)c.data.len,
+		};
+		new_owner(q, &m->dir, &e[i].uid, &e[i].gid);
+	}
+	if ((ret = store_creates(q->ctx->st, &m->dir, e, (int)m->count,
+				 &rep.dir)))
+		return ret;
+	for (i = 0; i < m->count; i++) {
+		struct cairn_attr d;
+
+		/* First bytes past the inline room: a data file first. */
+		if (e[i].rc == -E2BIG)
+			e[i].rc = store_create_data(q->ctx->st, &m->dir,
+						    names[i], e[i].mode,
+						    e[i].uid, e[i].gid,
+						    e[i].flags, &e[i].fid,
+						    e[i].t, e[i].data, e[i].len,
+						    &e[i].created, &e[i].out,
+						    &d);
+		out[i] = (struct msg_crep){ .status = e[i].rc };
+		if (e[i].rc)
+			continue;
+		out[i].child = e[i].out;
+		out[i].created = CREATED;
+		/* Made by an earlier copy: no token comes with it (as
+		 * CREATE), and nothing changed. */
+		if (e[i].created == 1 && (e[i].flags & CR_TOKEN)) {
+			int fresh;
+
+			if (tok_acquire(q->ctx->tok, q->c, &e[i].out.fid,
+					&fresh) == 0)
+				out[i].created |= CREATED_TOKEN;
+		}
+	}
+	/* Those made alone moved the directory on. */
+	if ((ret = store_getattr(q->ctx->st, &m->dir, &rep.dir)))
+		return ret;
+	reply(q, &rep);
+	promise(q, &rep.dir.fid);
+	for (i = 0; i < m->count; i++) {
+		if (e[i].rc)
+			continue;
+		promise(q, &e[i].out.fid);
+		if (e[i].created == 1)
+			change(q, &m->dir, &ns[i], CB_OTHERS);
+	}
+	return 0;
+}
+
 static int op_symlink(struct op_req *q)
 {
 	const struct msg_symlink_req *m = &q->m.symlink_req;
@@ -1513,6 +1604,7 @@ static const op_fn handlers[OP__COUNT] = {
 	[OP_LINK] = op_link,
 	[OP_REMOVE] = op_remove,
 	[OP_REMOVES] = op_removes,
+	[OP_CREATES] = op_creates,
 	[OP_RENAME] = op_rename,
 	[OP_READDIR] = op_readdir,
 	[OP_READ] = op_read,

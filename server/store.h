@@ -184,6 +184,27 @@ int store_removes(struct store *st, const struct cairn_fid *dir, int n,
 		  const char *const *names, const uint32_t *flags,
 		  const uint8_t *holder, int *rcs, struct cairn_attr *dir_out,
 		  struct store_changed *ch);
+/*
+ * CREATES: regular files e[0..n) (n <= CAIRN_CREATES_MAX) in dir, each as
+ * store_create_data or store_create_fid would make it (CR_FID required;
+ * first bytes of at most the inline room, else that entry's rc is -E2BIG
+ * and nothing is done for it: the caller makes it alone), in order, each
+ * on its own, in one commit when nothing else fills the batch. Returns 0
+ * with each entry's rc, created and out filled, and dir_out the
+ * directory after all of them; or a negative errno for the call.
+ */
+struct store_cent {
+	const char *name;
+	uint32_t mode, uid, gid, flags;
+	struct cairn_fid fid;
+	struct cairn_time t;
+	const void *data;
+	uint32_t len;
+	int rc, created;
+	struct cairn_attr out;
+};
+int store_creates(struct store *st, const struct cairn_fid *dir,
+		  struct store_cent *e, int n, struct cairn_attr *dir_out);
 /* flags: RN_NOREPLACE, RN_EXCHANGE, RN_KEEP (with it a replaced
  * non-directory target whose last link goes becomes an orphan held by
  * holder, as RM_KEEP does). Other bits, or NOREPLACE with EXCHANGE:

@@ -423,6 +423,74 @@ int store_create_sized(struct store *st, const struct cairn_fid *dir,
 	return rc;
 }
 
+int store_creates(struct store *st, const struct cairn_fid *dir,
+		  struct store_cent *e, int n, struct cairn_attr *dir_out)
+{
+	struct create_args a[CAIRN_CREATES_MAX];
+	void *args[CAIRN_CREATES_MAX];
+	int res[CAIRN_CREATES_MAX], idx[CAIRN_CREATES_MAX];
+	uint32_t room = store_inline_room(st);
+	int k = 0, last = -1, rc;
+
+	if (n < 1 || n > (int)CAIRN_CREATES_MAX)
+		return -EINVAL;
+	for (int i = 0; i < n; i++) {
+		uint32_t mode = e[i].mode;
+
+		e[i].created = 0;
+		memset(&e[i].out, 0, sizeof(e[i].out));
+		if ((mode & S_IFMT) == 0)
+			mode |= S_IFREG;
+		if (!S_ISREG(mode) || !(e[i].flags & CR_FID) ||
+		    (e[i].flags & ~(uint32_t)(CR_EXCL | CR_FID | CR_TOKEN))) {
+			e[i].rc = -EINVAL;
+			continue;
+		}
+		if (e[i].len > room || e[i].len > STORE_INLINE_MAX) {
+			e[i].rc = -E2BIG;
+			continue;
+		}
+		if ((e[i].rc = store_name_check(e[i].name)))
+			continue;
+		a[k] = (struct create_args){
+			.dir = dir, .name = e[i].name,
+			.mode = mode & (S_IFMT | 07777),
+			.uid = e[i].uid, .gid = e[i].gid,
+			.flags = e[i].flags & (CR_EXCL | CR_FID),
+			.want = &e[i].fid, .t = e[i].t, .size = e[i].len,
+			.data = e[i].len ? e[i].data : NULL,
+			.inl = e[i].len || room != 0,
+		};
+		args[k] = &a[k];
+		idx[k++] = i;
+	}
+	if ((rc = store_tx_many(st, create_tx, args, res, k)))
+		return rc;
+	for (int j = 0; j < k; j++) {
+		struct store_cent *x = &e[idx[j]];
+
+		if ((x->rc = res[j]))
+			continue;
+		x->created = a[j].created;
+		store_attr_fill(st, a[j].vn, &a[j].ino, &x->out);
+		last = j;
+	}
+	/* Made by an earlier copy of the request that may not have got to
+	 * write its first bytes (as store_create_data). */
+	for (int j = 0; j < k; j++) {
+		struct store_cent *x = &e[idx[j]];
+
+		if (!x->rc && x->created == 2 && x->len && x->out.dv == 1)
+			x->rc = store_write(st, &x->out.fid, 0, x->data, x->len,
+					    WR_KEEPTIME, &x->out);
+	}
+	if (last >= 0) {
+		store_attr_fill(st, dir->vnode, &a[last].dino, dir_out);
+		return 0;
+	}
+	return store_getattr(st, dir, dir_out);
+}
+
 int store_symlink(struct store *st, const struct cairn_fid *dir,
 		  const char *name, const char *target, uint32_t uid,
 		  uint32_t gid, struct cairn_attr *out,

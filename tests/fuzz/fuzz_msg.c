@@ -14,9 +14,9 @@
  * success the decoded struct is encoded again and must give back the very
  * same bytes (the encoding is canonical: one value, one byte string); the
  * streamed parts (READDIR and BULKSTAT entries, CB_BREAK records,
- * ORPHAN_DROP FIDs, REMOVES entries and statuses) are walked to the end
- * and must yield exactly count items, and ORPHAN_DROP and REMOVES encoded
- * from arrays of their items must be the input again; the replies the
+ * ORPHAN_DROP FIDs, REMOVES and CREATES entries) are walked to the end
+ * and must yield exactly count items, and ORPHAN_DROP, REMOVES and CREATES
+ * encoded from arrays of their items must be the input again; the replies the
  * server builds in place (READ, GETXATTR/LISTXATTR, READDIR, BULKSTAT,
  * CB_BREAK) are built again that
  * way and must match too; decoded names go through the receivers' checks.
@@ -239,6 +239,56 @@ static void check_removes_rep(const struct msg_removes_rep *r, unsigned op,
 	free(st);
 }
 
+/* CREATES: request entries and reply entries walk to count, names go
+ * through the server's check, and both encoded from arrays are the input
+ * again. */
+static void check_creates(const union msg_any *m, unsigned op, int reply,
+			  const uint8_t *p, size_t len)
+{
+	const struct msg_creates_req *q = &m->creates_req;
+	const struct msg_creates_rep *r = &m->creates_rep;
+	uint32_t count = reply ? r->count : q->count, n = 0;
+	struct msg_cent *ce = malloc((count ? count : 1) * sizeof(*ce));
+	struct msg_crep *re = malloc((count ? count : 1) * sizeof(*re));
+	union msg_any a;
+	struct rbuf it;
+	struct wbuf w;
+	int ok;
+
+	if (!ce || !re)
+		abort();
+	if (reply ? r->ents != NULL : q->ents != NULL)
+		fail("decoded with ents set", op, reply, p, len, p, len);
+	if (reply)
+		rbuf_init(&it, r->list.p, r->list.len);
+	else
+		rbuf_init(&it, q->list.p, q->list.len);
+	while (n < count && (reply ? msg_crep_next(&it, &re[n]) :
+			     msg_cent_next(&it, &ce[n]))) {
+		if (!reply)
+			check_name(&ce[n].name, 0);
+		n++;
+	}
+	ok = !it.err && n == count && !rbuf_left(&it);
+	if (!ok || (reply ? msg_crep_next(&it, &re[0]) :
+		    msg_cent_next(&it, &ce[0])))
+		fail("entry walk disagrees with count", op, reply, p, len, p,
+		     len);
+	memset(&a, 0, sizeof(a));
+	if (reply)
+		a.creates_rep = (struct msg_creates_rep){
+			.dir = r->dir, .count = n, .ents = re };
+	else
+		a.creates_req = (struct msg_creates_req){
+			.dir = q->dir, .count = n, .ents = ce };
+	wbuf_init(&w);
+	msg_encode(op, reply, &w, &a);
+	expect_same(&w, "encoded from an array of the entries", op, reply, p,
+		    len);
+	free(ce);
+	free(re);
+}
+
 /* ORPHAN_DROP: the FIDs walk to count, and sent from an array (as a
  * client sends them) they are the input again. */
 static void check_orphan_drop(const struct msg_orphan_drop_req *q,
@@ -351,6 +401,10 @@ static void check_parts(unsigned op, int reply, const union msg_any *m,
 		break;
 	case OP_REMOVES | 0x100u:
 		check_removes_rep(&m->removes_rep, op, p, len);
+		break;
+	case OP_CREATES:
+	case OP_CREATES | 0x100u:
+		check_creates(m, op, reply, p, len);
 		break;
 	case OP_READDIR | 0x100u:
 		check_readdir(&m->readdir_rep, op, p, len);

@@ -61,6 +61,7 @@ SA_ATIME, SA_MTIME, SA_ATIME_NOW, SA_MTIME_NOW, SA_CTIME = 16, 32, 64, 128, 256
 CR_EXCL = 1
 CR_TOKEN = 2
 CR_FID = 4
+CREATED, CREATED_TOKEN = 1, 2   # CREATE reply's created
 RM_DIR, RM_KEEP, RM_SELF, RM_FID = 1, 2, 4, 8
 CB_ORPHANED = 1   # CB_BREAK record flags (lib/proto.h)
 CB_ATTRS_ONLY = 2
@@ -800,6 +801,15 @@ class Conn:
                            items=[(n, fl, v) for n, fl, v in ents])
         return rep["dir"], [e["status"] for e in rep["items"]]
 
+    def creates(self, d, ents):
+        """CREATES of ents [(name, mode, flags, fid, time, data)] in d
+        (uid and gid 0): (dir attr, [(status, created, child attr)])."""
+        rep = self.request("CREATES", dir=d,
+                           items=[(n, mode, 0, 0, fl, fid, t, data)
+                                  for n, mode, fl, fid, t, data in ents])
+        return rep["dir"], [(e["status"], e["created"], e["child"])
+                            for e in rep["items"]]
+
     def rename(self, sd, sname, dd, dname, flags=0):
         rep = self.request("RENAME", src_dir=sd, src_name=sname, dst_dir=dd,
                            dst_name=dname, flags=flags)
@@ -1191,6 +1201,57 @@ def _selftest(host, port):
                d["fid"], [("x2", 0, x2["fid"])] * 17)
     _, st = a.removes(d["fid"], [("x2", 0, x2["fid"])])
     check("REMOVES of one", st == [0], st)
+
+    # CREATES: each on its own, in order; first bytes inline or in a data
+    # file; a resend finds the files made (idempotent by FID).
+    ids = a.fids(4)
+    b.listdir(d["fid"])
+    b.drain_breaks()
+    dir_before = a.getattr(d["fid"])
+    big = bytes(range(256)) * 64          # 16 KiB: the most it may carry
+    ents = [("c1", 0o100644, CR_EXCL | CR_FID | CR_TOKEN, ids[0], (5, 6),
+             b"one"),
+            ("h", 0o100644, CR_EXCL | CR_FID, ids[1], (5, 6), b""),
+            ("c2", 0o644, CR_EXCL | CR_FID, ids[2], (5, 6), big),
+            ("c3", 0o100600, CR_EXCL | CR_FID | CR_TOKEN, ids[3], (5, 6), b"")]
+    da, res = a.creates(d["fid"], ents)
+    check("CREATES: a status per entry, each on its own",
+          [r[0] for r in res] == [0, -_errno.EEXIST, 0, 0], res)
+    check("CREATES: the files as CREATE makes them",
+          res[0][2]["fid"] == ids[0] and res[0][2]["size"] == 3 and
+          res[0][2]["mtime"] == (5, 6) and res[2][2]["size"] == len(big) and
+          res[3][2]["mode"] == 0o100600 and res[1][2]["fid"] == (0, 0, 0),
+          res)
+    check("CREATES: the token where asked",
+          [r[1] for r in res] == [CREATED | CREATED_TOKEN, 0, CREATED,
+                                  CREATED | CREATED_TOKEN], res)
+    check("CREATES: the directory after all of them",
+          da["dv"] == dir_before["dv"] + 3, (dir_before, da))
+    check("CREATES: the bytes read back",
+          a.read(ids[0], 0, 10)["data"] == b"one" and
+          a.read(ids[2], 0, len(big) + 1)["data"] == big)
+    got = set()
+    while True:
+        brk = b.wait_break(0.5)
+        if not brk:
+            break
+        got |= set(brk)
+    check("CREATES: the other client's break names each file made",
+          {(d["fid"], n) for n in ("c1", "c2", "c3")} <= got, got)
+    _, res = a.creates(d["fid"], ents[:1])
+    check("CREATES resent: the file made before, no token",
+          res[0][0] == 0 and res[0][1] == CREATED and
+          res[0][2]["fid"] == ids[0] and res[0][2]["size"] == 3, res)
+    expect_err("CREATES without CR_FID EINVAL", _errno.EINVAL, a.creates,
+               d["fid"], [("c9", 0o100644, CR_EXCL, (0, 0, 0), (0, 0), b"")])
+    expect_err("CREATES of a directory EINVAL", _errno.EINVAL, a.creates,
+               d["fid"], [("c9", 0o040755, CR_EXCL | CR_FID, ids[1], (0, 0),
+                           b"")])
+    expect_err("CREATES with 16 KiB + 1 EINVAL", _errno.EINVAL, a.creates,
+               d["fid"], [("c9", 0o100644, CR_EXCL | CR_FID, ids[1], (0, 0),
+                           big + b"x")])
+    for n in ("c1", "c2", "c3"):
+        a.remove(d["fid"], n)
     expect_err("rmdir not empty", _errno.ENOTEMPTY, a.remove, root["fid"],
                tag, RM_DIR)
 

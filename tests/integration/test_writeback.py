@@ -1714,6 +1714,55 @@ def removes_answered_here_go_to_the_server_together(ctx):
 
 
 @test(timeout=90)
+def creates_answered_here_go_to_the_server_together(ctx):
+    """Files created by A's daemon while the server is stopped, small
+    ones, empty ones and some too large to go along (over 16 KiB), reach
+    it in CREATES of several files each (wb.create_batches, rpc.creates),
+    the large ones in CREATEs of their own; B then reads each whole, with
+    the mode and mtime A gave it, and A remounted lists the same."""
+    srv, a = warm_dir(ctx, 2)
+    wait_for(lambda: wb_status(a)["wb.pending_changes"] == 0, 20, "A's journal sent")
+    before = H.mount_status(a)
+    want = {}
+    sig(srv.proc, 19)
+    try:
+        for i in range(40):
+            name = "c%03d" % i
+            want[name] = (b"" if i % 10 == 3 else
+                          os.urandom(20000) if i % 10 == 7 else
+                          ("small %d " % i).encode() * (i + 1))
+            write_file(a.p("d", name), want[name])
+            if i % 5 == 0:
+                os.chmod(a.p("d", name), 0o600)
+        made = wb_status(a)
+    finally:
+        sig(srv.proc, 18)
+    expect(made["wb.creates"] - before["wb.creates"] >= 35,
+           "only %d of 40 creates answered by A's daemon"
+           % (made["wb.creates"] - before["wb.creates"]))
+    wait_for(lambda: wb_status(a)["wb.pending_changes"] == 0, 20, "A's journal sent")
+    after = H.mount_status(a)
+    batches = after["wb.create_batches"] - before["wb.create_batches"]
+    batched = after["wb.creates_batched"] - before["wb.creates_batched"]
+    single = after["rpc.create.calls"] - before["rpc.create.calls"]
+    expect(batches >= 2 and batched >= 20,
+           "creates went %d in %d CREATES and %d alone" % (batched, batches, single))
+    expect_eq(after["rpc.creates.calls"] - before["rpc.creates.calls"], batches,
+              "CREATES calls against wb.create_batches")
+    expect_eq(after["wb.errors"] + after["wb.conflicts"], 0,
+              "wb.errors and wb.conflicts on A")
+    b = ctx.mount(srv, "b")
+    same_dir(b.p("d"), want, "d on B")
+    for name in ("c000", "c005", "c013", "c017"):
+        sa, sb = os.stat(a.p("d", name)), os.stat(b.p("d", name))
+        expect_eq((sb.st_mode, sb.st_size, sb.st_mtime_ns, sb.st_ino),
+                  (sa.st_mode, sa.st_size, sa.st_mtime_ns, sa.st_ino),
+                  "mode, size, mtime and inode number of %s on B vs A" % name)
+    remount(a)
+    same_dir(a.p("d"), want, "d on A remounted")
+
+
+@test(timeout=90)
 def files_made_and_removed_at_once_many_times(ctx):
     """dbench's temporary files: created, written, closed and unlinked
     at once, thousands of times, with the creations on their way to the

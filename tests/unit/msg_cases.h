@@ -1147,6 +1147,110 @@ static int eq_removes_rep(const void *a, const void *b)
 	return 1;
 }
 
+/* CREATES: entries filled as an array (ents), as a client sends them. */
+static void fill_creates_req(struct fill *f, void *m)
+{
+	struct msg_creates_req *q = m;
+	struct msg_cent *e;
+
+	fill_fid(f, &q->dir);
+	q->count = nrecords(f);
+	e = fill_keep(f, xmalloc((q->count ? q->count : 1) * sizeof(*e)));
+	for (uint32_t i = 0; i < q->count; i++) {
+		fill_str(f, "name", &e[i].name, 18);
+		e[i].mode = v32(f, "mode");
+		e[i].uid = v32(f, "uid");
+		e[i].gid = v32(f, "gid");
+		e[i].flags = v32(f, "flags");
+		fill_fid(f, &e[i].fid);
+		fill_time(f, &e[i].time);
+		fill_blob(f, "data", &e[i].data);
+	}
+	q->ents = e;
+}
+
+static int creates_ent(const struct msg_creates_req *q, uint32_t i,
+		       struct msg_cent *e)
+{
+	struct rbuf it;
+
+	if (q->ents) {
+		*e = q->ents[i];
+		return 1;
+	}
+	rbuf_init(&it, q->list.p, q->list.len);
+	for (uint32_t k = 0; k <= i; k++)
+		if (!msg_cent_next(&it, e))
+			return 0;
+	return 1;
+}
+
+static int eq_creates_req(const void *a, const void *b)
+{
+	const struct msg_creates_req *x = a, *y = b;
+	struct msg_cent ea, eb;
+
+	if (!fid_eq(&x->dir, &y->dir) || x->count != y->count)
+		return 0;
+	for (uint32_t i = 0; i < x->count; i++)
+		if (!creates_ent(x, i, &ea) || !creates_ent(y, i, &eb) ||
+		    !str_eq(&ea.name, &eb.name) || ea.mode != eb.mode ||
+		    ea.uid != eb.uid || ea.gid != eb.gid ||
+		    ea.flags != eb.flags || !fid_eq(&ea.fid, &eb.fid) ||
+		    !time_eq(&ea.time, &eb.time) ||
+		    !bytes_eq(&ea.data, &eb.data))
+			return 0;
+	return 1;
+}
+
+static void fill_creates_rep(struct fill *f, void *m)
+{
+	struct msg_creates_rep *p = m;
+	struct msg_crep *e;
+
+	fill_attr(f, &p->dir);
+	p->count = nrecords(f);
+	e = fill_keep(f, xmalloc((p->count ? p->count : 1) * sizeof(*e)));
+	for (uint32_t i = 0; i < p->count; i++) {
+		f->ctr++;
+		e[i].status = (int32_t)tag_value(K_I32, "status", f->ctr);
+		e[i].created = v8(f, "created");
+		fill_attr(f, &e[i].child);
+	}
+	p->ents = e;
+}
+
+static int creates_rep_ent(const struct msg_creates_rep *p, uint32_t i,
+			   struct msg_crep *e)
+{
+	struct rbuf it;
+
+	if (p->ents) {
+		*e = p->ents[i];
+		return 1;
+	}
+	rbuf_init(&it, p->list.p, p->list.len);
+	for (uint32_t k = 0; k <= i; k++)
+		if (!msg_crep_next(&it, e))
+			return 0;
+	return 1;
+}
+
+static int eq_creates_rep(const void *a, const void *b)
+{
+	const struct msg_creates_rep *x = a, *y = b;
+	struct msg_crep ea, eb;
+
+	if (!attr_eq(&x->dir, &y->dir) || x->count != y->count)
+		return 0;
+	for (uint32_t i = 0; i < x->count; i++)
+		if (!creates_rep_ent(x, i, &ea) ||
+		    !creates_rep_ent(y, i, &eb) || ea.status != eb.status ||
+		    ea.created != eb.created || !attr_eq(&ea.child, &eb.child))
+			return 0;
+	return 1;
+}
+
 struct shape {
 	const char *name;
 	void (*fill)(struct fill *f, void *m);
@@ -1166,6 +1270,7 @@ SHAPE(cb_break); SHAPE(bulkstat_req); SHAPE(bulkstat_rep);
 SHAPE(orphan_drop_req); SHAPE(wtoken_req); SHAPE(lock_req);
 SHAPE(getlk_rep); SHAPE(auth_req); SHAPE(auth_rep); SHAPE(fids_req);
 SHAPE(fids_rep); SHAPE(removes_req); SHAPE(removes_rep);
+SHAPE(creates_req); SHAPE(creates_rep);
 
 /* The struct of each opcode's request (push) and reply (ack). Every
  * descriptor must have a row here (test_case_table). */
@@ -1205,6 +1310,7 @@ static const struct tcase {
 	{ OP_AUTH,        { &S_auth_req,        &S_auth_rep } },
 	{ OP_FIDS,        { &S_fids_req,        &S_fids_rep } },
 	{ OP_REMOVES,     { &S_removes_req,     &S_removes_rep } },
+	{ OP_CREATES,     { &S_creates_req,     &S_creates_rep } },
 	{ OP_CB_BREAK,    { &S_cb_break,        &S_empty } },
 	{ OP_CB_RECALL,   { &S_orphan_drop_req, &S_empty } },
 	{ OP_CB_LOCKWAKE, { &S_orphan_drop_req, &S_empty } },

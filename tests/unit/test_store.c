@@ -451,6 +451,8 @@ static void t_link_unlink(void)
  * (a failing one leaves the others done), in one commit; RM_KEEP makes
  * an orphan of the holder's, the directory comes back as the last
  * removal left it. */
+static void reopen(void);
+
 static void t_removes(void)
 {
 	static const uint8_t holder[16] = { 7, 7, 7 };
@@ -503,6 +505,91 @@ static void t_removes(void)
 			       ch), -EINVAL);
 	CHECK_EQ(store_removes(st, &d.fid, 0, names, flags, holder, rcs, &dir,
 			       ch), -EINVAL);
+}
+
+/* CREATES: regular files with FIDs handed out, each on its own (a
+ * failing one makes nothing), those with inline bytes in one commit;
+ * bytes past the inline room are left to the caller (-E2BIG); a repeat
+ * finds each file made (created 2). */
+static void t_creates(void)
+{
+	static char big[STORE_INLINE_MAX + 1];
+	struct cairn_time t = { 1000, 5 };
+	struct cairn_attr d, dir, x;
+	struct store_cent e[4];
+	struct cairn_fid first;
+	uint64_t commits;
+
+	store_set_inline_max(STORE_INLINE_MAX);
+	reopen();
+	CHECK_EQ(mk(&root, "creates", S_IFDIR | 0755, &d), 0);
+	CHECK_EQ(mk(&d.fid, "taken", S_IFREG | 0644, NULL), 0);
+	CHECK_EQ(store_fids(st, 4, &first), 0);
+	for (int i = 0; i < 4; i++) {
+		e[i] = (struct store_cent){
+			.mode = S_IFREG | 0640, .uid = 7, .gid = 8,
+			.flags = CR_EXCL | CR_FID, .fid = first, .t = t };
+		e[i].fid.vnode += (uint64_t)i;
+	}
+	e[0].name = "one";
+	e[0].data = "hello";
+	e[0].len = 5;
+	e[1].name = "taken";
+	e[2].name = "empty";
+	e[2].mode = 0600;          /* no type: a regular file */
+	e[3].name = "big";
+	e[3].data = big;
+	e[3].len = sizeof(big);
+	d = attr_of(&d.fid);
+	commits = st->commits;
+	CHECK_EQ(store_creates(st, &d.fid, e, 4, &dir), 0);
+	CHECK_EQ(st->commits, commits + 1);
+	CHECK_EQ(e[0].rc, 0);
+	CHECK_EQ(e[1].rc, -EEXIST);
+	CHECK_EQ(e[2].rc, 0);
+	CHECK_EQ(e[3].rc, -E2BIG);
+	CHECK_EQ(e[0].created, 1);
+	CHECK(fid_eq(&e[0].out.fid, &e[0].fid));
+	CHECK_EQ(e[0].out.size, 5);
+	CHECK_EQ(e[0].out.dv, 2);            /* made, then its bytes */
+	CHECK_EQ(e[0].out.uid, 7);
+	CHECK_EQ(e[0].out.mtime.sec, 1000);
+	CHECK_EQ(e[2].out.mode, S_IFREG | 0600);
+	CHECK_EQ(e[2].out.dv, 1);
+	CHECK_EQ(dir.dv, d.dv + 2);
+	CHECK_EQ(attr_of(&d.fid).dv, dir.dv);
+	CHECK_EQ(store_lookup(st, &d.fid, "big", &x), -ENOENT);
+	{
+		char buf[16];
+		uint32_t n = 0;
+
+		CHECK_EQ(store_read(st, &e[0].fid, 0, sizeof(buf), buf, &n,
+				    &x), 0);
+		CHECK(n == 5 && !memcmp(buf, "hello", 5));
+	}
+	/* Again: made already, by this FID. */
+	CHECK_EQ(store_creates(st, &d.fid, e, 1, &dir), 0);
+	CHECK_EQ(e[0].rc, 0);
+	CHECK_EQ(e[0].created, 2);
+	CHECK_EQ(e[0].out.size, 5);
+	/* Not a regular file, or no CR_FID. */
+	e[0].mode = S_IFDIR | 0755;
+	CHECK_EQ(store_creates(st, &d.fid, e, 1, &dir), 0);
+	CHECK_EQ(e[0].rc, -EINVAL);
+	e[0].mode = S_IFREG | 0644;
+	e[0].flags = CR_EXCL;
+	CHECK_EQ(store_creates(st, &d.fid, e, 1, &dir), 0);
+	CHECK_EQ(e[0].rc, -EINVAL);
+	CHECK_EQ(store_creates(st, &d.fid, e, 0, &dir), -EINVAL);
+	/* A store that keeps no bytes inline leaves any to the caller. */
+	store_set_inline_max(0);
+	reopen();
+	e[0].flags = CR_EXCL | CR_FID;
+	e[0].name = "two";
+	CHECK_EQ(store_fids(st, 1, &e[0].fid), 0);
+	CHECK_EQ(store_creates(st, &d.fid, e, 1, &dir), 0);
+	CHECK_EQ(e[0].rc, -E2BIG);
+	CHECK_EQ(store_lookup(st, &d.fid, "two", &x), -ENOENT);
 }
 
 static void t_data(void)
@@ -2184,6 +2271,7 @@ int main(void)
 	run("rename_variants_and_errors", t_rename);
 	run("link_unlink_nlink", t_link_unlink);
 	run("removes_each_on_its_own_one_commit", t_removes);
+	run("creates_each_on_its_own_one_commit", t_creates);
 	run("write_read_sparse_4g_truncate", t_data);
 	run("stale_bytes_never_visible", t_stale_bytes);
 	run("fallocate_punch_hole", t_fallocate);
