@@ -505,6 +505,17 @@ static void get_records(struct rbuf *r, uint32_t count, size_t min,
 	}
 }
 
+/* The next record of a decoded list (it: an rbuf over the list), read by
+ * next: 1, or 0 at its end. Never fails on a list msg_decode accepted. */
+static int next_record(struct rbuf *it, void (*next)(struct rbuf *, void *),
+		       void *rec)
+{
+	if (rbuf_left(it) == 0 || it->err)
+		return 0;
+	next(it, rec);
+	return it->err ? 0 : 1;
+}
+
 static void next_dirent(struct rbuf *r, void *scratch)
 {
 	get_dirent(r, scratch);
@@ -1005,10 +1016,7 @@ static int dec_removes_req(struct rbuf *r, void *m)
 
 int msg_rment_next(struct rbuf *it, struct msg_rment *e)
 {
-	if (rbuf_left(it) == 0 || it->err)
-		return 0;
-	get_rment(it, e);
-	return it->err ? 0 : 1;
+	return next_record(it, next_rment, e);
 }
 
 static void next_status(struct rbuf *r, void *scratch)
@@ -1113,10 +1121,7 @@ static int dec_creates_req(struct rbuf *r, void *m)
 
 int msg_cent_next(struct rbuf *it, struct msg_cent *e)
 {
-	if (rbuf_left(it) == 0 || it->err)
-		return 0;
-	get_cent(it, e);
-	return it->err ? 0 : 1;
+	return next_record(it, next_cent, e);
 }
 
 /* status, created and the file (the server sends 0 and zeros with a
@@ -1168,10 +1173,7 @@ static int dec_creates_rep(struct rbuf *r, void *m)
 
 int msg_crep_next(struct rbuf *it, struct msg_crep *e)
 {
-	if (rbuf_left(it) == 0 || it->err)
-		return 0;
-	get_crep(it, e);
-	return it->err ? 0 : 1;
+	return next_record(it, next_crep, e);
 }
 
 /* --- ORPHAN_DROP ------------------------------------------------------------- */

@@ -1654,6 +1654,22 @@ def removes_answered_here_reach_the_other_client(ctx):
     expect_eq(sorted(os.listdir(a.p("d"))), sorted(want), "all names on A remounted")
 
 
+def batches_sent(a, before, kind):
+    """Since status `before`, A sent at least 20 of its `kind`s ("remove",
+    "create") in at least 2 batches (REMOVES, CREATES), each counted as
+    one call; A's status now."""
+    after = H.mount_status(a)
+    d = {k: after[k] - before[k] for k in (
+        "wb.%s_batches" % kind, "wb.%ss_batched" % kind,
+        "rpc.%s.calls" % kind, "rpc.%ss.calls" % kind)}
+    batches, batched = d["wb.%s_batches" % kind], d["wb.%ss_batched" % kind]
+    expect(batches >= 2 and batched >= 20, "%ss went %d in %d %sS and %d alone"
+           % (kind, batched, batches, kind.upper(), d["rpc.%s.calls" % kind]))
+    expect_eq(d["rpc.%ss.calls" % kind], batches,
+              "%sS calls against wb.%s_batches" % (kind.upper(), kind))
+    return after
+
+
 @test(timeout=90)
 def removes_answered_here_go_to_the_server_together(ctx):
     """Unlinks and rmdirs answered by A's daemon while the server is
@@ -1694,14 +1710,7 @@ def removes_answered_here_go_to_the_server_together(ctx):
                   "f007 read through a descriptor opened before its unlink")
     finally:
         os.close(fd)
-    after = H.mount_status(a)
-    batches = after["wb.remove_batches"] - before["wb.remove_batches"]
-    batched = after["wb.removes_batched"] - before["wb.removes_batched"]
-    single = after["rpc.remove.calls"] - before["rpc.remove.calls"]
-    expect(batches >= 2 and batched >= 20,
-           "removals went %d in %d REMOVES and %d alone" % (batched, batches, single))
-    expect_eq(after["rpc.removes.calls"] - before["rpc.removes.calls"], batches,
-              "REMOVES calls against wb.remove_batches")
+    after = batches_sent(a, before, "remove")
     expect_eq(after["wb.errors"], 0, "wb.errors on A")
     want["s3"] = None
     b = ctx.mount(srv, "b")
@@ -1741,14 +1750,7 @@ def creates_answered_here_go_to_the_server_together(ctx):
            "only %d of 40 creates answered by A's daemon"
            % (made["wb.creates"] - before["wb.creates"]))
     wait_for(lambda: wb_status(a)["wb.pending_changes"] == 0, 20, "A's journal sent")
-    after = H.mount_status(a)
-    batches = after["wb.create_batches"] - before["wb.create_batches"]
-    batched = after["wb.creates_batched"] - before["wb.creates_batched"]
-    single = after["rpc.create.calls"] - before["rpc.create.calls"]
-    expect(batches >= 2 and batched >= 20,
-           "creates went %d in %d CREATES and %d alone" % (batched, batches, single))
-    expect_eq(after["rpc.creates.calls"] - before["rpc.creates.calls"], batches,
-              "CREATES calls against wb.create_batches")
+    after = batches_sent(a, before, "create")
     expect_eq(after["wb.errors"] + after["wb.conflicts"], 0,
               "wb.errors and wb.conflicts on A")
     b = ctx.mount(srv, "b")
