@@ -212,6 +212,8 @@ struct wfile {
 	unsigned ns_sending : 1;  /* a directory: a removal or creation in it
 				   * is on its way (ship_batch); the next
 				   * ones wait and go together */
+	unsigned nb_solo : 1;     /* its next change goes on its own: a
+				   * batch did not do it (ship_batch) */
 	unsigned moving;          /* changes of ours outside the journal on
 				   * their way (wb_move_begin) */
 	uint64_t moved;           /* and those that took effect: each moved
@@ -1320,6 +1322,7 @@ static void create_sent(struct wb *w, struct wfile *f, const struct wop *o,
  */
 static void ship_file(struct wb *w, struct wfile *f, uint8_t *buf)
 {
+	f->nb_solo = 0;
 	for (;;) {
 		struct wop *o = f->head;
 		const struct wop *first;
@@ -1606,7 +1609,7 @@ static int nb_kind(const struct wb *w, const struct wfile *f)
 {
 	const struct wop *o = f->head, *first;
 
-	if (!o || !o->ready || f->err)
+	if (!o || !o->ready || f->err || f->nb_solo)
 		return NB_NONE;
 	if (o->type == JR_REMOVE && o == f->tail && !w->no_removes)
 		return NB_REMOVE;
@@ -1929,12 +1932,13 @@ static int batch_send(struct wb *w, struct nbatch *b, const uint8_t *cred,
  * CREATES, with the credentials of f's (only those made with the same ones
  * go with it). While it is on its way the directory's next ones wait
  * (nb_waits) and gather for the next batch. Each one the server did is
- * done here; every other, and all of them when the call fails, go on as
- * if there had been no batch (ship_file sends each on its own, with its
- * error handling). Returns 0 when f's next change is of no such kind (the
- * caller ships f), 1 when f was shipped here (alone when no other was
- * queued). Under lock; returns with it held; the files taken are done
- * with (after_ship), f is the caller's.
+ * done here; every other, and all of them when the call fails, is sent
+ * again on its own (nb_solo: by ship_file, with its error handling), and
+ * what follows each goes on as any file's. Returns 0 when f's next change
+ * is of no such kind (the caller ships f), 1 when f was dealt with here
+ * (shipped alone when no other was queued). Under lock; returns with it
+ * held; the files taken are done with (after_ship), f is the caller's
+ * (queued again by its after_ship).
  */
 static int ship_batch(struct wb *w, struct wfile *f, uint8_t *buf)
 {
@@ -2028,10 +2032,14 @@ static int ship_batch(struct wb *w, struct wfile *f, uint8_t *buf)
 				g->last_ms = clock_mono_ms();
 				pop_op(w, g);
 			}
+		} else {
+			/* Its error is for ship_file to handle, alone. */
+			g->nb_solo = 1;
 		}
 		/* What is left (a creation's later changes, the token to give
-		 * back; a change the batch did not do, on its own). */
-		ship_file(w, g, buf);
+		 * back; a change the batch did not do) goes to whichever
+		 * shipper is free, as any file's: queued again (f by our
+		 * caller). */
 		if (i > 0)
 			after_ship(w, g);
 	}

@@ -1225,6 +1225,41 @@ def sticky_directory(ctx):
     expect_eq(want[2], errno.EPERM, "test assumption: local fs refuses unlink in sticky dir")
 
 
+@test
+def sticky_directory_sees_a_chown_just_made(ctx):
+    """pjdfstest rename/10.t: root makes a file in a sticky directory and
+    gives it to nobody at once, then nobody renames another of its files
+    over it, and back, and unlinks it. The chown is answered from the
+    client's journal; the server must have it before it judges the rename
+    and the unlink by the file's owner (it once refused some with EACCES
+    when the RENAME overtook the chown)."""
+    j = os.path.join
+    m, _ = fresh(ctx, "stickyrace")
+    os.chmod(m, 0o777)
+    st, src = j(m, "sticky"), j(m, "own")
+    os.mkdir(st)
+    os.chmod(st, 0o1777)
+    os.mkdir(src)
+    os.chown(src, *NOBODY)
+    os.listdir(st)          # the listing and the token: creates answered here
+    fails = []
+    for i in range(40):
+        mine = j(src, "f%d" % i)
+        write_file(mine, b"mine")
+        os.chown(mine, *NOBODY)
+        victim = j(st, "v%d" % i)
+        write_file(victim, b"victim")
+        os.chown(victim, *NOBODY)
+        e1 = H.user_errno(*NOBODY, os.rename, mine, victim)
+        e2 = H.user_errno(*NOBODY, os.rename, victim, mine) if not e1 else -1
+        e3 = H.user_errno(*NOBODY, os.unlink, mine) if not e2 else -1
+        if (e1, e2, e3) != (0, 0, 0):
+            fails.append("round %d: %s" % (i, [errname(e) if e > 0 else e
+                                               for e in (e1, e2, e3)]))
+    expect(not fails, "renames and unlinks by the new owner refused:\n" +
+           "\n".join(fails[:5]))
+
+
 # ---------------------------------------------------------------- timestamps
 
 def _times(p):
