@@ -968,21 +968,29 @@ static int dec_status_rep(struct rbuf *r, void *m)
 	return dec_end(r);
 }
 
+/* A streamed list to encode: from its decoded bytes when the struct holds
+ * no array (1: done), else 0 (the caller writes the array's items). */
+static int put_list(struct wbuf *w, const void *array,
+		    const struct msg_bytes *list)
+{
+	if (array)
+		return 0;
+	wire_put_bytes(w, list->len ? list->p : "", list->len);
+	return 1;
+}
+
 /* --- REMOVES ---------------------------------------------------------------- */
 
 /* The smallest encoded entry: an empty name's length, flags, victim. */
 #define RMENT_MIN (2u + 4u + WIRE_FID_SIZE)
 
-static void get_rment(struct rbuf *r, struct msg_rment *e)
+static void get_rment(struct rbuf *r, void *m)
 {
+	struct msg_rment *e = m;
+
 	get_str(r, &e->name);
 	e->flags = wire_get_u32(r);
 	wire_get_fid(r, &e->victim);
-}
-
-static void next_rment(struct rbuf *r, void *scratch)
-{
-	get_rment(r, scratch);
 }
 
 static void enc_removes_req(struct wbuf *w, const void *m)
@@ -991,10 +999,8 @@ static void enc_removes_req(struct wbuf *w, const void *m)
 
 	wire_put_fid(w, &q->dir);
 	wire_put_u32(w, q->count);
-	if (!q->ents) {
-		wire_put_bytes(w, q->list.len ? q->list.p : "", q->list.len);
+	if (put_list(w, q->ents, &q->list))
 		return;
-	}
 	for (uint32_t i = 0; i < q->count; i++) {
 		put_str(w, &q->ents[i].name);
 		wire_put_u32(w, q->ents[i].flags);
@@ -1010,13 +1016,13 @@ static int dec_removes_req(struct rbuf *r, void *m)
 	wire_get_fid(r, &q->dir);
 	q->count = wire_get_u32(r);
 	q->ents = NULL;
-	get_records(r, q->count, RMENT_MIN, next_rment, &e, &q->list);
+	get_records(r, q->count, RMENT_MIN, get_rment, &e, &q->list);
 	return dec_end(r);
 }
 
 int msg_rment_next(struct rbuf *it, struct msg_rment *e)
 {
-	return next_record(it, next_rment, e);
+	return next_record(it, get_rment, e);
 }
 
 static void next_status(struct rbuf *r, void *scratch)
@@ -1030,10 +1036,8 @@ static void enc_removes_rep(struct wbuf *w, const void *m)
 
 	wire_put_attr(w, &p->dir);
 	wire_put_u32(w, p->count);
-	if (!p->status) {
-		wire_put_bytes(w, p->list.len ? p->list.p : "", p->list.len);
+	if (put_list(w, p->status, &p->list))
 		return;
-	}
 	for (uint32_t i = 0; i < p->count; i++)
 		wire_put_u32(w, (uint32_t)p->status[i]);
 }
@@ -1066,8 +1070,10 @@ int32_t msg_removes_status(const struct msg_removes_rep *p, uint32_t i)
 #define CENT_MIN (2u + 16u + WIRE_FID_SIZE + 12u + 4u)
 #define CREP_MIN (4u + 1u + 8u)
 
-static void get_cent(struct rbuf *r, struct msg_cent *e)
+static void get_cent(struct rbuf *r, void *m)
 {
+	struct msg_cent *e = m;
+
 	get_str(r, &e->name);
 	e->mode = wire_get_u32(r);
 	e->uid = wire_get_u32(r);
@@ -1078,21 +1084,14 @@ static void get_cent(struct rbuf *r, struct msg_cent *e)
 	get_bytes(r, &e->data);
 }
 
-static void next_cent(struct rbuf *r, void *scratch)
-{
-	get_cent(r, scratch);
-}
-
 static void enc_creates_req(struct wbuf *w, const void *m)
 {
 	const struct msg_creates_req *q = m;
 
 	wire_put_fid(w, &q->dir);
 	wire_put_u32(w, q->count);
-	if (!q->ents) {
-		wire_put_bytes(w, q->list.len ? q->list.p : "", q->list.len);
+	if (put_list(w, q->ents, &q->list))
 		return;
-	}
 	for (uint32_t i = 0; i < q->count; i++) {
 		const struct msg_cent *e = &q->ents[i];
 
@@ -1115,29 +1114,26 @@ static int dec_creates_req(struct rbuf *r, void *m)
 	wire_get_fid(r, &q->dir);
 	q->count = wire_get_u32(r);
 	q->ents = NULL;
-	get_records(r, q->count, CENT_MIN, next_cent, &e, &q->list);
+	get_records(r, q->count, CENT_MIN, get_cent, &e, &q->list);
 	return dec_end(r);
 }
 
 int msg_cent_next(struct rbuf *it, struct msg_cent *e)
 {
-	return next_record(it, next_cent, e);
+	return next_record(it, get_cent, e);
 }
 
 /* status, created and the file (the server sends 0 and zeros with a
  * status that is not 0: nothing to promise). */
-static void get_crep(struct rbuf *r, struct msg_crep *e)
+static void get_crep(struct rbuf *r, void *m)
 {
+	struct msg_crep *e = m;
+
 	e->status = (int32_t)wire_get_u32(r);
 	e->created = wire_get_u8(r);
 	if (e->created > (CREATED | CREATED_TOKEN))
 		r->err = -EPROTO;
 	wire_get_attr(r, &e->child);
-}
-
-static void next_crep(struct rbuf *r, void *scratch)
-{
-	get_crep(r, scratch);
 }
 
 static void enc_creates_rep(struct wbuf *w, const void *m)
@@ -1146,10 +1142,8 @@ static void enc_creates_rep(struct wbuf *w, const void *m)
 
 	wire_put_attr(w, &p->dir);
 	wire_put_u32(w, p->count);
-	if (!p->ents) {
-		wire_put_bytes(w, p->list.len ? p->list.p : "", p->list.len);
+	if (put_list(w, p->ents, &p->list))
 		return;
-	}
 	for (uint32_t i = 0; i < p->count; i++) {
 		const struct msg_crep *e = &p->ents[i];
 
@@ -1167,13 +1161,13 @@ static int dec_creates_rep(struct rbuf *r, void *m)
 	wire_get_attr(r, &p->dir);
 	p->count = wire_get_u32(r);
 	p->ents = NULL;
-	get_records(r, p->count, CREP_MIN, next_crep, &e, &p->list);
+	get_records(r, p->count, CREP_MIN, get_crep, &e, &p->list);
 	return dec_end(r);
 }
 
 int msg_crep_next(struct rbuf *it, struct msg_crep *e)
 {
-	return next_record(it, next_crep, e);
+	return next_record(it, get_crep, e);
 }
 
 /* --- ORPHAN_DROP ------------------------------------------------------------- */
