@@ -539,8 +539,9 @@ static void removed(struct fs *fs, uint64_t seq, fuse_ino_t parent,
  * In a sticky directory the server lets a user remove or replace only
  * what that user owns: an object whose chown (or other change) is still
  * in our journal must reach the server before a REMOVE or RENAME naming
- * it, or the server judges by its old owner (pjdfstest rename/10.t saw
- * EACCES). Elsewhere the server's checks do not look at the object.
+ * it, or the server judges by its old owner and refuses (EPERM; test_posix
+ * "sticky directory sees a chown just made", pjdfstest rename/10.t).
+ * Elsewhere the server's checks do not look at the object.
  */
 static void settle_sticky(struct fs *fs, fuse_ino_t dir,
 			  const struct cairn_fid *fid)
