@@ -642,7 +642,7 @@ static int op_creates(struct op_req *q)
 	struct msg_cent c;
 	struct rbuf it;
 	uint32_t i;
-	int ret;
+	int ret, alone = 0;
 
 	if (m->count < 1 || m->count > CAIRN_CREATES_MAX)
 		return -EINVAL;
@@ -677,7 +677,8 @@ static int op_creates(struct op_req *q)
 		struct cairn_attr d;
 
 		/* First bytes past the inline room: a data file first. */
-		if (e[i].rc == -E2BIG)
+		if (e[i].rc == -E2BIG) {
+			alone = 1;
 			e[i].rc = store_create_data(q->ctx->st, &m->dir,
 						    names[i], e[i].mode,
 						    e[i].uid, e[i].gid,
@@ -685,6 +686,7 @@ static int op_creates(struct op_req *q)
 						    e[i].t, e[i].data, e[i].len,
 						    &e[i].created, &e[i].out,
 						    &d);
+		}
 		out[i] = (struct msg_crep){ .status = e[i].rc };
 		if (e[i].rc)
 			continue;
@@ -701,7 +703,7 @@ static int op_creates(struct op_req *q)
 		}
 	}
 	/* Those made alone moved the directory on. */
-	if ((ret = store_getattr(q->ctx->st, &m->dir, &rep.dir)))
+	if (alone && (ret = store_getattr(q->ctx->st, &m->dir, &rep.dir)))
 		return ret;
 	reply(q, &rep);
 	promise(q, &rep.dir.fid);
