@@ -661,6 +661,11 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	 * closing need not enter the daemon: the first OPEN and FLUSH are
 	 * answered ENOSYS and the kernel sends none again. See fs_file.c.
 	 */
+	/* Directories hold no locks (the kernel keeps theirs itself) and
+	 * no per-open state here: the first OPENDIR is answered ENOSYS and
+	 * the kernel sends none again, nor RELEASEDIR, and keeps its cached
+	 * listings across opens (fs_dir.c says when they go). */
+	fs->no_opendir = (conn->capable & FUSE_CAP_NO_OPENDIR_SUPPORT) != 0;
 	if (fs->global_locks) {
 		fs->no_open = 0;
 	} else {
@@ -669,12 +674,14 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 		fs->no_open = (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) != 0;
 	}
 	log_info("kernel FUSE protocol %u.%u, max_write %u, max_readahead %u, "
-		 "max_background %u, opens %s, writes %s, locks %s, "
+		 "max_background %u, opens %s, directory opens %s, writes %s, "
+		 "locks %s, "
 		 "set-user-ID cleared by %s",
 		 conn->proto_major,
 		 conn->proto_minor, conn->max_write, conn->max_readahead,
 		 conn->max_background,
 		 fs->no_open ? "not sent (no_open)" : "sent",
+		 fs->no_opendir ? "not sent (no_opendir)" : "sent",
 		 fs->wb ? "cached (writeback cache)" : "sent through",
 		 !fs->global_locks ? "local to this client (--local-locks)" :
 		 (conn->want & FUSE_CAP_POSIX_LOCKS) ? "across clients" :

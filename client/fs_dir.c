@@ -38,8 +38,13 @@
 /*
  * No server call: a directory's listing is fetched when read. The kernel
  * keeps its cached listing only while our promise on the directory
- * stands (every break since it was filled has invalidated its pages; a
- * kernel since 6.13 drops the listing on an opendir without keep_cache).
+ * stands: every break since it was filled has invalidated its pages, and
+ * a listing served without a promise (readdir_server, a break raced it)
+ * is invalidated once it reached the kernel. So opens need not drop it,
+ * and with no_opendir (fs.c) the first OPENDIR is answered ENOSYS and the
+ * kernel sends none again: it then opens every directory with keep_cache
+ * and cache_readdir. Without it (a kernel older than 5.1), an open
+ * without a standing promise drops the cached listing (keep_cache 0).
  */
 void fs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
@@ -47,6 +52,10 @@ void fs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct cairn_fid fid;
 	int promise, rc;
 
+	if (fs->no_opendir) {
+		fuse_reply_err(req, ENOSYS);
+		return;
+	}
 	if ((rc = itab_fid_promise(fs->itab, ino, &fid, &promise))) {
 		reply_error(req, rc);
 		return;
@@ -739,6 +748,10 @@ out:
 		itab_attr_stale(fs->itab, ino);
 	if (in_section)
 		notify_reply_end(fs->ntf);
+	/* A break raced the READDIR: its invalidation may have run before
+	 * this page reached the kernel, which would keep it (fs_op_opendir). */
+	if (in_section && !fresh)
+		notify_inval_inode(fs->ntf, ino);
 	rpc_reply_free(&pg.rep);
 	free(counted);
 	free(b.p);

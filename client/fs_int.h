@@ -116,6 +116,7 @@ struct fs {
 	pthread_cond_t init_cond;
 	int inited;                  /* guarded by init_lock: INIT answered */
 	int no_open;                 /* the kernel sends no OPEN/RELEASE */
+	int no_opendir;              /* nor OPENDIR/RELEASEDIR */
 	int global_locks;            /* locks go to the server; set before
 				      * the session (fs_set_global_locks) */
 	struct fs_locks *locks;      /* fs_lock.c; NULL with --local-locks */
