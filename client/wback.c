@@ -91,10 +91,12 @@ struct attrx {
 /* A namespace change answered here (sent in its directory's name). */
 #define JR_NS(t) ((t) == JR_CREATE || (t) == JR_REMOVE)
 
-/* A name whose removal a directory's journal holds: not made again here
- * before that removal reached the server. */
+/* A name whose removal a directory's journal holds: a creation of that
+ * name journaled after it is not sent before it (ns_waits). */
 struct rmname {
 	struct rmname *next;
+	uint64_t seq;             /* the removal's */
+	uint32_t hash;            /* name_hash */
 	uint16_t len;
 	char name[];
 };
@@ -150,6 +152,7 @@ struct wop {
 	struct cairn_fid parent;  /* JR_NS: the directory */
 	struct rmname *rm;        /* JR_REMOVE: its entry in the
 				   * directory's rmnames, or NULL */
+	uint32_t nhash;           /* JR_NS: name_hash of the name */
 	uint32_t len;
 	uint64_t tbase, tidx;
 	uint64_t off;             /* write offset, or new size */
@@ -234,9 +237,7 @@ struct wb {
 	int lockfd;
 	pthread_mutex_t lock;
 	pthread_cond_t work;      /* shippers: something to do */
-	pthread_cond_t done;      /* drain waiters, writers over the limit,
-				   * wait_unbusy */
-	int busy_waiters;         /* in wait_unbusy */
+	pthread_cond_t done;      /* drain waiters, writers over the limit */
 	struct wfile **buckets;   /* guarded by lock */
 	size_t nbuckets, nfiles;
 	struct wfile *qhead, *qtail;
@@ -308,14 +309,6 @@ static void grow(struct wb *w)
 }
 
 /* fid's wfile, created if need be (NULL: out of memory). Under lock. */
-/* f is no longer being sent or written: wake wait_unbusy. Under lock. */
-static void unbusy(struct wb *w, struct wfile *f)
-{
-	f->busy = 0;
-	if (w->busy_waiters)
-		pthread_cond_broadcast(&w->done);
-}
-
 static struct wfile *file_get(struct wb *w, const struct cairn_fid *fid)
 {
 	struct wfile **p = fslot(w, fid), *f = *p;
@@ -599,6 +592,16 @@ static int crec_parent(const struct jrec *h, const uint8_t *data,
 
 /* A create or remove not sent yet, in directory parent: counted there,
  * and a remove's name kept. Under lock (or while loading). */
+/* FNV-1a: two names that share it only make a create wait (ns_waits). */
+static uint32_t name_hash(const char *name, size_t len)
+{
+	uint32_t h = 2166136261u;
+
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ (uint8_t)name[i]) * 16777619u;
+	return h;
+}
+
 static void ns_pending_add(struct wb *w, const struct cairn_fid *parent,
 			   struct wop *o, const char *name, size_t len)
 {
@@ -608,8 +611,11 @@ static void ns_pending_add(struct wb *w, const struct cairn_fid *parent,
 	if (d)
 		d->children++;
 	w->ncreates++;
+	o->nhash = name_hash(name, len);
 	if (d && o->type == JR_REMOVE &&
 	    (r = malloc(sizeof(*r) + len + 1))) {
+		r->seq = o->seq;
+		r->hash = o->nhash;
 		r->len = (uint16_t)len;
 		memcpy(r->name, name, len);
 		r->name[len] = 0;
@@ -617,15 +623,6 @@ static void ns_pending_add(struct wb *w, const struct cairn_fid *parent,
 		d->rmnames = r;
 		o->rm = r;
 	}
-}
-
-/* A remove of name in d still to be sent? Under lock. */
-static int rm_pending(const struct wfile *d, const char *name, size_t len)
-{
-	for (const struct rmname *r = d ? d->rmnames : NULL; r; r = r->next)
-		if (r->len == len && !memcmp(r->name, name, len))
-			return 1;
-	return 0;
 }
 
 static void load_record(struct wb *w, struct jseg *s, uint64_t at,
@@ -944,14 +941,19 @@ static void save_conflict(struct wb *w, struct wfile *f, struct wop *ops)
 			 f->fid.vnode, path);
 }
 
-/* Remove f's first change (sent, or given up). Under lock. */
-static void pop_op(struct wb *w, struct wfile *f)
+/* Take change o out of f's list (sent, given up, or never written).
+ * Under lock. */
+static void drop_op(struct wb *w, struct wfile *f, struct wop *o)
 {
-	struct wop *o = f->head;
+	struct wop **p = &f->head, *prev = NULL;
 
-	f->head = o->next;
-	if (!f->head)
-		f->tail = NULL;
+	while (*p != o) {
+		prev = *p;
+		p = &(*p)->next;
+	}
+	*p = o->next;
+	if (f->tail == o)
+		f->tail = prev;
 	f->nops--;
 	f->bytes -= o->len;
 	w->pending_ops--;
@@ -963,13 +965,16 @@ static void pop_op(struct wb *w, struct wfile *f)
 
 		w->ncreates--;
 		if (d && o->rm) {
-			struct rmname **p = &d->rmnames;
+			struct rmname **r = &d->rmnames;
 
-			while (*p && *p != o->rm)
-				p = &(*p)->next;
-			if (*p)
-				*p = o->rm->next;
+			while (*r && *r != o->rm)
+				r = &(*r)->next;
+			if (*r)
+				*r = o->rm->next;
 			free(o->rm);
+			/* A creation of that name may wait for it (ns_waits). */
+			if (w->qhead)
+				pthread_cond_broadcast(&w->work);
 		}
 		/* The last create or remove in a directory: its own
 		 * removal may go (next_ready), and a recalled one's token
@@ -988,6 +993,12 @@ static void pop_op(struct wb *w, struct wfile *f)
 	free(o);
 	if (!f->nops)
 		f->pvalid = 0;
+}
+
+/* f's first change is done (or given up). Under lock. */
+static void pop_op(struct wb *w, struct wfile *f)
+{
+	drop_op(w, f, f->head);
 }
 
 /* Give up every change of f (file gone, or a conflict saved). Under
@@ -1267,18 +1278,27 @@ static void conflict(struct wb *w, struct wfile *f)
 }
 
 /* Must f's next change wait: for the creation of the directory made
- * here that it names, or (a directory's removal) for the creates and
- * removes in it? Under lock. */
+ * here that it names, (a directory's removal) for the creates and removes
+ * in it, or (a creation) for the removal of what had its name before?
+ * Under lock. */
 static int ns_waits(struct wb *w, const struct wfile *f)
 {
+	const struct wop *o = f->head;
 	const struct wfile *d;
 
-	if (!f->head || !JR_NS(f->head->type))
+	if (!o || !JR_NS(o->type))
 		return 0;
-	if (f->head->type == JR_REMOVE && f->children)
+	if (o->type == JR_REMOVE && f->children)
 		return 1;
-	d = *fslot(w, &f->head->parent);
-	return d && d->head && d->head->type == JR_CREATE;
+	if (!(d = *fslot(w, &o->parent)))
+		return 0;
+	if (d->head && d->head->type == JR_CREATE)
+		return 1;
+	if (o->type == JR_CREATE)
+		for (const struct rmname *r = d->rmnames; r; r = r->next)
+			if (r->hash == o->nhash && r->seq < o->seq)
+				return 1;
+	return 0;
 }
 
 /*
@@ -1644,7 +1664,8 @@ static struct wfile *next_ready(struct wb *w)
 		struct wfile *f = *p;
 
 		/* busy: being journaled (ns_journal writes a removal of a
-		 * file queued to send) or sent; it is taken after that. */
+		 * file queued to send) or sent; it is taken after that. A
+		 * change not written yet (not ready) stops ship_file. */
 		if ((f->retry_ms > now && !f->must_return && !w->stopping) ||
 		    f->busy || ns_waits(w, f) || nb_waits(w, f))
 			continue;
@@ -1769,7 +1790,7 @@ static void pool_fill(struct wb *w)
  * has more to send, free it if nothing refers to it. Under lock. */
 static void after_ship(struct wb *w, struct wfile *f)
 {
-	unbusy(w, f);
+	f->busy = 0;
 	/* A change still being written queues f when it is done; a
 	 * recall that came while we were at it needs another turn. */
 	if (f->head && !f->head->ready)
@@ -2378,27 +2399,12 @@ static int journal(struct wb *w, struct wfile *f, struct jrec *h,
 	rc = rec_write(s, o->at, h, data);
 	pthread_mutex_lock(&w->lock);
 	if (rc) {
-		struct wop **p = &f->head, *prev = NULL;
-
 		/* Out of the list; the changes after it move up one. */
-		while (*p != o) {
-			prev = *p;
-			p = &(*p)->next;
-		}
-		*p = o->next;
-		if (f->tail == o)
-			f->tail = prev;
 		for (struct wop *x = o->next; x; x = x->next)
 			if (x->tbase == o->tbase)
 				x->tidx--;
 		f->tidx--;
-		f->nops--;
-		f->bytes -= o->len;
-		w->pending_ops--;
-		w->pending_bytes -= o->len;
-		s->live--;
-		seg_maybe_drop(w, s);
-		free(o);
+		drop_op(w, f, o);
 		pthread_cond_broadcast(&w->done);
 		log_warn("write-back journal %s: %s; writing through",
 			 w->dir, strerror(-rc));
@@ -3087,30 +3093,28 @@ static int ns_journal(struct wb *w, struct wfile *d, struct wfile *f,
 		      struct jrec *h, const uint8_t *data, const char *name,
 		      size_t len, uint64_t *dir_dv)
 {
-	struct wop *o, *prev = f->tail;
-	int rc;
+	struct wop *o;
+	int mine, rc;
 
 	if ((rc = op_append(w, f, h, data, &o)))
 		return rc;
 	o->parent = d->fid;
 	ns_pending_add(w, &d->fid, o, name, len);
-	f->busy = 1; /* nobody sends it before it is written */
+	/* Nobody sends it before it is written: it is not ready, and the
+	 * file is busy unless a shipper is sending an earlier change of it
+	 * now (a removal of a file just written), which then stops at it. */
+	mine = !f->busy;
+	if (mine)
+		f->busy = 1;
 	pthread_mutex_unlock(&w->lock);
 	rc = rec_write(o->seg, o->at, h, data);
 	pthread_mutex_lock(&w->lock);
-	unbusy(w, f);
+	if (mine)
+		f->busy = 0;
 	if (rc) {
-		/* Taken back: pop_op's bookkeeping, for the last change. */
-		struct wop *keep = f->head == o ? NULL : f->head;
-
 		log_warn("write-back journal %s: %s; sent to the server "
 			 "instead", w->dir, strerror(-rc));
-		if (prev)
-			prev->next = NULL;
-		f->head = o;
-		pop_op(w, f);
-		f->head = keep;
-		f->tail = prev;
+		drop_op(w, f, o);
 		pthread_cond_broadcast(&w->done);
 		return rc;
 	}
@@ -3149,8 +3153,7 @@ int wb_create(struct wb *w, const struct cairn_fid *dir, uint64_t *dir_dv,
 	d = *fslot(w, dir);
 	/* Only while the directory's token is ours, and for a FID nobody
 	 * has used here. */
-	if (!d || d->tok != TK_HELD || w->stopping || *fslot(w, &a->fid) ||
-	    rm_pending(d, name, len)) {
+	if (!d || d->tok != TK_HELD || w->stopping || *fslot(w, &a->fid)) {
 		rc = -EAGAIN;
 	} else if (!(f = file_get(w, &a->fid))) {
 		rc = -ENOMEM;
@@ -3180,29 +3183,6 @@ int wb_create(struct wb *w, const struct cairn_fid *dir, uint64_t *dir_dv,
 	return rc;
 }
 
-/*
- * fid's file once no shipper sends it and no change of it is being
- * written (a second at most: then as it is), or NULL without memory.
- * Under lock; dropped while waiting.
- */
-static struct wfile *wait_unbusy(struct wb *w, const struct cairn_fid *fid)
-{
-	struct timespec until;
-	struct wfile *f;
-
-	clock_deadline(CLOCK_REALTIME, 1000, &until);
-	while ((f = file_get(w, fid)) && f->busy && !w->stopping) {
-		int rc;
-
-		w->busy_waiters++;
-		rc = pthread_cond_timedwait(&w->done, &w->lock, &until);
-		w->busy_waiters--;
-		if (rc == ETIMEDOUT)
-			return file_get(w, fid);
-	}
-	return f;
-}
-
 int wb_remove(struct wb *w, const struct cairn_fid *dir, uint64_t *dir_dv,
 	      const char *name, size_t len, const struct cairn_fid *victim,
 	      uint32_t flags, const void *cred, size_t credlen)
@@ -3220,15 +3200,13 @@ int wb_remove(struct wb *w, const struct cairn_fid *dir, uint64_t *dir_dv,
 	h.valid = flags;
 	pthread_mutex_lock(&w->lock);
 	/* A file being sent now (what dbench and rm do to a file just
-	 * written) is journaled once that send is over: far sooner than
-	 * the server would answer a REMOVE, which waits for it too. */
-	f = wait_unbusy(w, victim);
+	 * written) takes its removal behind the change on its way. */
+	f = file_get(w, victim);
 	d = *fslot(w, dir);
 	/* Only while the directory's token is ours. Nothing after a
 	 * removal in a file's journal: one pending is enough (its other
 	 * names go to the server). */
-	if (!d || d->tok != TK_HELD || w->stopping ||
-	    !f || f->busy || f->err ||
+	if (!d || d->tok != TK_HELD || w->stopping || !f || f->err ||
 	    (f->tail && f->tail->type == JR_REMOVE) ||
 	    ((flags & RM_DIR) && f->tok != TK_HELD)) {
 		rc = -EAGAIN;

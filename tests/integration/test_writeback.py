@@ -1791,6 +1791,58 @@ def files_made_and_removed_at_once_many_times(ctx):
     expect_eq(sorted(os.listdir(b.p("d"))), sorted(keep), "names on B")
 
 
+def returns_within(fn, secs, what):
+    """Run fn() on a thread: expect it to return within secs. Returns
+    the thread, which the caller joins once whatever blocks it is gone."""
+    t = threading.Thread(target=fn, daemon=True)
+    t.start()
+    t.join(secs)
+    expect(not t.is_alive(), "%s took over %.1f s" % (what, secs))
+    return t
+
+
+@test(timeout=90)
+def unlink_and_create_again_while_the_creation_is_on_its_way(ctx):
+    """A file written and closed on A: its creation goes to the server
+    at once, which is stopped, so the creation stays on its way. The
+    unlink of that file, and the creation of the name again, are both
+    answered by A's daemon without waiting for that send (they used to:
+    the unlink a second, then both on the server itself, blocked until
+    it came back). Once the server runs again, the new file reaches it
+    after the removal of the old one: B reads the new content, and
+    nothing was refused or kept as a conflict."""
+    srv = ctx.server()
+    a = ctx.mount(srv, "a")
+    os.mkdir(a.p("d"))
+    os.listdir(a.p("d"))
+    write_file(a.p("d", "warm"), b"w")
+    wait_for(lambda: wb_status(a)["wb.pending_changes"] == 0, 20, "A's journal sent")
+    before = wb_status(a)
+    sig(srv.proc, 19)
+    threads = []
+    try:
+        write_file(a.p("d", "x"), b"old content")
+        time.sleep(0.5)  # a shipper is sending x's creation now
+        threads.append(returns_within(lambda: os.unlink(a.p("d", "x")), 0.8,
+                                      "unlink of x while its creation was on its way"))
+        threads.append(returns_within(lambda: write_file(a.p("d", "x"), b"new content"),
+                                      0.8, "creating x again"))
+        made = wb_status(a)
+    finally:
+        sig(srv.proc, 18)
+        for t in threads:
+            t.join(30)
+    expect_eq(made["wb.removes"] - before["wb.removes"], 1, "removals journaled")
+    expect_eq(made["wb.creates"] - before["wb.creates"], 2, "creations journaled")
+    wait_for(lambda: wb_status(a)["wb.pending_changes"] == 0, 20, "A's journal sent")
+    after = wb_status(a)
+    expect_eq(after["wb.errors"] + after["wb.conflicts"], 0,
+              "wb.errors and wb.conflicts on A")
+    b = ctx.mount(srv, "b")
+    same_dir(b.p("d"), {"x": b"new content", "warm": b"w"}, "d on B")
+    expect_eq(sorted(os.listdir(b.p("d"))), ["warm", "x"], "names on B")
+
+
 @test(timeout=90)
 def kill9_after_removes_answered_here_replays_them(ctx):
     """Unlinks answered here while the server was stopped, then the
