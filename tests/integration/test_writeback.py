@@ -1845,8 +1845,9 @@ def unlink_and_create_again_while_the_creation_is_on_its_way(ctx):
 
 @test(timeout=90)
 def kill9_after_removes_answered_here_replays_them(ctx):
-    """Unlinks answered here while the server was stopped, then the
-    daemon killed: the next mount sends them, each once."""
+    """Unlinks answered here while the server was stopped, and one of
+    those names made again, then the daemon killed: the next mount sends
+    them, each once, the new file after the removal of the old."""
     srv = ctx.server()
     a = ctx.mount(srv, "a")
     os.mkdir(a.p("d"))
@@ -1858,6 +1859,8 @@ def kill9_after_removes_answered_here_replays_them(ctx):
         for i in range(0, 12, 2):
             os.unlink(a.p("d", "r%03d" % i))
             del want["r%03d" % i]
+        want["r004"] = b"made again"
+        write_file(a.p("d", "r004"), want["r004"])
         made = wb_status(a)
         H.kill9_daemon(a)
     finally:
