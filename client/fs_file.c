@@ -907,11 +907,12 @@ void fs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 	int rc;
 
 	/* The journal's changes of the file first: fsync returns once the
-	 * server has them on disk. */
+	 * server has them on disk, which the last of them may have made so
+	 * (wb_sync: then no FSYNC). */
 	if (!(rc = itab_fid(fs->itab, ino, &q.fid)) &&
-	    !(rc = fs_wb_settle(fs, &q.fid)))
+	    !(rc = wb_sync(fs->wbk, &q.fid)))
 		rc = fs_rpc(req, fs, OP_FSYNC, &q, NULL, NULL);
-	reply_error(req, rc);
+	reply_error(req, rc < 0 ? rc : 0);
 }
 
 void fs_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,

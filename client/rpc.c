@@ -829,6 +829,12 @@ int rpc_root_ok(struct rpc *r)
 		     HELLO_REP_ROOT);
 }
 
+int rpc_takes_sa_sync(struct rpc *r)
+{
+	return r && (__atomic_load_n(&r->rep_flags, __ATOMIC_RELAXED) &
+		     HELLO_REP_SA_SYNC);
+}
+
 int rpc_send_ack(struct rpc *r, uint16_t op, uint32_t id)
 {
 	int ret;

@@ -60,6 +60,8 @@ int rpc_connect(const struct rpc_opts *o, struct rpc **out,
 int rpc_read_only(struct rpc *r);
 /* The server lets root be root (HELLO_REP_ROOT, no root squash). */
 int rpc_root_ok(struct rpc *r);
+/* The server takes SA_SYNC in SETATTR (HELLO_REP_SA_SYNC). */
+int rpc_takes_sa_sync(struct rpc *r);
 /* Start the reader thread. Returns 0 or a negative errno. */
 int rpc_start(struct rpc *r);
 /* Close the connection, fail waiting calls with -ESHUTDOWN, join threads,

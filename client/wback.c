@@ -206,6 +206,10 @@ struct wfile {
 	int64_t last_ms;          /* last change journaled or sent */
 	int64_t retry_ms;         /* not before this, after an error */
 	int waiters;              /* wb_drain calls waiting */
+	int sync_waiters;         /* of which wb_sync: the last change goes
+				   * durable (WR_SYNC, SA_SYNC) */
+	unsigned synced : 1;      /* the last change sent went so, and
+				   * nothing was journaled after it */
 	unsigned children;        /* a directory: creates and removes in it
 				   * not sent */
 	struct rmname *rmnames;   /* a directory: the names of those removes */
@@ -568,6 +572,7 @@ static int op_append(struct wb *w, struct wfile *f, struct jrec *h,
 		return -ENOMEM;
 	w->pending_ops++;
 	w->pending_bytes += (*out)->len;
+	f->synced = 0;
 	return 0;
 }
 
@@ -1097,7 +1102,8 @@ static int send_remove(struct wb *w, struct wfile *f, const struct wop *o,
 /* Send change o of f. 0, or the server's error; a creation's reply
  * flags (CREATED_TOKEN) in *created. No lock; f busy. */
 static int send_op(struct wb *w, struct wfile *f, const struct wop *o,
-		   uint8_t *buf, struct cairn_attr *a, uint8_t *created)
+		   int sync, uint8_t *buf, struct cairn_attr *a,
+		   uint8_t *created)
 {
 	uint64_t seq = notify_seq(w->fs->ntf);
 	int rc;
@@ -1119,7 +1125,8 @@ static int send_op(struct wb *w, struct wfile *f, const struct wop *o,
 	}
 	if (o->type == JR_WRITE) {
 		struct msg_write_req q = { .fid = f->fid, .off = o->off,
-					   .flags = WR_TOKEN | WR_KEEPTIME,
+					   .flags = WR_TOKEN | WR_KEEPTIME |
+						    (sync ? WR_SYNC : 0),
 					   .data = { (char *)buf, o->len } };
 		struct msg_attr p;
 
@@ -1138,7 +1145,8 @@ static int send_op(struct wb *w, struct wfile *f, const struct wop *o,
 	} else {
 		struct msg_setattr_req q = {
 			.fid = f->fid,
-			.valid = o->valid | SA_TOKEN | SA_KEEPTIME,
+			.valid = o->valid | SA_TOKEN | SA_KEEPTIME |
+				 (sync ? SA_SYNC : 0),
 			.size = o->off, .mtime = o->mtime, .ctime = o->ctime,
 			.atime = o->atime, .mode = o->mode,
 			.uid = o->uid, .gid = o->gid,
@@ -1348,7 +1356,7 @@ static void ship_file(struct wb *w, struct wfile *f, uint8_t *buf)
 		const struct wop *first;
 		struct cairn_attr a;
 		uint8_t created = CREATED | CREATED_TOKEN;
-		int rc;
+		int rc, sync;
 
 		if (w->stopping > 1)
 			return;
@@ -1422,6 +1430,11 @@ static void ship_file(struct wb *w, struct wfile *f, uint8_t *buf)
 			continue;
 		}
 		first = o->type == JR_CREATE ? first_bytes(o) : NULL;
+		/* An fsync waits: its last change goes durable, and the
+		 * FSYNC after it is not needed (wb_sync). */
+		sync = f->sync_waiters && o == f->tail &&
+		       (o->type == JR_WRITE ||
+			(o->type == JR_ATTR && rpc_takes_sa_sync(w->fs->rpc)));
 		pthread_mutex_unlock(&w->lock);
 		if (first) {
 			uint64_t seq = notify_seq(w->fs->ntf);
@@ -1430,7 +1443,7 @@ static void ship_file(struct wb *w, struct wfile *f, uint8_t *buf)
 			if (rc == 0)
 				fs_note_attrs(w->fs, seq, &a, NULL);
 		} else {
-			rc = send_op(w, f, o, buf, &a, &created);
+			rc = send_op(w, f, o, sync, buf, &a, &created);
 		}
 		pthread_mutex_lock(&w->lock);
 		if (rc == 0 && first) {
@@ -1470,6 +1483,7 @@ static void ship_file(struct wb *w, struct wfile *f, uint8_t *buf)
 			f->refusals = 0;
 			f->last_ms = clock_mono_ms();
 			pop_op(w, f);
+			f->synced = sync && !f->nops;
 			pthread_cond_broadcast(&w->done);
 			continue;
 		}
@@ -2551,7 +2565,9 @@ out:
 	return rc;
 }
 
-int wb_drain(struct wb *w, const struct cairn_fid *fid)
+/* wb_drain; with sync, also 1 when the last change went durable
+ * (wb_sync). */
+static int drain(struct wb *w, const struct cairn_fid *fid, int sync)
 {
 	struct wfile *f;
 	unsigned fails;
@@ -2566,6 +2582,7 @@ int wb_drain(struct wb *w, const struct cairn_fid *fid)
 		return 0;
 	}
 	f->waiters++;
+	f->sync_waiters += sync;
 	f->retry_ms = 0;
 	enqueue(w, f, 1);
 	pthread_cond_signal(&w->work); /* queued already: wake a shipper */
@@ -2581,10 +2598,23 @@ int wb_drain(struct wb *w, const struct cairn_fid *fid)
 	}
 	if (f->nops && !rc)
 		rc = -EIO;
+	if (!rc && sync)
+		rc = f->synced;
 	f->waiters--;
+	f->sync_waiters -= sync;
 	file_maybe_free(w, f);
 	pthread_mutex_unlock(&w->lock);
 	return rc;
+}
+
+int wb_drain(struct wb *w, const struct cairn_fid *fid)
+{
+	return drain(w, fid, 0);
+}
+
+int wb_sync(struct wb *w, const struct cairn_fid *fid)
+{
+	return drain(w, fid, 1);
 }
 
 void wb_created(struct wb *w, const struct cairn_fid *fid, uint64_t dv,

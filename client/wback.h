@@ -147,6 +147,10 @@ void wb_move_end(struct wb *w, const struct cairn_fid *fid, int begun,
  * lock, when the journal holds nothing), or the error that keeps them
  * from the server (they stay in the journal). */
 int wb_drain(struct wb *w, const struct cairn_fid *fid);
+/* wb_drain for fsync: the last change goes durable (WR_SYNC, SA_SYNC)
+ * where it can. 1 when it did, so the file's changes are durable on the
+ * server; 0 when an FSYNC is needed still; or the error. */
+int wb_sync(struct wb *w, const struct cairn_fid *fid);
 
 /* The CREATE that made fid (with CR_TOKEN) returned: we hold its token,
  * at data version dv. */

@@ -116,6 +116,8 @@ enum {
 	 * --no-root-squash); without it root is squashed to nobody. A
 	 * client that makes objects itself needs to know whose they are. */
 	HELLO_REP_ROOT = 1u << 1,
+	/* The server takes SA_SYNC in SETATTR. */
+	HELLO_REP_SA_SYNC = 1u << 2,
 };
 
 /* SETATTR valid mask. */
@@ -135,6 +137,9 @@ enum {
 	SA_KEEPTIME  = 1u << 9,
 	SA_TOKEN     = 1u << 10, /* only while the requester holds the
 				  * file's write token (WTOKEN) */
+	/* Durable before the reply, with everything of the object before
+	 * it, as after FSYNC (HELLO_REP_SA_SYNC says a server takes it). */
+	SA_SYNC      = 1u << 11,
 };
 
 /* CREATE flags. CR_TOKEN: a regular file or directory the request

@@ -252,6 +252,7 @@ static int op_hello(struct op_req *q)
 		rep.flags |= HELLO_REP_RO;
 	if (q->ctx->no_root_squash)
 		rep.flags |= HELLO_REP_ROOT;
+	rep.flags |= HELLO_REP_SA_SYNC;
 	reply(q, &rep);
 	promise(q, &rep.root.fid);
 	log_info("peer %s: hello, client %02x%02x%02x%02x%02x%02x%02x%02x%s%s%s",
@@ -508,7 +509,7 @@ static int op_setattr(struct op_req *q)
 	struct msg_attr rep;
 	int ret;
 
-	if (m->valid & ~0x7ffu)
+	if (m->valid & ~0xfffu)
 		return -EINVAL;
 	if ((m->valid & SA_SIZE) && m->size > (uint64_t)INT64_MAX)
 		return -EFBIG;
@@ -521,15 +522,22 @@ static int op_setattr(struct op_req *q)
 	if ((m->valid & SA_SIZE) && !(m->valid & SA_MODE) &&
 	    (ret = kill_suid(q, &m->fid)))
 		return ret;
-	sa.valid &= ~(uint32_t)SA_TOKEN;
+	sa.valid &= ~(uint32_t)(SA_TOKEN | SA_SYNC);
 	ret = store_setattr(q->ctx->st, &m->fid, &sa, &rep.attr);
 	if (ret)
 		return ret;
-	reply(q, &rep);
-	promise(q, &rep.attr.fid);
 	change_f(q, &m->fid, NULL, 0,
 		 (m->valid & (SA_SIZE | SA_MTIME | SA_MTIME_NOW))
 			 ? 0 : CB_ATTRS_ONLY);
+	/* The client's fsync in one round trip (its last change). Failed:
+	 * the change stands all the same, and is broken for the others. */
+	if ((m->valid & SA_SYNC) &&
+	    (ret = store_fsync(q->ctx->st, &m->fid, 0))) {
+		q->out->changed = 1;
+		return ret;
+	}
+	reply(q, &rep);
+	promise(q, &rep.attr.fid);
 	return 0;
 }
 
@@ -1728,7 +1736,8 @@ int handler_run(const struct srv_ctx *ctx, struct conn *c,
 		 * a negative lookup, which promised the directory. */
 		if (!(h->op == OP_LOOKUP && status == -ENOENT))
 			out->np = 0;
-		out->nch = 0;
+		if (!out->changed)
+			out->nch = 0;
 		wbuf_reset(q.w);
 		hdr = wire_frame_begin(q.w, h->op, WF_REPLY, h->id, status);
 	}

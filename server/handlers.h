@@ -66,6 +66,9 @@ struct handler_out {
 	 * point into the request's payload, valid until delivery returns. */
 	struct cb_change ch[HANDLER_MAX_CHANGES];
 	int nch;
+	/* Set: the changes stand although the request failed (what failed
+	 * came after them: SA_SYNC), so they are broken all the same. */
+	int changed;
 	/* Objects the change made orphans: every other client their
 	 * breaks reach becomes a holder (deliver.c). */
 	struct cairn_fid orphan[CAIRN_REMOVES_MAX];

@@ -74,6 +74,8 @@ LK_UN, LK_RD, LK_WR = 0, 1, 2
 LK_FLOCK, LK_WAIT, LK_RECLAIM, LK_CANCEL, LK_RETURN = 1, 2, 4, 8, 16
 LK_EOF = (1 << 63) - 1
 SA_TOKEN = 1024
+SA_SYNC = 2048
+HELLO_REP_SA_SYNC = 4
 SA_MTIME, SA_CTIME, SA_KEEPTIME = 32, 256, 512
 FS_DATASYNC = 1
 XA_CREATE, XA_REPLACE = 1, 2
@@ -1052,8 +1054,23 @@ def _selftest(host, port):
           kd["ctime"] >= st["ctime"], kd)
     expect_err("WRITE unknown flag EINVAL", _errno.EINVAL, a.write,
                f["fid"], 0, b"x", 8)
+    # fsync in one round trip: the last change durable before its reply.
+    check("HELLO says SETATTR takes SA_SYNC",
+          a.hello_flags & HELLO_REP_SA_SYNC, a.hello_flags)
+    b.getattr(f["fid"])
+    b.drain_breaks()
+    ks = a.setattr(f["fid"], SA_MTIME | SA_CTIME | SA_KEEPTIME | SA_SYNC,
+                   mtime=(3000, 7), ctime=(3000, 8))
+    check("SA_SYNC: the change is made, one version further",
+          ks["mtime"] == (3000, 7) and ks["dv"] == kg["dv"] + 1 and
+          a.getattr(f["fid"])["mtime"] == (3000, 7), (kg, ks))
+    check("SA_SYNC: the other client's promise is broken",
+          b.expect_break((f["fid"], "")), b.breaks)
+    kds = a.setattr(d["fid"], SA_MODE | SA_SYNC, mode=0o750)
+    check("SA_SYNC of a directory", kds["mode"] & 0o7777 == 0o750, kds)
+    a.setattr(d["fid"], SA_MODE, mode=0o755)
     expect_err("SETATTR unknown valid bit EINVAL", _errno.EINVAL,
-               a.setattr, f["fid"], 2048)
+               a.setattr, f["fid"], 4096)
     # Breaks say whether only attributes changed.
     for what, change, attrs_only in (
             ("chmod", lambda: a.setattr(f["fid"], SA_MODE, mode=0o640), True),

@@ -1791,6 +1791,47 @@ def files_made_and_removed_at_once_many_times(ctx):
     expect_eq(sorted(os.listdir(b.p("d"))), sorted(keep), "names on B")
 
 
+@test(timeout=90)
+def fsync_sends_the_last_change_durable(ctx):
+    """fsync of a file with changes in A's journal sends them, the last
+    one with WR_SYNC or SA_SYNC (the server makes it durable before it
+    answers), and then no FSYNC (rpc.fsync.calls: at most a few in 20,
+    where a shipper sent everything before the fsync came; 20 before);
+    B reads what was written. A file with nothing in the journal still gets its
+    FSYNC."""
+    srv = ctx.server()
+    a = ctx.mount(srv, "a")
+    os.mkdir(a.p("d"))
+    write_file(a.p("d", "f"), b"x" * 65536)
+    wait_for(lambda: wb_status(a)["wb.pending_changes"] == 0, 20, "A's journal sent")
+    before = H.mount_status(a)
+    fd = os.open(a.p("d", "f"), os.O_RDWR)
+    try:
+        for i in range(20):
+            os.pwrite(fd, b"%04d" % i * 1024, i * 4096 % 65536)
+            os.fsync(fd)
+        mid = H.mount_status(a)
+        os.fsync(fd)  # nothing left in the journal: an FSYNC
+    finally:
+        os.close(fd)
+    after = H.mount_status(a)
+    sent = ((mid["rpc.write.calls"] - before["rpc.write.calls"]) +
+            (mid["rpc.setattr.calls"] - before["rpc.setattr.calls"]))
+    expect(sent >= 20, "only %d WRITEs and SETATTRs for 20 writes" % sent)
+    # The kernel sends the WRITE (then the times) before the FSYNC: a
+    # shipper may have sent both before the FSYNC came, which then goes.
+    fsyncs = mid["rpc.fsync.calls"] - before["rpc.fsync.calls"]
+    expect(fsyncs <= 4, "%d FSYNCs after 20 write+fsync" % fsyncs)
+    expect_eq(after["rpc.fsync.calls"] - mid["rpc.fsync.calls"], 1,
+              "FSYNCs for an fsync with nothing in the journal")
+    want = bytearray(b"x" * 65536)
+    for i in range(20):
+        off = i * 4096 % 65536
+        want[off:off + 4096] = b"%04d" % i * 1024
+    b = ctx.mount(srv, "b")
+    expect_eq(read_file(b.p("d", "f")), bytes(want), "f on B")
+
+
 def returns_within(fn, secs, what):
     """Run fn() on a thread: expect it to return within secs. Returns
     the thread, which the caller joins once whatever blocks it is gone."""
