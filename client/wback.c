@@ -595,8 +595,6 @@ static int crec_parent(const struct jrec *h, const uint8_t *data,
 	return 0;
 }
 
-/* A create or remove not sent yet, in directory parent: counted there,
- * and a remove's name kept. Under lock (or while loading). */
 /* FNV-1a: two names that share it only make a create wait (ns_waits). */
 static uint32_t name_hash(const char *name, size_t len)
 {
@@ -607,6 +605,8 @@ static uint32_t name_hash(const char *name, size_t len)
 	return h;
 }
 
+/* A create or remove not sent yet, in directory parent: counted there,
+ * and a remove's name kept. Under lock (or while loading). */
 static void ns_pending_add(struct wb *w, const struct cairn_fid *parent,
 			   struct wop *o, const char *name, size_t len)
 {
