@@ -890,7 +890,13 @@ def rewrite_on_a_read_on_b_sees_whole_versions(ctx):
     """A rewrites f (O_TRUNC, 4 MiB, close) over and over; B opens and
     reads it whole over and over: each read is one whole generation, and
     the size a stat on B reported right before agrees with it."""
-    srv = ctx.server()
+    # A's journal may hold several generations not sent yet when a
+    # recall comes (writes are answered here, sending is slower), and it
+    # sends them all before it gives the token back: on a slow machine
+    # under ASan that took over the default 5 s, the server revoked the
+    # token, and B read what A had sent so far (README, "What does not
+    # work yet"). A bound that slowness cannot reach:
+    srv = ctx.server(extra=("--recall-timeout", "20000"))
     a = ctx.mount(srv, "a")
     b = ctx.mount(srv, "b")
     gens = {g: generation(g) for g in range(1, 9)}
@@ -943,7 +949,12 @@ def rewrite_on_a_read_on_b_sees_whole_versions(ctx):
     # Each read waits for at most one rewrite of A's (the token goes back
     # to the server after A's close, and the reads parked behind it run
     # before A may take it again): B is not starved, and sees A's work.
-    expect(reads >= 20, "B read only %d times in 20 s while A rewrote" % reads)
+    # Starved, B read 1 to 3 times while A rewrote 1,100 times; fed, 50
+    # times against 300-400 rewrites, and 11-18 against 200-250 on a
+    # machine whose system calls are five times slower, under ASan.
+    expect(reads >= 8 and reads * 30 >= len(written),
+           "B read only %d times in 20 s while A rewrote %d times"
+           % (reads, len(written)))
     expect(len(seen) >= 2, "B saw %d different contents in %d reads while A "
            "rewrote %d times" % (len(seen), reads, len(written)))
 
