@@ -652,6 +652,11 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 		 * it load a file's inode afresh (client/inode.h). */
 		itab_set_evict_files(fs->itab, 1);
 	}
+	/* Directories hold no locks (the kernel keeps theirs itself) and
+	 * no per-open state here: the first OPENDIR is answered ENOSYS and
+	 * the kernel sends none again, nor RELEASEDIR, and keeps its cached
+	 * listings across opens (fs_dir.c says when they go). */
+	fs->no_opendir = (conn->capable & FUSE_CAP_NO_OPENDIR_SUPPORT) != 0;
 	/*
 	 * Locks across clients need the kernel's OPEN, FLUSH and RELEASE:
 	 * a close releases the process's POSIX locks only through FLUSH,
@@ -661,11 +666,6 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	 * closing need not enter the daemon: the first OPEN and FLUSH are
 	 * answered ENOSYS and the kernel sends none again. See fs_file.c.
 	 */
-	/* Directories hold no locks (the kernel keeps theirs itself) and
-	 * no per-open state here: the first OPENDIR is answered ENOSYS and
-	 * the kernel sends none again, nor RELEASEDIR, and keeps its cached
-	 * listings across opens (fs_dir.c says when they go). */
-	fs->no_opendir = (conn->capable & FUSE_CAP_NO_OPENDIR_SUPPORT) != 0;
 	if (fs->global_locks) {
 		fs->no_open = 0;
 	} else {
