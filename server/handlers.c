@@ -170,9 +170,13 @@ static int applied(struct op_req *q, const struct cairn_fid *f1,
 
 static int tok_busy(struct op_req *q, const struct cairn_fid *fid)
 {
-	if (!tok_count(q->ctx->tok) ||
-	    tok_find_other(q->ctx->tok, q->c, fid, 1) < 0)
+	if (!tok_count(q->ctx->tok))
 		return 0;
+	if (tok_find_other(q->ctx->tok, q->c, fid, 1) < 0) {
+		if (msg_has(q->op, MSG_CHANGES))
+			tok_progress(q->ctx->tok, q->c, fid);
+		return 0;
+	}
 	q->out->park = 1;
 	q->out->park_fid = *fid;
 	return 1;

@@ -26,6 +26,8 @@ struct token {
 	struct cairn_fid fid;
 	struct conn *holder;          /* referenced */
 	int64_t recalled_ms;          /* 0: no recall sent */
+	int64_t heard_ms;             /* the holder's last change under it
+				       * since the recall (tok_progress) */
 	struct tok_wait *whead, *wtail;
 };
 
@@ -343,6 +345,18 @@ int tok_holds(struct tok_table *t, struct conn *c,
 	return ret;
 }
 
+void tok_progress(struct tok_table *t, struct conn *c,
+		  const struct cairn_fid *fid)
+{
+	struct token *k;
+
+	pthread_mutex_lock(&t->lock);
+	k = *slot(t, fid);
+	if (k && k->holder == c && k->recalled_ms)
+		k->heard_ms = clock_mono_ms();
+	pthread_mutex_unlock(&t->lock);
+}
+
 int tok_find_other(struct tok_table *t, struct conn *c,
 		   const struct cairn_fid *fids, int n)
 {
@@ -507,12 +521,17 @@ void tok_expire(struct tok_table *t)
 		while (*p) {
 			struct token *k = *p;
 
+			/* Silent that long: a holder still sending what it
+			 * kept (a long journal, a slow machine) is not. */
 			if (k->recalled_ms &&
-			    now - k->recalled_ms >= (int64_t)t->timeout_ms) {
+			    now - (k->heard_ms > k->recalled_ms
+					   ? k->heard_ms : k->recalled_ms) >=
+				    (int64_t)t->timeout_ms) {
 				log_warn("peer %s: did not return its write "
-					 "token on vnode %llu within %u ms of "
-					 "the recall: revoked; what it still "
-					 "sends for it is refused",
+					 "token on vnode %llu, nor send a change "
+					 "under it, within %u ms of the recall "
+					 "or its last change: revoked; what it "
+					 "still sends for it is refused",
 					 conn_peer(k->holder),
 					 (unsigned long long)k->fid.vnode,
 					 t->timeout_ms);

@@ -284,6 +284,39 @@ def silent_holder_is_revoked(ctx):
 
 
 @test
+def holder_still_sending_is_not_revoked(ctx):
+    """The recall timeout is for a silent holder: one that keeps sending
+    changes under the recalled token (a long journal, a slow machine)
+    keeps it for three times the timeout, every write taken; B's request
+    runs once A returns it, and reads A's last write."""
+    a, b = conn(ctx), conn(ctx)
+    try:
+        before = status(ctx)["tokens_revoked"]
+        d, f = fresh(ctx, a)
+        a.wtoken(f["fid"])
+        id = b.send_op("GETATTR", fid=f["fid"])
+        expect(a.expect_recall(f["fid"], 2.0), "A got no CB_RECALL")
+        end = time.time() + 3 * RECALL_MS / 1000
+        i = 0
+        while time.time() < end:
+            a.write(f["fid"], 0, b"w%05d" % i, P.WR_TOKEN)
+            i += 1
+            time.sleep(RECALL_MS / 1000 / 4)
+        expect(b.reply_of("GETATTR", id, timeout=0.05) is None,
+               "B was answered while A was still sending under the token")
+        a.wtoken(f["fid"], flags=P.WT_RETURN)
+        rep = b.reply_of("GETATTR", id, timeout=5)
+        expect(rep is not None, "B's GETATTR not answered after the return")
+        expect_eq(rep["attr"]["size"], 6, "B's size after A's writes")
+        expect_eq(b.read(f["fid"], 0, 10)["data"], b"w%05d" % (i - 1),
+                  "B reads A's last write")
+        expect_eq(status(ctx)["tokens_revoked"], before, "STATUS tokens_revoked")
+    finally:
+        a.close()
+        b.close()
+
+
+@test
 def holder_disconnect_frees_waiters(ctx):
     a, b = conn(ctx), conn(ctx)
     try:
