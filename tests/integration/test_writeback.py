@@ -892,10 +892,12 @@ def rewrite_on_a_read_on_b_sees_whole_versions(ctx):
     the size a stat on B reported right before agrees with it."""
     # A's journal may hold several generations not sent yet when a
     # recall comes (writes are answered here, sending is slower), and it
-    # sends them all before it gives the token back: on a slow machine
-    # under ASan that took over the default 5 s, the server revoked the
-    # token, and B read what A had sent so far (README, "What does not
-    # work yet"). A bound that slowness cannot reach:
+    # sends them all before it gives the token back (README, "What does
+    # not work yet"). On a slow machine under ASan that took over 5 s;
+    # the server then revoked the token while A was still sending, and B
+    # read what had arrived so far. A holder still sending is no longer
+    # revoked (test_token), and this test is about whole versions, not
+    # about how long a recall may take: a timeout slowness cannot reach.
     srv = ctx.server(extra=("--recall-timeout", "20000"))
     a = ctx.mount(srv, "a")
     b = ctx.mount(srv, "b")
