@@ -835,6 +835,12 @@ int rpc_takes_sa_sync(struct rpc *r)
 		     HELLO_REP_SA_SYNC);
 }
 
+int rpc_takes_sa_steps(struct rpc *r)
+{
+	return r && (__atomic_load_n(&r->rep_flags, __ATOMIC_RELAXED) &
+		     HELLO_REP_SA_STEPS);
+}
+
 int rpc_send_ack(struct rpc *r, uint16_t op, uint32_t id)
 {
 	int ret;

@@ -62,6 +62,8 @@ int rpc_read_only(struct rpc *r);
 int rpc_root_ok(struct rpc *r);
 /* The server takes SA_SYNC in SETATTR (HELLO_REP_SA_SYNC). */
 int rpc_takes_sa_sync(struct rpc *r);
+/* The server takes SA_STEPS in SETATTR (HELLO_REP_SA_STEPS). */
+int rpc_takes_sa_steps(struct rpc *r);
 /* Start the reader thread. Returns 0 or a negative errno. */
 int rpc_start(struct rpc *r);
 /* Close the connection, fail waiting calls with -ESHUTDOWN, join threads,

@@ -231,7 +231,7 @@ struct wb_stats {
 	uint64_t journaled, journaled_bytes, sent, sent_bytes, grants,
 		 returns, recalls, conflicts, dropped, errors, replayed,
 		 creates, dir_grants, removes, remove_batches, batched,
-		 create_batches, creates_batched;
+		 create_batches, creates_batched, merged;
 };
 
 struct wb {
@@ -1102,7 +1102,7 @@ static int send_remove(struct wb *w, struct wfile *f, const struct wop *o,
 /* Send change o of f. 0, or the server's error; a creation's reply
  * flags (CREATED_TOKEN) in *created. No lock; f busy. */
 static int send_op(struct wb *w, struct wfile *f, const struct wop *o,
-		   int sync, uint8_t *buf, struct cairn_attr *a,
+		   unsigned steps, int sync, uint8_t *buf, struct cairn_attr *a,
 		   uint8_t *created)
 {
 	uint64_t seq = notify_seq(w->fs->ntf);
@@ -1153,6 +1153,11 @@ static int send_op(struct wb *w, struct wfile *f, const struct wop *o,
 		};
 		struct msg_attr p;
 
+		if (steps > 1) {
+			q.valid |= SA_STEPS;
+			q.size = steps;
+		}
+
 		if ((rc = fs_rpc(NULL, w->fs, OP_SETATTR, &q, &p, NULL)))
 			return rc;
 		*a = p.attr;
@@ -1160,7 +1165,7 @@ static int send_op(struct wb *w, struct wfile *f, const struct wop *o,
 	fs_note_attrs(w->fs, seq, a, NULL);
 	/* The chunk cache keeps what we wrote when this change is the only
 	 * one since the version we knew (as fs_op_write does). */
-	if (f->known && a->dv == f->known_dv + 1) {
+	if (f->known && a->dv == f->known_dv + steps) {
 		if (o->type == JR_WRITE)
 			ccache_write(w->fs->cc, &f->fid, f->known_dv, a->dv,
 				     f->known_size, a->size, o->off,
@@ -1177,13 +1182,56 @@ static int send_op(struct wb *w, struct wfile *f, const struct wop *o,
 }
 
 /*
- * Was change o (the first of f still to send), which expects the file at
- * version dv, applied already? The file must be exactly one version
- * further and hold what o would make of it: its bytes (a write), its
- * size, times and mode (an attribute change). No lock; f busy.
+ * The changes at the head of f that go in one request: the first alone,
+ * or, if it changes attributes and the server takes SA_STEPS, it and the
+ * attribute changes right after it that are written, none of them but
+ * the first setting a size (a truncation and a size after it are not
+ * one change). *m gets them merged, each field from the last change that
+ * sets it, and grp the changes themselves. Returns how many. Under lock;
+ * f busy.
+ */
+static unsigned attr_merge(struct wb *w, const struct wfile *f,
+			   struct wop *m, const struct wop **grp)
+{
+	const struct wop *o = f->head;
+	unsigned n = 1;
+
+	*m = *o;
+	grp[0] = o;
+	if (o->type != JR_ATTR || !rpc_takes_sa_steps(w->fs->rpc))
+		return 1;
+	for (const struct wop *p = o->next;
+	     p && n < WB_ATTR_MERGE_MAX && p->ready && p->type == JR_ATTR &&
+	     !(p->valid & SA_SIZE);
+	     p = p->next) {
+		if (p->valid & SA_MTIME)
+			m->mtime = p->mtime;
+		if (p->valid & SA_CTIME)
+			m->ctime = p->ctime;
+		if (p->valid & SA_ATIME)
+			m->atime = p->atime;
+		if (p->valid & SA_MODE)
+			m->mode = p->mode;
+		if (p->valid & SA_UID)
+			m->uid = p->uid;
+		if (p->valid & SA_GID)
+			m->gid = p->gid;
+		m->valid |= p->valid;
+		grp[n++] = p;
+	}
+	return n;
+}
+
+/*
+ * Was change o (the first of f still to send, or `steps` of them merged
+ * by attr_merge), which expects the file at version dv, applied already?
+ * The file must be exactly that many versions further and hold what o
+ * would make of it: its bytes (a write), its size, times and mode (an
+ * attribute change). No lock; f busy.
  */
 static int applied_already(struct wb *w, struct wfile *f,
-			   const struct wop *o, uint64_t dv, uint8_t *buf)
+			   const struct wop *o, unsigned steps, uint64_t dv,
+			   uint8_t *buf)
 {
 	struct msg_read_req q = { .fid = f->fid, .off = o->off,
 				  .len = o->len };
@@ -1192,7 +1240,7 @@ static int applied_already(struct wb *w, struct wfile *f,
 	struct cairn_attr a;
 	int ok;
 
-	if (fs_getattr(NULL, w->fs, &f->fid, &a) || a.dv != dv + 1)
+	if (fs_getattr(NULL, w->fs, &f->fid, &a) || a.dv != dv + steps)
 		return 0;
 	if (o->type == JR_ATTR)
 		return (!(o->valid & SA_SIZE) || a.size == o->off) &&
@@ -1352,10 +1400,11 @@ static void ship_file(struct wb *w, struct wfile *f, uint8_t *buf)
 {
 	f->nb_solo = 0;
 	for (;;) {
-		struct wop *o = f->head;
-		const struct wop *first;
+		struct wop *o = f->head, m;
+		const struct wop *first, *grp[WB_ATTR_MERGE_MAX];
 		struct cairn_attr a;
 		uint8_t created = CREATED | CREATED_TOKEN;
+		unsigned steps;
 		int rc, sync;
 
 		if (w->stopping > 1)
@@ -1365,6 +1414,7 @@ static void ship_file(struct wb *w, struct wfile *f, uint8_t *buf)
 		/* Its turn comes again (the shipper queues f). */
 		if (ns_waits(w, f))
 			break;
+		steps = attr_merge(w, f, &m, grp);
 		if (!JR_NS(o->type) && f->tok != TK_HELD &&
 		    f->tok != TK_RECALLED) {
 			uint64_t dv = o->tbase + o->tidx, recalls = f->recalls;
@@ -1373,21 +1423,24 @@ static void ship_file(struct wb *w, struct wfile *f, uint8_t *buf)
 
 			pthread_mutex_unlock(&w->lock);
 			rc = grant(w, &f->fid, 1, dv, &a);
-			/* One version further, with the first change's bytes
-			 * there: that change was in flight when we lost the
-			 * token (the daemon died, the connection broke) and
-			 * reached the server. It is done. */
+			/* As many versions further as the changes that go
+			 * first, with what they make there: they were in
+			 * flight when we lost the token (the daemon died, the
+			 * connection broke) and reached the server. Done. */
 			if (rc == -ECANCELED &&
-			    applied_already(w, f, o, dv, buf) &&
-			    (rc = grant(w, &f->fid, 1, dv + 1, &a)) == 0) {
-				mark_done(w, o);
+			    applied_already(w, f, &m, steps, dv, buf) &&
+			    (rc = grant(w, &f->fid, 1, dv + steps, &a)) == 0) {
+				for (unsigned i = 0; i < steps; i++)
+					mark_done(w, grp[i]);
 				skip = 1;
 			}
 			pthread_mutex_lock(&w->lock);
 			if (skip) {
-				w->st.sent++;
-				w->st.sent_bytes += o->len;
-				pop_op(w, f);
+				for (unsigned i = 0; i < steps; i++) {
+					w->st.sent++;
+					w->st.sent_bytes += f->head->len;
+					pop_op(w, f);
+				}
 				pthread_cond_broadcast(&w->done);
 			}
 			if (rc == -ECANCELED && f->moved != moved)
@@ -1432,7 +1485,7 @@ static void ship_file(struct wb *w, struct wfile *f, uint8_t *buf)
 		first = o->type == JR_CREATE ? first_bytes(o) : NULL;
 		/* An fsync waits: its last change goes durable, and the
 		 * FSYNC after it is not needed (wb_sync). */
-		sync = f->sync_waiters && o == f->tail &&
+		sync = f->sync_waiters && grp[steps - 1] == f->tail &&
 		       (o->type == JR_WRITE ||
 			(o->type == JR_ATTR && rpc_takes_sa_sync(w->fs->rpc)));
 		pthread_mutex_unlock(&w->lock);
@@ -1443,7 +1496,7 @@ static void ship_file(struct wb *w, struct wfile *f, uint8_t *buf)
 			if (rc == 0)
 				fs_note_attrs(w->fs, seq, &a, NULL);
 		} else {
-			rc = send_op(w, f, o, sync, buf, &a, &created);
+			rc = send_op(w, f, &m, steps, sync, buf, &a, &created);
 		}
 		pthread_mutex_lock(&w->lock);
 		if (rc == 0 && first) {
@@ -1452,7 +1505,8 @@ static void ship_file(struct wb *w, struct wfile *f, uint8_t *buf)
 		}
 		if (rc == 0) {
 			pthread_mutex_unlock(&w->lock);
-			mark_done(w, o);
+			for (unsigned i = 0; i < steps; i++)
+				mark_done(w, grp[i]);
 			pthread_mutex_lock(&w->lock);
 			/* CR_TOKEN gave us the new file's token (one made by an
 			 * earlier copy of the request comes without: the next
@@ -1472,8 +1526,9 @@ static void ship_file(struct wb *w, struct wfile *f, uint8_t *buf)
 				   f->tok != TK_RECALLED) {
 				set_tok(w, f, TK_HELD);
 			}
-			w->st.sent++;
+			w->st.sent += steps;
 			w->st.sent_bytes += JR_NS(o->type) ? 0 : o->len;
+			w->st.merged += steps - 1;
 			if (o->type != JR_REMOVE) {
 				f->known = 1;
 				f->known_dv = a.dv;
@@ -1482,7 +1537,8 @@ static void ship_file(struct wb *w, struct wfile *f, uint8_t *buf)
 			f->err = 0;
 			f->refusals = 0;
 			f->last_ms = clock_mono_ms();
-			pop_op(w, f);
+			for (unsigned i = 0; i < steps; i++)
+				pop_op(w, f);
 			f->synced = sync && !f->nops;
 			pthread_cond_broadcast(&w->done);
 			continue;
@@ -3284,10 +3340,10 @@ void wb_print_stats(void *arg, FILE *f)
 		"wb.dir_grants %" PRIu64 "\nwb.removes %" PRIu64 "\n"
 		"wb.remove_batches %" PRIu64 "\nwb.removes_batched %" PRIu64
 		"\nwb.create_batches %" PRIu64 "\nwb.creates_batched %" PRIu64
-		"\n", w->dir,
+		"\nwb.attrs_merged %" PRIu64 "\n", w->dir,
 		ops, bytes, files, held, s.journaled, s.journaled_bytes,
 		s.sent, s.sent_bytes, s.grants, s.returns, s.recalls,
 		s.conflicts, s.dropped, s.errors, s.replayed, s.creates,
 		s.dir_grants, s.removes, s.remove_batches, s.batched,
-		s.create_batches, s.creates_batched);
+		s.create_batches, s.creates_batched, s.merged);
 }

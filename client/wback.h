@@ -69,6 +69,9 @@ struct fs;
 /* After the server refused a directory's token, ask again only after
  * this long. */
 #define WB_DIR_RETRY_MS     1000
+/* A file's consecutive attribute changes go as one SETATTR (SA_STEPS),
+ * this many at most. */
+#define WB_ATTR_MERGE_MAX   64u
 /* Journal segments are this large at most. */
 #define WB_SEGMENT_MAX      (64ull << 20)
 /* Above this many bytes not yet sent, writers wait for the shippers. */

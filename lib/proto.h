@@ -118,6 +118,8 @@ enum {
 	HELLO_REP_ROOT = 1u << 1,
 	/* The server takes SA_SYNC in SETATTR. */
 	HELLO_REP_SA_SYNC = 1u << 2,
+	/* The server takes SA_STEPS in SETATTR. */
+	HELLO_REP_SA_STEPS = 1u << 3,
 };
 
 /* SETATTR valid mask. */
@@ -140,7 +142,13 @@ enum {
 	/* Durable before the reply, with everything of the object before
 	 * it, as after FSYNC (HELLO_REP_SA_SYNC says a server takes it). */
 	SA_SYNC      = 1u << 11,
+	/* The change stands for `size` consecutive changes of the client's
+	 * journal (1 .. SA_STEPS_MAX), merged: the object's data version
+	 * moves by that many instead of one. Never with SA_SIZE, whose
+	 * field it takes (HELLO_REP_SA_STEPS says a server takes it). */
+	SA_STEPS     = 1u << 12,
 };
+#define SA_STEPS_MAX 1024u
 
 /* CREATE flags. CR_TOKEN: a regular file or directory the request
  * creates comes with its write token for the requester (WTOKEN), unless

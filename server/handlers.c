@@ -256,7 +256,7 @@ static int op_hello(struct op_req *q)
 		rep.flags |= HELLO_REP_RO;
 	if (q->ctx->no_root_squash)
 		rep.flags |= HELLO_REP_ROOT;
-	rep.flags |= HELLO_REP_SA_SYNC;
+	rep.flags |= HELLO_REP_SA_SYNC | HELLO_REP_SA_STEPS;
 	reply(q, &rep);
 	promise(q, &rep.root.fid);
 	log_info("peer %s: hello, client %02x%02x%02x%02x%02x%02x%02x%02x%s%s%s",
@@ -513,8 +513,16 @@ static int op_setattr(struct op_req *q)
 	struct msg_attr rep;
 	int ret;
 
-	if (m->valid & ~0xfffu)
+	if (m->valid & ~0x1fffu)
 		return -EINVAL;
+	/* Merged changes (SA_STEPS) take the size field for their count. */
+	if ((m->valid & SA_STEPS) &&
+	    ((m->valid & SA_SIZE) || m->size == 0 || m->size > SA_STEPS_MAX))
+		return -EINVAL;
+	if (m->valid & SA_STEPS) {
+		sa.steps = (uint32_t)m->size;
+		sa.size = 0;
+	}
 	if ((m->valid & SA_SIZE) && m->size > (uint64_t)INT64_MAX)
 		return -EFBIG;
 	if (tok_busy(q, &m->fid))
@@ -526,7 +534,7 @@ static int op_setattr(struct op_req *q)
 	if ((m->valid & SA_SIZE) && !(m->valid & SA_MODE) &&
 	    (ret = kill_suid(q, &m->fid)))
 		return ret;
-	sa.valid &= ~(uint32_t)(SA_TOKEN | SA_SYNC);
+	sa.valid &= ~(uint32_t)(SA_TOKEN | SA_SYNC | SA_STEPS);
 	ret = store_setattr(q->ctx->st, &m->fid, &sa, &rep.attr);
 	if (ret)
 		return ret;

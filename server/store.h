@@ -106,6 +106,7 @@ struct store_setattr {
 	uint32_t mode, uid, gid;
 	uint64_t size;
 	struct cairn_time atime, mtime, ctime;
+	uint32_t steps; /* the data version moves by this many; 0 is 1 */
 };
 int store_setattr(struct store *st, const struct cairn_fid *fid,
 		  const struct store_setattr *sa, struct cairn_attr *out);

@@ -829,7 +829,7 @@ static int setattr_tx(struct store *st, MDB_txn *txn, void *arg)
 		ino->ctime = sa->ctime;
 	else if (!keep)
 		ino->ctime = now;
-	ino->dv++;
+	ino->dv += sa->steps ? sa->steps : 1;
 	return store_inode_put(st, txn, a->fid->vnode, ino);
 }
 

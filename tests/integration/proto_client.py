@@ -76,6 +76,8 @@ LK_EOF = (1 << 63) - 1
 SA_TOKEN = 1024
 SA_SYNC = 2048
 HELLO_REP_SA_SYNC = 4
+SA_STEPS = 4096
+HELLO_REP_SA_STEPS = 8
 SA_MTIME, SA_CTIME, SA_KEEPTIME = 32, 256, 512
 FS_DATASYNC = 1
 XA_CREATE, XA_REPLACE = 1, 2
@@ -1069,8 +1071,30 @@ def _selftest(host, port):
     kds = a.setattr(d["fid"], SA_MODE | SA_SYNC, mode=0o750)
     check("SA_SYNC of a directory", kds["mode"] & 0o7777 == 0o750, kds)
     a.setattr(d["fid"], SA_MODE, mode=0o755)
+    # A client's consecutive attribute changes merged into one SETATTR:
+    # the data version moves by as many as it stands for (in `size`).
+    check("HELLO says SETATTR takes SA_STEPS",
+          a.hello_flags & HELLO_REP_SA_STEPS, a.hello_flags)
+    b.getattr(f["fid"])
+    b.drain_breaks()
+    before = a.getattr(f["fid"])
+    km = a.setattr(f["fid"], SA_MODE | SA_MTIME | SA_STEPS, mode=0o604,
+                   mtime=(4000, 9), size=3)
+    check("SA_STEPS: the changes are made, that many versions further",
+          km["mode"] & 0o7777 == 0o604 and km["mtime"] == (4000, 9) and
+          km["dv"] == before["dv"] + 3 and km["size"] == before["size"] and
+          a.getattr(f["fid"])["dv"] == km["dv"], (before, km))
+    check("SA_STEPS: the other client's promise is broken",
+          b.expect_break((f["fid"], "")), b.breaks)
+    for what, valid, steps in (("no count", SA_MODE | SA_STEPS, 0),
+                               ("a count above 1024", SA_MODE | SA_STEPS, 1025),
+                               ("with SA_SIZE", SA_SIZE | SA_STEPS, 2)):
+        expect_err("SA_STEPS %s EINVAL" % what, _errno.EINVAL, a.setattr,
+                   f["fid"], valid, mode=0o644, size=steps)
+    check("a refused SA_STEPS changes nothing",
+          a.getattr(f["fid"])["dv"] == km["dv"], a.getattr(f["fid"]))
     expect_err("SETATTR unknown valid bit EINVAL", _errno.EINVAL,
-               a.setattr, f["fid"], 4096)
+               a.setattr, f["fid"], 8192)
     # Breaks say whether only attributes changed.
     for what, change, attrs_only in (
             ("chmod", lambda: a.setattr(f["fid"], SA_MODE, mode=0o640), True),

@@ -1845,6 +1845,60 @@ def fsync_sends_the_last_change_durable(ctx):
     expect_eq(read_file(b.p("d", "f")), bytes(want), "f on B")
 
 
+@test(timeout=90)
+def attribute_changes_of_a_file_go_as_one_setattr(ctx):
+    """What cp -a and tar do after writing a file (chmod, chown,
+    utimensat), kept in A's journal while the server is stopped, goes as
+    one SETATTR per file once it runs again (SA_STEPS: the server's
+    data version moves as far as for each on its own), not one per
+    change; B sees every file as the last change left it, and a later
+    change of the file still goes with its token (no conflict)."""
+    srv = ctx.server()
+    a = ctx.mount(srv, "a")
+    os.mkdir(a.p("d"))
+    n = 10
+    for i in range(n):
+        write_file(a.p("d", "f%d" % i), b"%d" % i * 100)
+    wait_for(lambda: wb_status(a)["wb.pending_changes"] == 0, 30, "A's journal sent")
+    before = H.mount_status(a)
+    sig(srv.proc, 19)                       # SIGSTOP
+    try:
+        for i in range(n):
+            path = a.p("d", "f%d" % i)
+            os.chmod(path, 0o600)
+            os.chown(path, 0, 0)
+            os.utime(path, ns=(1000 * 10**9 + i, 2000 * 10**9 + i))
+            os.chmod(path, 0o640 + (i % 8))
+        mid = H.mount_status(a)
+    finally:
+        sig(srv.proc, 18)                       # SIGCONT
+    wait_for(lambda: wb_status(a)["wb.pending_changes"] == 0, 30, "A's journal sent")
+    after = H.mount_status(a)
+    journaled = mid["wb.journaled"] - before["wb.journaled"]
+    expect(journaled >= 4 * n, "only %d changes journaled for %d" % (journaled, 4 * n))
+    setattrs = after["rpc.setattr.calls"] - before["rpc.setattr.calls"]
+    # The first of each file may be on its way alone when the rest come.
+    expect(setattrs <= 2 * n, "%d SETATTRs for %d files with 4 attribute "
+           "changes each" % (setattrs, n))
+    expect(after["wb.attrs_merged"] - before["wb.attrs_merged"] >= 2 * n,
+           "merged: %r" % (after["wb.attrs_merged"], ))
+    b = ctx.mount(srv, "b")
+    for i in range(n):
+        st = os.stat(b.p("d", "f%d" % i))
+        expect_eq((st.st_mode & 0o7777, st.st_uid, st.st_atime_ns, st.st_mtime_ns),
+                  (0o640 + (i % 8), 0, 1000 * 10**9 + i, 2000 * 10**9 + i),
+                  "mode, owner and times of f%d on B" % i)
+    # Numbered as one version each: A's next change still goes under
+    # its token, whole, with no conflict copy.
+    with open(a.p("d", "f0"), "r+b") as f:
+        f.write(b"changed")
+    wait_for(lambda: wb_status(a)["wb.pending_changes"] == 0, 30, "A's journal sent")
+    expect_eq(wb_status(a)["wb.conflicts"], 0, "conflicts")
+    expect_eq(read_file(b.p("d", "f0"))[:7], b"changed", "f0 on B after A's write")
+    expect_eq(sorted(os.listdir(b.p("d"))), sorted("f%d" % i for i in range(n)),
+              "names on B")
+
+
 def returns_within(fn, secs, what):
     """Run fn() on a thread: expect it to return within secs. Returns
     the thread, which the caller joins once whatever blocks it is gone."""
