@@ -956,6 +956,18 @@ static int dent_append(struct dcache *dc, struct dlist *l, const char *name,
 	return 0;
 }
 
+void dcache_touched(struct dcache *dc, uint64_t dir,
+		    const struct cairn_attr *dattr)
+{
+	struct dlist *l;
+
+	dc_lock(dc);
+	own_change(dc, dir);
+	if ((l = edit_begin(dc, dir, dattr->dv)))
+		edit_end(dc, l, dattr->dv);
+	dc_unlock(dc);
+}
+
 void dcache_added(struct dcache *dc, uint64_t dir, const char *name,
 		  size_t len, const struct cairn_attr *child,
 		  const struct cairn_attr *dattr, int fresh)

@@ -182,6 +182,11 @@ void dcache_added(struct dcache *dc, uint64_t dir, const char *name,
 		  const struct cairn_attr *dattr, int fresh);
 void dcache_removed(struct dcache *dc, uint64_t dir, const char *name,
 		    size_t len, const struct cairn_attr *dattr, int fresh);
+/* Our own change of dir's attributes only (a chmod, chown or utimensat),
+ * which left it at dattr->dv: the listing stays, at that version, if it
+ * is one above the listing's. */
+void dcache_touched(struct dcache *dc, uint64_t dir,
+		    const struct cairn_attr *dattr);
 void dcache_renamed(struct dcache *dc, uint64_t sdir, const char *sname,
 		    size_t slen, uint64_t ddir, const char *dname,
 		    size_t dlen, int exchange, const struct cairn_attr *sattr,

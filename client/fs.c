@@ -899,6 +899,63 @@ kept:
 	return 1;
 }
 
+/*
+ * A directory's permission bits, owner and explicit times, set while we
+ * hold its token (cp -a, tar and rsync set them once its entries are
+ * made): journaled, and sent after the creates and removes in it answered
+ * before (wb_dir_setattr), not waited for. Not set-id bits (nor a chown
+ * of a directory that has one), and not for root squashed by the server:
+ * the server decides those. 0 when req was answered; else the server
+ * does it.
+ */
+static int dir_setattr_local(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
+			     const struct cairn_fid *fid,
+			     const struct stat *attr, uint32_t valid,
+			     uint64_t seq)
+{
+	struct cairn_time mt, ct, at;
+	struct cairn_attr d;
+	struct timespec now;
+	int cur;
+
+	valid &= ~(uint32_t)SA_KEEPTIME;
+	if (!valid || (valid & ~(uint32_t)(SA_MODE | SA_UID | SA_GID |
+					   SA_ATIME | SA_MTIME | SA_CTIME)) ||
+	    itab_attr_last(fs->itab, ino, &d, &cur) || !cur ||
+	    !S_ISDIR(d.mode) || d.fid.uniq != fid->uniq ||
+	    !journal_owner_ok(req, fs) ||
+	    ((valid & SA_MODE) && (attr->st_mode & (S_ISUID | S_ISGID))) ||
+	    ((valid & (SA_UID | SA_GID)) && (d.mode & (S_ISUID | S_ISGID))))
+		return -EAGAIN;
+	/* The kernel sends no ctime for a directory: ours, as the server
+	 * would stamp it. */
+	clock_gettime(CLOCK_REALTIME_COARSE, &now);
+	ct = (valid & SA_CTIME) ? cairn_time_of(&attr->st_ctim)
+				: cairn_time_of(&now);
+	mt = cairn_time_of(&attr->st_mtim);
+	at = cairn_time_of(&attr->st_atim);
+	if (wb_dir_setattr(fs->wbk, fid, &d.dv, valid | SA_CTIME, &mt, &ct,
+			   &at, (uint32_t)attr->st_mode,
+			   (valid & SA_UID) ? (uint32_t)attr->st_uid : d.uid,
+			   (valid & SA_GID) ? (uint32_t)attr->st_gid : d.gid))
+		return -EAGAIN;
+	if (valid & SA_MODE)
+		d.mode = (d.mode & S_IFMT) | ((uint32_t)attr->st_mode & 07777);
+	if (valid & SA_UID)
+		d.uid = (uint32_t)attr->st_uid;
+	if (valid & SA_GID)
+		d.gid = (uint32_t)attr->st_gid;
+	if (valid & SA_ATIME)
+		d.atime = at;
+	if (valid & SA_MTIME)
+		d.mtime = mt;
+	d.ctime = ct;
+	/* One version on, and only by us: the listing stays. */
+	dcache_touched(fs->dc, fid->vnode, &d);
+	reply_attr(req, fs, seq, &d);
+	return 0;
+}
+
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		       int to_set, struct fuse_file_info *fi)
 {
@@ -998,7 +1055,14 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 			return;
 		}
 	}
-	/* Anything else waits for what the journal holds of the file. */
+	if (fs_wb_on(fs) &&
+	    dir_setattr_local(req, fs, ino, &fid, attr, valid, seq) == 0) {
+		pthread_mutex_unlock(wl);
+		return;
+	}
+	/* Anything else waits for what the journal holds of the file (of
+	 * a directory, what was made and removed in it goes first too: the
+	 * SETATTR waits for it, wb_barrier). */
 	if ((rc = fs_wb_settle(fs, &fid))) {
 		pthread_mutex_unlock(wl);
 		reply_error(req, rc);
@@ -1018,6 +1082,9 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	if (known && a.dv == before.dv + 1 && a.size == before.size)
 		ccache_write(fs->cc, &fid, before.dv, a.dv, before.size,
 			     a.size, a.size, NULL, 0);
+	/* A directory's listing stays if this was its only change since. */
+	if (S_ISDIR(a.mode))
+		dcache_touched(fs->dc, fid.vnode, &a);
 	pthread_mutex_unlock(wl);
 	reply_attr(req, fs, seq, &a);
 }

@@ -11,6 +11,11 @@
  *   JR_WRITE  len bytes at off
  *   JR_ATTR   SETATTR of valid (SA_SIZE, SA_MTIME, SA_CTIME) with size
  *             off and the times
+ *   JR_ATTRX  a JR_ATTR that also sets the atime, permission bits or
+ *             owner (struct attrx). With JR_VALID_DIR in valid, a
+ *             directory's (wb_dir_setattr): sent without its token, after
+ *             the creates and removes in it journaled before it, and
+ *             before those journaled after it (ns_waits).
  *   JR_DONE   a change that reached the server (its header rewritten)
  *   JR_CREATE the file's creation, answered here (wb_create): mode in
  *             valid, time in msec/mnsec, data the parent's FID, owner,
@@ -87,6 +92,9 @@ struct attrx {
 #define ATTRX_OWNER (SA_UID | SA_GID)
 /* What wb_patch lays over the server's attributes, besides the size. */
 #define PATCHED (SA_MTIME | SA_CTIME | SA_ATIME | SA_MODE | ATTRX_OWNER)
+
+/* In a JR_ATTRX record's valid: a directory's attribute change. */
+#define JR_VALID_DIR (1u << 31)
 
 /* A namespace change answered here (sent in its directory's name). */
 #define JR_NS(t) ((t) == JR_CREATE || (t) == JR_REMOVE)
@@ -165,6 +173,11 @@ struct wop {
 	uint64_t at;              /* the record's offset in seg */
 	uint64_t seq;
 	int ready;                /* written to the journal */
+	unsigned dirattr : 1;     /* a directory's attribute change
+				   * (JR_VALID_DIR) */
+	uint32_t nbefore;         /* dirattr: creates and removes in the
+				   * directory journaled before it and not
+				   * sent yet; it goes at 0 */
 };
 
 enum wtok {
@@ -250,7 +263,9 @@ struct wb {
 	uint64_t pending_bytes;
 	size_t pending_ops;
 	size_t held;              /* tokens held (HELD or RECALLED) */
-	size_t ncreates;          /* JR_CREATE changes not sent */
+	size_t ncreates;          /* creates, removes and directory
+				   * attribute changes not sent (what
+				   * wb_barrier waits for) */
 	/* FIDs handed out ahead (FIDS): pool.vnode .. + npool - 1. */
 	struct cairn_fid pool;
 	uint32_t npool;
@@ -530,10 +545,16 @@ static struct wop *op_new(struct wfile *f, const struct jrec *h,
 		o->mode = x.mode & 07777;
 		o->uid = x.uid;
 		o->gid = x.gid;
+		/* The directory's creates and removes before it are the
+		 * ones pending now (journal order, also when loading). */
+		if (h->valid & JR_VALID_DIR) {
+			o->dirattr = 1;
+			o->nbefore = f->children;
+		}
 	}
 	o->len = h->type == JR_WRITE || JR_NS(h->type) ? h->len : 0;
 	o->off = h->off;
-	o->valid = h->valid;
+	o->valid = h->valid & ~JR_VALID_DIR;
 	o->tbase = h->tbase;
 	o->tidx = h->tidx;
 	o->mtime = (struct cairn_time){ h->msec, h->mnsec };
@@ -572,6 +593,8 @@ static int op_append(struct wb *w, struct wfile *f, struct jrec *h,
 		return -ENOMEM;
 	w->pending_ops++;
 	w->pending_bytes += (*out)->len;
+	if ((*out)->dirattr)
+		w->ncreates++;
 	f->synced = 0;
 	return 0;
 }
@@ -661,6 +684,8 @@ static void load_record(struct wb *w, struct jseg *s, uint64_t at,
 	o->ready = 1;
 	f->tbase = o->tbase;
 	f->tidx = o->tidx + 1;
+	if (o->dirattr)
+		w->ncreates++;
 	if (JR_NS(h->type)) {
 		struct crec c;
 
@@ -981,6 +1006,12 @@ static void drop_op(struct wb *w, struct wfile *f, struct wop *o)
 			if (w->qhead)
 				pthread_cond_broadcast(&w->work);
 		}
+		/* A change of the directory's attributes journaled after
+		 * this one waits for one fewer (ns_waits). */
+		for (struct wop *x = d ? d->head : NULL; x; x = x->next)
+			if (x->dirattr && x->seq > o->seq && x->nbefore &&
+			    !--x->nbefore && x == d->head)
+				pthread_cond_broadcast(&w->work);
 		/* The last create or remove in a directory: its own
 		 * removal may go (next_ready), and a recalled one's token
 		 * back. */
@@ -994,6 +1025,12 @@ static void drop_op(struct wb *w, struct wfile *f, struct wop *o)
 		}
 		if (d && !d->busy)
 			file_maybe_free(w, d);
+	}
+	/* Creates and removes in a directory may wait for this one. */
+	if (o->dirattr) {
+		w->ncreates--;
+		if (f->children)
+			pthread_cond_broadcast(&w->work);
 	}
 	free(o);
 	if (!f->nops)
@@ -1145,8 +1182,8 @@ static int send_op(struct wb *w, struct wfile *f, const struct wop *o,
 	} else {
 		struct msg_setattr_req q = {
 			.fid = f->fid,
-			.valid = o->valid | SA_TOKEN | SA_KEEPTIME |
-				 (sync ? SA_SYNC : 0),
+			.valid = o->valid | (o->dirattr ? 0 : SA_TOKEN) |
+				 SA_KEEPTIME | (sync ? SA_SYNC : 0),
 			.size = o->off, .mtime = o->mtime, .ctime = o->ctime,
 			.atime = o->atime, .mode = o->mode,
 			.uid = o->uid, .gid = o->gid,
@@ -1165,14 +1202,22 @@ static int send_op(struct wb *w, struct wfile *f, const struct wop *o,
 	fs_note_attrs(w->fs, seq, a, NULL);
 	/* The chunk cache keeps what we wrote when this change is the only
 	 * one since the version we knew (as fs_op_write does). */
-	if (f->known && a->dv == f->known_dv + steps) {
+	if (o->dirattr) {
+		/* A directory: no chunks. */
+	} else if (f->known && a->dv == f->known_dv + steps) {
 		if (o->type == JR_WRITE)
 			ccache_write(w->fs->cc, &f->fid, f->known_dv, a->dv,
 				     f->known_size, a->size, o->off,
 				     (const char *)buf, o->len);
 		else if (a->size == f->known_size)
-			ccache_write(w->fs->cc, &f->fid, f->known_dv, a->dv,
-				     f->known_size, a->size, a->size, NULL, 0);
+			/* Attributes only, one version at a time (merged
+			 * ones moved it `steps`): the chunks stay. */
+			for (unsigned i = 0; i < steps; i++)
+				ccache_write(w->fs->cc, &f->fid,
+					     f->known_dv + i,
+					     f->known_dv + i + 1,
+					     f->known_size, a->size, a->size,
+					     NULL, 0);
 		else
 			ccache_forget_fid(w->fs->cc, &f->fid);
 	} else {
@@ -1184,11 +1229,12 @@ static int send_op(struct wb *w, struct wfile *f, const struct wop *o,
 /*
  * The changes at the head of f that go in one request: the first alone,
  * or, if it changes attributes and the server takes SA_STEPS, it and the
- * attribute changes right after it that are written, none of them but
- * the first setting a size (a truncation and a size after it are not
- * one change). *m gets them merged, each field from the last change that
- * sets it, and grp the changes themselves. Returns how many. Under lock;
- * f busy.
+ * attribute changes right after it that are written, none of them
+ * setting a size (SA_STEPS takes the size field; a truncation and a size
+ * after it are not one change either) and, for a directory, none waiting
+ * for a create or remove in it (journaled between them). *m gets them
+ * merged, each field from the last change that sets it, and grp the
+ * changes themselves. Returns how many. Under lock; f busy.
  */
 static unsigned attr_merge(struct wb *w, const struct wfile *f,
 			   struct wop *m, const struct wop **grp)
@@ -1198,11 +1244,13 @@ static unsigned attr_merge(struct wb *w, const struct wfile *f,
 
 	*m = *o;
 	grp[0] = o;
-	if (o->type != JR_ATTR || !rpc_takes_sa_steps(w->fs->rpc))
+	if (o->type != JR_ATTR || (o->valid & SA_SIZE) ||
+	    !rpc_takes_sa_steps(w->fs->rpc))
 		return 1;
 	for (const struct wop *p = o->next;
 	     p && n < WB_ATTR_MERGE_MAX && p->ready && p->type == JR_ATTR &&
-	     !(p->valid & SA_SIZE);
+	     !(p->valid & SA_SIZE) && p->dirattr == o->dirattr &&
+	     !p->nbefore;
 	     p = p->next) {
 		if (p->valid & SA_MTIME)
 			m->mtime = p->mtime;
@@ -1342,6 +1390,8 @@ static int ns_waits(struct wb *w, const struct wfile *f)
 	const struct wop *o = f->head;
 	const struct wfile *d;
 
+	if (o && o->dirattr)
+		return o->nbefore != 0;
 	if (!o || !JR_NS(o->type))
 		return 0;
 	if (o->type == JR_REMOVE && f->children)
@@ -1350,6 +1400,10 @@ static int ns_waits(struct wb *w, const struct wfile *f)
 		return 0;
 	if (d->head && d->head->type == JR_CREATE)
 		return 1;
+	/* The directory's attribute changes journaled before it. */
+	for (const struct wop *p = d->head; p; p = p->next)
+		if (p->dirattr && p->seq < o->seq)
+			return 1;
 	if (o->type == JR_CREATE)
 		for (const struct rmname *r = d->rmnames; r; r = r->next)
 			if (r->hash == o->nhash && r->seq < o->seq)
@@ -1415,7 +1469,9 @@ static void ship_file(struct wb *w, struct wfile *f, uint8_t *buf)
 		if (ns_waits(w, f))
 			break;
 		steps = attr_merge(w, f, &m, grp);
-		if (!JR_NS(o->type) && f->tok != TK_HELD &&
+		/* A directory's attribute change goes without its token
+		 * (as its creates and removes do): nothing is numbered. */
+		if (!JR_NS(o->type) && !o->dirattr && f->tok != TK_HELD &&
 		    f->tok != TK_RECALLED) {
 			uint64_t dv = o->tbase + o->tidx, recalls = f->recalls;
 			uint64_t moved = f->moved;
@@ -2621,6 +2677,56 @@ out:
 	return rc;
 }
 
+int wb_dir_setattr(struct wb *w, const struct cairn_fid *dir,
+		   uint64_t *dir_dv, uint32_t valid,
+		   const struct cairn_time *mtime,
+		   const struct cairn_time *ctime,
+		   const struct cairn_time *atime, uint32_t mode, uint32_t uid,
+		   uint32_t gid)
+{
+	struct attrx x = { .asec = atime->sec, .ansec = atime->nsec,
+			   .mode = mode & 07777, .uid = uid, .gid = gid };
+	struct wfile *d;
+	struct jrec h;
+	int rc;
+
+	valid &= ~(uint32_t)SA_KEEPTIME;
+	if (!w || !(valid & SA_CTIME) ||
+	    (valid & ~(uint32_t)(SA_MTIME | SA_CTIME | SA_ATIME | SA_MODE |
+				 ATTRX_OWNER)))
+		return -ENOSYS;
+	pthread_mutex_lock(&w->lock);
+	throttle(w);
+	d = *fslot(w, dir);
+	/* Only while its token is ours, and not after its removal. */
+	if (!d || d->tok != TK_HELD || w->stopping ||
+	    (d->tail && d->tail->type == JR_REMOVE)) {
+		pthread_mutex_unlock(&w->lock);
+		return -EAGAIN;
+	}
+	rec_fill(&h, JR_ATTRX, 0, dir);
+	h.valid = valid | JR_VALID_DIR;
+	h.len = (valid & ATTRX_OWNER) ? sizeof(x) : ATTRX_SHORT;
+	h.msec = mtime->sec;
+	h.mnsec = mtime->nsec;
+	h.csec = ctime->sec;
+	h.cnsec = ctime->nsec;
+	/* d stays: the change is in its list before the lock is dropped
+	 * to write it. */
+	rc = journal(w, d, &h, &x);
+	if (rc == 0) {
+		/* One version step of the directory, as ns_journal counts
+		 * its creates and removes. */
+		if ((!d->children && d->nops == 1) || d->ldv < *dir_dv)
+			d->ldv = *dir_dv;
+		*dir_dv = ++d->ldv;
+		d->last_ms = clock_mono_ms();
+	}
+	file_maybe_free(w, d);
+	pthread_mutex_unlock(&w->lock);
+	return rc ? -EAGAIN : 0;
+}
+
 /* wb_drain; with sync, also 1 when the last change went durable
  * (wb_sync). */
 static int drain(struct wb *w, const struct cairn_fid *fid, int sync)
@@ -3003,9 +3109,17 @@ static int ns_pending(struct wb *w, const struct cairn_fid *fid)
 {
 	struct wfile *f = *fslot(w, fid);
 
-	return f && (f->children ||
-		     (f->head && f->head->type == JR_CREATE) ||
-		     (f->tail && f->tail->type == JR_REMOVE));
+	if (!f)
+		return 0;
+	if (f->children || (f->head && f->head->type == JR_CREATE) ||
+	    (f->tail && f->tail->type == JR_REMOVE))
+		return 1;
+	/* A directory's attributes changed here: a change in it the server
+	 * makes now would come before them. */
+	for (const struct wop *o = f->head; o; o = o->next)
+		if (o->dirattr)
+			return 1;
+	return 0;
 }
 
 /* fids[0..n) by pointer, or list[0..n) (fids NULL), or everything

@@ -126,6 +126,18 @@ int wb_setattr(struct wb *w, const struct cairn_fid *fid, uint32_t valid,
 	       uint64_t size, const struct cairn_time *mtime,
 	       const struct cairn_time *ctime, const struct cairn_time *atime,
 	       uint32_t mode, uint32_t uid, uint32_t gid, int rewrite);
+/* Journal a change of directory dir's attributes (valid: SA_CTIME, and
+ * any of SA_MTIME, SA_ATIME, SA_MODE, SA_UID, SA_GID) while we hold its
+ * token: 0, with *dir_dv moved one version on as for wb_create (from the
+ * directory's version as known), or -EAGAIN / -ENOSYS: the server does
+ * it. It reaches the server after the creates and removes in the
+ * directory answered before it, and before those after it. */
+int wb_dir_setattr(struct wb *w, const struct cairn_fid *dir,
+		   uint64_t *dir_dv, uint32_t valid,
+		   const struct cairn_time *mtime,
+		   const struct cairn_time *ctime,
+		   const struct cairn_time *atime, uint32_t mode, uint32_t uid,
+		   uint32_t gid);
 
 /* Anything kept or held at all? (an atomic read; w may be NULL) */
 int wb_busy(struct wb *w);

@@ -54,6 +54,7 @@ import calendar
 import errno
 import hashlib
 import os
+import shutil
 import random
 import struct
 import subprocess
@@ -1882,6 +1883,8 @@ def attribute_changes_of_a_file_go_as_one_setattr(ctx):
            "changes each" % (setattrs, n))
     expect(after["wb.attrs_merged"] - before["wb.attrs_merged"] >= 2 * n,
            "merged: %r" % (after["wb.attrs_merged"], ))
+    expect_eq(after["cache.errors"] - before["cache.errors"], 0,
+              "chunk cache errors (the cached data kept across the versions)")
     b = ctx.mount(srv, "b")
     for i in range(n):
         st = os.stat(b.p("d", "f%d" % i))
@@ -1897,6 +1900,94 @@ def attribute_changes_of_a_file_go_as_one_setattr(ctx):
     expect_eq(read_file(b.p("d", "f0"))[:7], b"changed", "f0 on B after A's write")
     expect_eq(sorted(os.listdir(b.p("d"))), sorted("f%d" % i for i in range(n)),
               "names on B")
+
+
+@test(timeout=90)
+def directory_attributes_answered_here_keep_their_order(ctx):
+    """A directory's times and mode set on A while it holds the
+    directory's token are answered without the server (stopped here),
+    and reach it in the order they were made in with the files made in
+    the directory: set after the files (cp -a), B sees the times set;
+    set before a file is made, B sees the time of that file's making.
+    B sees what A saw, ctime too."""
+    srv = ctx.server()
+    a = ctx.mount(srv, "a")
+    t_set = (1000 * 10**9 + 1, 2000 * 10**9 + 2)
+    # The FIDs A makes objects with, taken at its first create.
+    write_file(a.p("warm"), b"x")
+    wait_for(lambda: H.mount_status(a)["rpc.fids.calls"] >= 1, 10, "FIDs taken")
+    # Made here, so A holds both tokens (given back only after a second
+    # with nothing to send: the server is stopped well before).
+    for d in ("d", "e"):
+        os.mkdir(a.p(d))
+    write_file(a.p("e", "first"), b"x")
+    sig(srv.proc, 19)                       # SIGSTOP
+    try:
+        t0 = time.time()
+        for i in range(5):
+            write_file(a.p("d", "f%d" % i), b"%d" % i)
+        os.utime(a.p("d"), ns=t_set)
+        os.chmod(a.p("d"), 0o750)
+        os.utime(a.p("e"), ns=t_set)
+        write_file(a.p("e", "late"), b"y")
+        took = time.time() - t0
+        on_a = {d: os.stat(a.p(d)) for d in ("d", "e")}
+    finally:
+        sig(srv.proc, 18)                       # SIGCONT
+    expect(took < 5, "with the server stopped, the files and the "
+           "directories' attributes took %.1f s on A" % took)
+    wait_for(lambda: wb_status(a)["wb.pending_changes"] == 0, 30, "A's journal sent")
+    expect_eq(wb_status(a)["wb.conflicts"], 0, "conflicts")
+    b = ctx.mount(srv, "b")
+    sd, se = os.stat(b.p("d")), os.stat(b.p("e"))
+    expect_eq((sd.st_mode & 0o7777, sd.st_atime_ns, sd.st_mtime_ns),
+              (0o750, t_set[0], t_set[1]), "d's mode and times on B")
+    expect(se.st_mtime_ns > t_set[1], "e's mtime on B is the one set before "
+           "a file was made in it: %d" % se.st_mtime_ns)
+    for d, st in (("d", sd), ("e", se)):
+        expect_eq((st.st_mode, st.st_nlink, st.st_mtime_ns, st.st_ctime_ns),
+                  (on_a[d].st_mode, on_a[d].st_nlink, on_a[d].st_mtime_ns,
+                   on_a[d].st_ctime_ns), "%s on B as A saw it" % d)
+    expect_eq(sorted(os.listdir(b.p("d"))), ["f%d" % i for i in range(5)],
+              "names in d on B")
+    expect_eq(sorted(os.listdir(b.p("e"))), ["first", "late"], "names in e on B")
+
+
+@test(timeout=90)
+def fsync_of_a_directory_sends_what_was_made_in_it(ctx):
+    """fsync of a directory returns once the files made in it, which A
+    answered itself and holds back a moment (open, not yet closed), are
+    on the server: after it, A's daemon killed and its cache directory
+    (with the journal) lost, B still finds them all."""
+    srv = ctx.server()
+    a = ctx.mount(srv, "a")
+    write_file(a.p("warm"), b"x")
+    wait_for(lambda: H.mount_status(a)["rpc.fids.calls"] >= 1, 10, "FIDs taken")
+    os.mkdir(a.p("d"))
+    names = ["f%d" % i for i in range(5)]
+    fds = [os.open(a.p("d", n), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+           for n in names]
+    made_here = wb_status(a)["wb.creates"]
+    dfd = os.open(a.p("d"), os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+    # Right away: the creations went before the fsync returned (they
+    # are held 50 ms when nothing asks for them).
+    expect_eq(wb_status(a)["wb.pending_changes"], 0,
+              "changes still in A's journal after fsync of d")
+    H.kill9_daemon(a)
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass                # the dead mount may say so
+    a.umount()
+    shutil.rmtree(a.cache)
+    expect(made_here >= len(names) + 1, "A made %d objects itself" % made_here)
+    b = ctx.mount(srv, "b")
+    expect_eq(sorted(os.listdir(b.p("d"))), names, "names in d on B")
 
 
 def returns_within(fn, secs, what):
