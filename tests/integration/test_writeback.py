@@ -1585,16 +1585,30 @@ def cp_a_times_modes_and_owners_answered_here(ctx):
                        st.st_uid, st.st_gid), want_st,
                       "mode, atime, mtime, owner of %s %s" % (rel, what))
 
+    def stamp_dir(rel, i):
+        path = a.p(rel)
+        os.mkdir(path)
+        write_file(os.path.join(path, "in"), b"y" * i)
+        os.utime(path, ns=(1100000000123456789 + i, 1600000000987654321 + i))
+        os.chown(path, 3000 + i, 300 + i)
+        os.chmod(path, 0o700 if i % 2 else 0o750)
+        want[rel] = (0o700 if i % 2 else 0o750,
+                     1100000000123456789 + i, 1600000000987654321 + i,
+                     3000 + i, 300 + i)
+
     sig(srv.proc, 19)
     try:
         for i in range(20):
             stamp("d/k%02d" % i, i)
+        # A directory's, as cp -a leaves it: journaled too.
+        for i in range(3):
+            stamp_dir("d/dir%d" % i, i)
         check(a, "on A with the server stopped")
         pending = wb_status(a)["wb.pending_changes"]
         H.kill9_daemon(a)
     finally:
         sig(srv.proc, 18)
-    expect(pending >= 20 * 4, "only %d changes pending when A was killed" % pending)
+    expect(pending >= 20 * 4 + 3 * 5, "only %d changes pending when A was killed" % pending)
     remount(a)
     wait_for(lambda: wb_status(a)["wb.pending_changes"] == 0, 20, "A's journal sent")
     check(a, "on A after the replay")
