@@ -899,6 +899,28 @@ kept:
 	return 1;
 }
 
+/* Apply SETATTR valid, with attr's size, permission bits and owner and
+ * the times given, to a. */
+static void attr_set(struct cairn_attr *a, uint32_t valid,
+		     const struct stat *attr, const struct cairn_time *mt,
+		     const struct cairn_time *ct, const struct cairn_time *at)
+{
+	if (valid & SA_SIZE)
+		a->size = (uint64_t)attr->st_size;
+	if (valid & SA_MTIME)
+		a->mtime = *mt;
+	if (valid & SA_CTIME)
+		a->ctime = *ct;
+	if (valid & SA_ATIME)
+		a->atime = *at;
+	if (valid & SA_MODE)
+		a->mode = (a->mode & S_IFMT) | ((uint32_t)attr->st_mode & 07777);
+	if (valid & SA_UID)
+		a->uid = (uint32_t)attr->st_uid;
+	if (valid & SA_GID)
+		a->gid = (uint32_t)attr->st_gid;
+}
+
 /*
  * A directory's permission bits, owner and explicit times, set while we
  * hold its token (cp -a, tar and rsync set them once its entries are
@@ -939,17 +961,7 @@ static int dir_setattr_local(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
 			   (valid & SA_UID) ? (uint32_t)attr->st_uid : d.uid,
 			   (valid & SA_GID) ? (uint32_t)attr->st_gid : d.gid))
 		return -EAGAIN;
-	if (valid & SA_MODE)
-		d.mode = (d.mode & S_IFMT) | ((uint32_t)attr->st_mode & 07777);
-	if (valid & SA_UID)
-		d.uid = (uint32_t)attr->st_uid;
-	if (valid & SA_GID)
-		d.gid = (uint32_t)attr->st_gid;
-	if (valid & SA_ATIME)
-		d.atime = at;
-	if (valid & SA_MTIME)
-		d.mtime = mt;
-	d.ctime = ct;
+	attr_set(&d, valid | SA_CTIME, attr, &mt, &ct, &at);
 	/* One version on, and only by us: the listing stays. */
 	dcache_touched(fs->dc, fid->vnode, &d);
 	reply_attr(req, fs, seq, &d);
@@ -1035,21 +1047,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 			/* The change itself, not only through wb_patch: a
 			 * shipper may have sent it already, and the kernel
 			 * takes a truncate's size from this reply. */
-			if (valid & SA_SIZE)
-				a.size = (uint64_t)attr->st_size;
-			if (valid & SA_MTIME)
-				a.mtime = mt;
-			if (valid & SA_CTIME)
-				a.ctime = ct;
-			if (valid & SA_ATIME)
-				a.atime = at;
-			if (valid & SA_MODE)
-				a.mode = (a.mode & S_IFMT) |
-					 ((uint32_t)attr->st_mode & 07777);
-			if (valid & SA_UID)
-				a.uid = (uint32_t)attr->st_uid;
-			if (valid & SA_GID)
-				a.gid = (uint32_t)attr->st_gid;
+			attr_set(&a, valid, attr, &mt, &ct, &at);
 			attr_to_stat(&a, &st);
 			fuse_reply_attr(req, &st, current ? FS_CACHE_TIMEOUT : 0);
 			return;
