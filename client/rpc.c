@@ -817,28 +817,19 @@ int rpc_call_cred(struct rpc *r, uint16_t op, const struct wbuf *cred,
 	return ret;
 }
 
+int rpc_hello_flag(struct rpc *r, uint32_t flag)
+{
+	return r && (__atomic_load_n(&r->rep_flags, __ATOMIC_RELAXED) & flag);
+}
+
 int rpc_read_only(struct rpc *r)
 {
-	return r && (__atomic_load_n(&r->rep_flags, __ATOMIC_RELAXED) &
-		     HELLO_REP_RO);
+	return rpc_hello_flag(r, HELLO_REP_RO);
 }
 
 int rpc_root_ok(struct rpc *r)
 {
-	return r && (__atomic_load_n(&r->rep_flags, __ATOMIC_RELAXED) &
-		     HELLO_REP_ROOT);
-}
-
-int rpc_takes_sa_sync(struct rpc *r)
-{
-	return r && (__atomic_load_n(&r->rep_flags, __ATOMIC_RELAXED) &
-		     HELLO_REP_SA_SYNC);
-}
-
-int rpc_takes_sa_steps(struct rpc *r)
-{
-	return r && (__atomic_load_n(&r->rep_flags, __ATOMIC_RELAXED) &
-		     HELLO_REP_SA_STEPS);
+	return rpc_hello_flag(r, HELLO_REP_ROOT);
 }
 
 int rpc_send_ack(struct rpc *r, uint16_t op, uint32_t id)

@@ -60,10 +60,9 @@ int rpc_connect(const struct rpc_opts *o, struct rpc **out,
 int rpc_read_only(struct rpc *r);
 /* The server lets root be root (HELLO_REP_ROOT, no root squash). */
 int rpc_root_ok(struct rpc *r);
-/* The server takes SA_SYNC in SETATTR (HELLO_REP_SA_SYNC). */
-int rpc_takes_sa_sync(struct rpc *r);
-/* The server takes SA_STEPS in SETATTR (HELLO_REP_SA_STEPS). */
-int rpc_takes_sa_steps(struct rpc *r);
+/* The server's HELLO reply had flag (HELLO_REP_*; SA_SYNC and SA_STEPS
+ * in SETATTR are taken only by servers that say so). */
+int rpc_hello_flag(struct rpc *r, uint32_t flag);
 /* Start the reader thread. Returns 0 or a negative errno. */
 int rpc_start(struct rpc *r);
 /* Close the connection, fail waiting calls with -ESHUTDOWN, join threads,

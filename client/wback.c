@@ -1245,7 +1245,7 @@ static unsigned attr_merge(struct wb *w, const struct wfile *f,
 	*m = *o;
 	grp[0] = o;
 	if (o->type != JR_ATTR || (o->valid & SA_SIZE) ||
-	    !rpc_takes_sa_steps(w->fs->rpc))
+	    !rpc_hello_flag(w->fs->rpc, HELLO_REP_SA_STEPS))
 		return 1;
 	for (const struct wop *p = o->next;
 	     p && n < WB_ATTR_MERGE_MAX && p->ready && p->type == JR_ATTR &&
@@ -1543,7 +1543,8 @@ static void ship_file(struct wb *w, struct wfile *f, uint8_t *buf)
 		 * FSYNC after it is not needed (wb_sync). */
 		sync = f->sync_waiters && grp[steps - 1] == f->tail &&
 		       (o->type == JR_WRITE ||
-			(o->type == JR_ATTR && rpc_takes_sa_sync(w->fs->rpc)));
+			(o->type == JR_ATTR &&
+			 rpc_hello_flag(w->fs->rpc, HELLO_REP_SA_SYNC)));
 		pthread_mutex_unlock(&w->lock);
 		if (first) {
 			uint64_t seq = notify_seq(w->fs->ntf);

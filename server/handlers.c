@@ -170,13 +170,8 @@ static int applied(struct op_req *q, const struct cairn_fid *f1,
 
 static int tok_busy(struct op_req *q, const struct cairn_fid *fid)
 {
-	if (!tok_count(q->ctx->tok))
+	if (!tok_other(q->ctx->tok, q->c, fid, msg_has(q->op, MSG_CHANGES)))
 		return 0;
-	if (tok_find_other(q->ctx->tok, q->c, fid, 1) < 0) {
-		if (msg_has(q->op, MSG_CHANGES))
-			tok_progress(q->ctx->tok, q->c, fid);
-		return 0;
-	}
 	q->out->park = 1;
 	q->out->park_fid = *fid;
 	return 1;
@@ -519,10 +514,8 @@ static int op_setattr(struct op_req *q)
 	if ((m->valid & SA_STEPS) &&
 	    ((m->valid & SA_SIZE) || m->size == 0 || m->size > SA_STEPS_MAX))
 		return -EINVAL;
-	if (m->valid & SA_STEPS) {
-		sa.steps = (uint32_t)m->size;
-		sa.size = 0;
-	}
+	if (m->valid & SA_STEPS)
+		sa.steps = (uint32_t)m->size; /* no SA_SIZE: size unused */
 	if ((m->valid & SA_SIZE) && m->size > (uint64_t)INT64_MAX)
 		return -EFBIG;
 	if (tok_busy(q, &m->fid))

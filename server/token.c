@@ -27,7 +27,7 @@ struct token {
 	struct conn *holder;          /* referenced */
 	int64_t recalled_ms;          /* 0: no recall sent */
 	int64_t heard_ms;             /* the holder's last change under it
-				       * since the recall (tok_progress) */
+				       * since the recall (tok_other) */
 	struct tok_wait *whead, *wtail;
 };
 
@@ -345,16 +345,21 @@ int tok_holds(struct tok_table *t, struct conn *c,
 	return ret;
 }
 
-void tok_progress(struct tok_table *t, struct conn *c,
-		  const struct cairn_fid *fid)
+int tok_other(struct tok_table *t, struct conn *c,
+	      const struct cairn_fid *fid, int change)
 {
 	struct token *k;
+	int other;
 
+	if (!tok_count(t))
+		return 0;
 	pthread_mutex_lock(&t->lock);
 	k = *slot(t, fid);
-	if (k && k->holder == c && k->recalled_ms)
+	other = k && k->holder != c;
+	if (k && !other && change && k->recalled_ms)
 		k->heard_ms = clock_mono_ms();
 	pthread_mutex_unlock(&t->lock);
+	return other;
 }
 
 int tok_find_other(struct tok_table *t, struct conn *c,

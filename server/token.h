@@ -71,10 +71,12 @@ int tok_acquire(struct tok_table *t, struct conn *c,
 #define TOK_MAX_PER_CONN 65536u
 #define TOK_MAX          (1u << 20)
 
-/* c, fid's token's holder, sent a change under it: a recalled token is
- * revoked only once its holder was silent for the recall timeout. */
-void tok_progress(struct tok_table *t, struct conn *c,
-		  const struct cairn_fid *fid);
+/* 1 if a client other than c holds fid's token. Else 0, and with
+ * change (c sends a change of fid) a recalled token c holds counts it:
+ * it is revoked only once its holder was silent for the recall timeout.
+ * One lookup. */
+int tok_other(struct tok_table *t, struct conn *c,
+	      const struct cairn_fid *fid, int change);
 
 /* 1 if c holds fid's token. */
 int tok_holds(struct tok_table *t, struct conn *c,
