@@ -953,9 +953,11 @@ def rewrite_on_a_read_on_b_sees_whole_versions(ctx):
     # to the server after A's close, and the reads parked behind it run
     # before A may take it again): B is not starved, and sees A's work.
     # Starved, B read 1 to 3 times while A rewrote 1,100 times; fed, 50
-    # times against 300-400 rewrites, and 11-18 against 200-250 on a
-    # machine whose system calls are five times slower, under ASan.
-    expect(reads >= 8 and reads * 30 >= len(written),
+    # times against 300-400 rewrites, and 7-20 against 217-341 on a
+    # machine whose system calls are five times slower, under ASan (A
+    # rewrites faster since its attribute changes go as one SETATTR).
+    # The bound is starvation's, with room for such a machine.
+    expect(reads >= 5 and reads * 60 >= len(written),
            "B read only %d times in 20 s while A rewrote %d times"
            % (reads, len(written)))
     expect(len(seen) >= 2, "B saw %d different contents in %d reads while A "
