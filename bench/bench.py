@@ -757,10 +757,16 @@ def fetched(before, after, runs=1):
 
 
 def writes(before, after, runs=1):
+    """WRITE calls: WRITEs and WRITEATTRs (a write with the times after
+    it), and the bytes they carried."""
+    n = op_diff(before, after, "WRITE")
+    b = op_diff(before, after, "WRITE", "bytes_in")
+    if n is not None:
+        n += op_diff(before, after, "WRITEATTR")
+        b += op_diff(before, after, "WRITEATTR", "bytes_in")
     return "%sWRITE calls %d, %s" % (
-        "per run: " if runs > 1 else "",
-        round(op_diff(before, after, "WRITE") / runs),
-        human_bytes(op_diff(before, after, "WRITE", "bytes_in") / runs))
+        "per run: " if runs > 1 else "", round(n / runs),
+        human_bytes(b / runs))
 
 
 # ---------------------------------------------------------------- workloads

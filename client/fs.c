@@ -76,6 +76,7 @@ FIRST_FID(msg_setxattr_req, fid); FIRST_FID(msg_getxattr_req, fid);
 FIRST_FID(msg_listxattr_req, fid); FIRST_FID(msg_removexattr_req, fid);
 FIRST_FID(msg_fallocate_req, fid); FIRST_FID(msg_bulkstat_req, dir);
 FIRST_FID(msg_wtoken_req, fid); FIRST_FID(msg_lock_req, fid);
+FIRST_FID(msg_writeattr_req, fid);
 
 /*
  * What a request names, for wb_barrier: it must not reach the server
@@ -104,7 +105,7 @@ static int call_fids(uint16_t op, const void *reqm,
 	case OP_READ: case OP_WRITE: case OP_FSYNC: case OP_SETXATTR:
 	case OP_GETXATTR: case OP_LISTXATTR: case OP_REMOVEXATTR:
 	case OP_FALLOCATE: case OP_BULKSTAT: case OP_WTOKEN: case OP_LOCK:
-	case OP_GETLK: case OP_REMOVES:
+	case OP_GETLK: case OP_REMOVES: case OP_WRITEATTR:
 		/* Each of these begins with the FID it is about (a
 		 * directory for the namespace ones). */
 		out[0] = (const struct cairn_fid *)reqm;
@@ -297,6 +298,8 @@ static const struct cairn_fid *changed_fid(uint16_t op, const void *reqm)
 		return &((const struct msg_setattr_req *)reqm)->fid;
 	case OP_WRITE:
 		return &((const struct msg_write_req *)reqm)->fid;
+	case OP_WRITEATTR:
+		return &((const struct msg_writeattr_req *)reqm)->fid;
 	case OP_FALLOCATE:
 		return &((const struct msg_fallocate_req *)reqm)->fid;
 	case OP_SETXATTR:
@@ -434,7 +437,8 @@ static int fs_rpc_as(fuse_req_t req, struct fs *fs, const struct wbuf *as,
 	/* A change of a file outside the journal moves the journal's
 	 * numbering (rename, unlink: fs_name.c). */
 	moves = !is_shipper && fs->wbk &&
-		(op == OP_SETATTR || op == OP_WRITE || op == OP_FALLOCATE ||
+		(op == OP_SETATTR || op == OP_WRITE || op == OP_WRITEATTR ||
+		 op == OP_FALLOCATE ||
 		 op == OP_SETXATTR || op == OP_REMOVEXATTR || op == OP_LINK) &&
 		wb_move_begin(fs->wbk, (const struct cairn_fid *)reqm);
 	rc = w.err ? w.err : fs_call(req, fs, as, op, &w, &rep);

@@ -255,6 +255,8 @@ struct wb {
 	pthread_mutex_t lock;
 	pthread_cond_t work;      /* shippers: something to do */
 	pthread_cond_t done;      /* drain waiters, writers over the limit */
+	int no_writeattr;         /* the server answered WRITEATTR -ENOSYS
+				   * (__atomic) */
 	struct wfile **buckets;   /* guarded by lock */
 	size_t nbuckets, nfiles;
 	struct wfile *qhead, *qtail;
@@ -1136,11 +1138,40 @@ static int send_remove(struct wb *w, struct wfile *f, const struct wop *o,
 			   NULL);
 }
 
-/* Send change o of f. 0, or the server's error; a creation's reply
+/*
+ * Write q and the nattr attribute changes merged in ma in one request
+ * (WRITEATTR). A server that does not take it answers -ENOSYS, having
+ * done nothing; from then on writes go alone (attr_merge), the changes
+ * after them as SETATTR (ship_file sends the same changes again).
+ */
+static int send_writeattr(struct wb *w, const struct msg_write_req *q,
+			  const struct wop *ma, unsigned nattr,
+			  struct msg_attr *p)
+{
+	struct msg_writeattr_req x = {
+		.fid = q->fid, .off = q->off, .flags = q->flags,
+		.valid = ma->valid | SA_KEEPTIME, .mode = ma->mode,
+		.uid = ma->uid, .gid = ma->gid, .steps = nattr,
+		.atime = ma->atime, .mtime = ma->mtime, .ctime = ma->ctime,
+		.data = q->data,
+	};
+	int rc = fs_rpc(NULL, w->fs, OP_WRITEATTR, &x, p, NULL);
+
+	if (rc == -ENOSYS) {
+		log_info("write-back: the server does not take WRITEATTR; "
+			 "a write and the attribute changes after it go as "
+			 "two requests");
+		__atomic_store_n(&w->no_writeattr, 1, __ATOMIC_RELAXED);
+	}
+	return rc;
+}
+
+/* Send change o of f (with a write, ma: the attribute changes merged
+ * after it, or NULL). 0, or the server's error; a creation's reply
  * flags (CREATED_TOKEN) in *created. No lock; f busy. */
 static int send_op(struct wb *w, struct wfile *f, const struct wop *o,
-		   unsigned steps, int sync, uint8_t *buf, struct cairn_attr *a,
-		   uint8_t *created)
+		   const struct wop *ma, unsigned steps, int sync, uint8_t *buf,
+		   struct cairn_attr *a, uint8_t *created)
 {
 	uint64_t seq = notify_seq(w->fs->ntf);
 	int rc;
@@ -1176,7 +1207,11 @@ static int send_op(struct wb *w, struct wfile *f, const struct wop *o,
 				  strerror(-rc));
 			return rc;
 		}
-		if ((rc = fs_rpc(NULL, w->fs, OP_WRITE, &q, &p, NULL)))
+		if (ma)
+			rc = send_writeattr(w, &q, ma, steps - 1, &p);
+		else
+			rc = fs_rpc(NULL, w->fs, OP_WRITE, &q, &p, NULL);
+		if (rc)
 			return rc;
 		*a = p.attr;
 	} else {
@@ -1205,21 +1240,20 @@ static int send_op(struct wb *w, struct wfile *f, const struct wop *o,
 	if (o->dirattr) {
 		/* A directory: no chunks. */
 	} else if (f->known && a->dv == f->known_dv + steps) {
+		unsigned i = 0;
+
 		if (o->type == JR_WRITE)
-			ccache_write(w->fs->cc, &f->fid, f->known_dv, a->dv,
-				     f->known_size, a->size, o->off,
-				     (const char *)buf, o->len);
-		else if (a->size == f->known_size)
-			/* Attributes only, one version at a time (merged
-			 * ones moved it `steps`): the chunks stay. */
-			for (unsigned i = 0; i < steps; i++)
-				ccache_write(w->fs->cc, &f->fid,
-					     f->known_dv + i,
-					     f->known_dv + i + 1,
-					     f->known_size, a->size, a->size,
-					     NULL, 0);
-		else
-			ccache_forget_fid(w->fs->cc, &f->fid);
+			ccache_write(w->fs->cc, &f->fid, f->known_dv,
+				     f->known_dv + 1, f->known_size, a->size,
+				     o->off, (const char *)buf, o->len), i++;
+		else if (a->size != f->known_size)
+			ccache_forget_fid(w->fs->cc, &f->fid), i = steps;
+		/* Attributes only, one version at a time (merged ones moved
+		 * it `steps`): the chunks stay. */
+		for (; i < steps; i++)
+			ccache_write(w->fs->cc, &f->fid, f->known_dv + i,
+				     f->known_dv + i + 1, a->size, a->size,
+				     a->size, NULL, 0);
 	} else {
 		ccache_forget_fid(w->fs->cc, &f->fid);
 	}
@@ -1227,31 +1261,24 @@ static int send_op(struct wb *w, struct wfile *f, const struct wop *o,
 }
 
 /*
- * The changes at the head of f that go in one request: the first alone,
- * or, if it changes attributes and the server takes SA_STEPS, it and the
- * attribute changes right after it that are written, none of them
- * setting a size (SA_STEPS takes the size field; a truncation and a size
- * after it are not one change either) and, for a directory, none waiting
- * for a create or remove in it (journaled between them). *m gets them
- * merged, each field from the last change that sets it, and grp the
- * changes themselves. Returns how many. Under lock; f busy.
+ * The attribute changes from p on that go with the n changes in grp
+ * already: written, none setting a size (SA_STEPS takes the size field; a
+ * truncation and a size after it are not one change either), of the
+ * same kind (a directory's or a file's) and, for a directory, none
+ * waiting for a create or remove in it (journaled between them): those
+ * attr_joins. Each field of *m from the last change that sets it.
+ * Returns n with them.
  */
-static unsigned attr_merge(struct wb *w, const struct wfile *f,
-			   struct wop *m, const struct wop **grp)
+static int attr_joins(const struct wop *p, unsigned dirattr)
 {
-	const struct wop *o = f->head;
-	unsigned n = 1;
+	return p && p->ready && p->type == JR_ATTR && !(p->valid & SA_SIZE) &&
+	       p->dirattr == dirattr && !p->nbefore;
+}
 
-	*m = *o;
-	grp[0] = o;
-	if (o->type != JR_ATTR || (o->valid & SA_SIZE) ||
-	    !rpc_hello_flag(w->fs->rpc, HELLO_REP_SA_STEPS))
-		return 1;
-	for (const struct wop *p = o->next;
-	     p && n < WB_ATTR_MERGE_MAX && p->ready && p->type == JR_ATTR &&
-	     !(p->valid & SA_SIZE) && p->dirattr == o->dirattr &&
-	     !p->nbefore;
-	     p = p->next) {
+static unsigned attr_run(const struct wop *p, unsigned n, unsigned dirattr,
+			 struct wop *m, const struct wop **grp)
+{
+	for (; n < WB_ATTR_MERGE_MAX && attr_joins(p, dirattr); p = p->next) {
 		if (p->valid & SA_MTIME)
 			m->mtime = p->mtime;
 		if (p->valid & SA_CTIME)
@@ -1271,15 +1298,60 @@ static unsigned attr_merge(struct wb *w, const struct wfile *f,
 }
 
 /*
+ * The changes at the head of f that go in one request: the first alone;
+ * or, if it changes attributes and the server takes SA_STEPS, it and the
+ * attribute changes right after it (attr_run), in *m; or, if it is a
+ * write and the server takes WRITEATTR, it and the attribute changes
+ * right after it, merged in *ma (ma->valid 0: none). grp gets the
+ * changes themselves. Returns how many. Under lock; f busy.
+ */
+static unsigned attr_merge(struct wb *w, const struct wfile *f,
+			   struct wop *m, struct wop *ma, const struct wop **grp)
+{
+	const struct wop *o = f->head, *p = o->next;
+
+	*m = *o;
+	grp[0] = o;
+	ma->valid = 0;
+	if (o->type == JR_WRITE && attr_joins(p, 0) &&
+	    !__atomic_load_n(&w->no_writeattr, __ATOMIC_RELAXED)) {
+		*ma = *p;
+		grp[1] = p;
+		return attr_run(p->next, 2, 0, ma, grp);
+	}
+	if (o->type != JR_ATTR || (o->valid & SA_SIZE) ||
+	    !rpc_hello_flag(w->fs->rpc, HELLO_REP_SA_STEPS))
+		return 1;
+	return attr_run(o->next, 1, o->dirattr, m, grp);
+}
+
+/* Does a hold what attribute change o (or several merged) makes? */
+static int attrs_match(const struct cairn_attr *a, const struct wop *o)
+{
+	return (!(o->valid & SA_SIZE) || a->size == o->off) &&
+	       (!(o->valid & SA_MTIME) ||
+		(a->mtime.sec == o->mtime.sec &&
+		 a->mtime.nsec == o->mtime.nsec)) &&
+	       (!(o->valid & SA_ATIME) ||
+		(a->atime.sec == o->atime.sec &&
+		 a->atime.nsec == o->atime.nsec)) &&
+	       (!(o->valid & SA_MODE) ||
+		(a->mode & 07777) == (o->mode & 07777)) &&
+	       (!(o->valid & SA_UID) || a->uid == o->uid) &&
+	       (!(o->valid & SA_GID) || a->gid == o->gid);
+}
+
+/*
  * Was change o (the first of f still to send, or `steps` of them merged
- * by attr_merge), which expects the file at version dv, applied already?
- * The file must be exactly that many versions further and hold what o
- * would make of it: its bytes (a write), its size, times and mode (an
- * attribute change). No lock; f busy.
+ * by attr_merge: with a write, those after it in ma), which expects the
+ * file at version dv, applied already? The file must be exactly that
+ * many versions further and hold what o would make of it: its bytes (a
+ * write), its size, times and mode (an attribute change). No lock; f
+ * busy.
  */
 static int applied_already(struct wb *w, struct wfile *f,
-			   const struct wop *o, unsigned steps, uint64_t dv,
-			   uint8_t *buf)
+			   const struct wop *o, const struct wop *ma,
+			   unsigned steps, uint64_t dv, uint8_t *buf)
 {
 	struct msg_read_req q = { .fid = f->fid, .off = o->off,
 				  .len = o->len };
@@ -1291,17 +1363,9 @@ static int applied_already(struct wb *w, struct wfile *f,
 	if (fs_getattr(NULL, w->fs, &f->fid, &a) || a.dv != dv + steps)
 		return 0;
 	if (o->type == JR_ATTR)
-		return (!(o->valid & SA_SIZE) || a.size == o->off) &&
-		       (!(o->valid & SA_MTIME) ||
-			(a.mtime.sec == o->mtime.sec &&
-			 a.mtime.nsec == o->mtime.nsec)) &&
-		       (!(o->valid & SA_ATIME) ||
-			(a.atime.sec == o->atime.sec &&
-			 a.atime.nsec == o->atime.nsec)) &&
-		       (!(o->valid & SA_MODE) ||
-			(a.mode & 07777) == (o->mode & 07777)) &&
-		       (!(o->valid & SA_UID) || a.uid == o->uid) &&
-		       (!(o->valid & SA_GID) || a.gid == o->gid);
+		return attrs_match(&a, o);
+	if (ma && !attrs_match(&a, ma))
+		return 0;
 	if (pread(o->seg->fd, buf, o->len,
 		  (off_t)(o->at + sizeof(struct jrec))) != (ssize_t)o->len ||
 	    fs_rpc(NULL, w->fs, OP_READ, &q, &p, &rep))
@@ -1454,7 +1518,7 @@ static void ship_file(struct wb *w, struct wfile *f, uint8_t *buf)
 {
 	f->nb_solo = 0;
 	for (;;) {
-		struct wop *o = f->head, m;
+		struct wop *o = f->head, m, ma;
 		const struct wop *first, *grp[WB_ATTR_MERGE_MAX];
 		struct cairn_attr a;
 		uint8_t created = CREATED | CREATED_TOKEN;
@@ -1468,7 +1532,7 @@ static void ship_file(struct wb *w, struct wfile *f, uint8_t *buf)
 		/* Its turn comes again (the shipper queues f). */
 		if (ns_waits(w, f))
 			break;
-		steps = attr_merge(w, f, &m, grp);
+		steps = attr_merge(w, f, &m, &ma, grp);
 		/* A directory's attribute change goes without its token
 		 * (as its creates and removes do): nothing is numbered. */
 		if (!JR_NS(o->type) && !o->dirattr && f->tok != TK_HELD &&
@@ -1484,7 +1548,8 @@ static void ship_file(struct wb *w, struct wfile *f, uint8_t *buf)
 			 * flight when we lost the token (the daemon died, the
 			 * connection broke) and reached the server. Done. */
 			if (rc == -ECANCELED &&
-			    applied_already(w, f, &m, steps, dv, buf) &&
+			    applied_already(w, f, &m, ma.valid ? &ma : NULL, steps,
+					    dv, buf) &&
 			    (rc = grant(w, &f->fid, 1, dv + steps, &a)) == 0) {
 				for (unsigned i = 0; i < steps; i++)
 					mark_done(w, grp[i]);
@@ -1553,9 +1618,12 @@ static void ship_file(struct wb *w, struct wfile *f, uint8_t *buf)
 			if (rc == 0)
 				fs_note_attrs(w->fs, seq, &a, NULL);
 		} else {
-			rc = send_op(w, f, &m, steps, sync, buf, &a, &created);
+			rc = send_op(w, f, &m, ma.valid ? &ma : NULL, steps,
+				     sync, buf, &a, &created);
 		}
 		pthread_mutex_lock(&w->lock);
+		if (rc == -ENOSYS && ma.valid)
+			continue; /* an older server: the write alone now */
 		if (rc == 0 && first) {
 			create_sent(w, f, o, first, &a);
 			continue;
@@ -2584,6 +2652,11 @@ int wb_write(struct wb *w, const struct cairn_fid *fid, const char *buf,
 	throttle(w);
 	if (!(f = hold(w, fid, &rc)))
 		goto out;
+	/* The first change of f to send: held back a moment for the
+	 * changes that follow it (WB_WRITE_HOLD_MS), unless someone waits
+	 * for f already or it is held back for another reason. */
+	if (!f->nops && !f->waiters && !f->retry_ms && f->tok == TK_HELD)
+		f->retry_ms = clock_mono_ms() + WB_WRITE_HOLD_MS;
 	while (done < n) {
 		uint32_t len = n - done > CAIRN_MAX_IO ? CAIRN_MAX_IO
 						       : (uint32_t)(n - done);
@@ -2813,12 +2886,12 @@ void wb_created(struct wb *w, const struct cairn_fid *fid, uint64_t dv,
 	pthread_mutex_unlock(&w->lock);
 }
 
-/* Creates held back (WB_CREATE_HOLD_MS) that a waiting request needs:
- * send them now. Under lock. */
+/* Creates and writes held back (WB_CREATE_HOLD_MS, WB_WRITE_HOLD_MS)
+ * that a waiting request needs: send them now. Under lock. */
 static void hurry_one(struct wb *w, struct wfile *f)
 {
-	if (f && f->retry_ms && f->head && f->head->type == JR_CREATE &&
-	    !f->err) {
+	if (f && f->retry_ms && f->head && !f->err &&
+	    (f->head->type == JR_CREATE || f->head->type == JR_WRITE)) {
 		f->retry_ms = 0;
 		pthread_cond_signal(&w->work);
 	}

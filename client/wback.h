@@ -61,6 +61,12 @@ struct fs;
 /* A file created here is sent at its close (with its first bytes), or
  * when a request needs it, or at the latest after this long. */
 #define WB_CREATE_HOLD_MS   50
+/* A file's writes wait this long at most for what follows them: the
+ * kernel writes a file's pages back at close and fsync, and its times
+ * (SETATTR) right after; held, they go with the last write in one
+ * request (WRITEATTR). Close, fsync, a recall, a request of ours that
+ * names the file, and unmount send them at once. */
+#define WB_WRITE_HOLD_MS    50
 /* FIDs taken ahead at a time (FIDS) for files created here. */
 #define WB_FIDS_AHEAD       512u
 /* A request that may name a file created here waits at most this long

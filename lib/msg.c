@@ -727,6 +727,43 @@ static int dec_write_req(struct rbuf *r, void *m)
 	return dec_end(r);
 }
 
+static void enc_writeattr_req(struct wbuf *w, const void *m)
+{
+	const struct msg_writeattr_req *q = m;
+
+	wire_put_fid(w, &q->fid);
+	wire_put_u64(w, q->off);
+	wire_put_u32(w, q->flags);
+	wire_put_u32(w, q->valid);
+	wire_put_u32(w, q->mode);
+	wire_put_u32(w, q->uid);
+	wire_put_u32(w, q->gid);
+	wire_put_u32(w, q->steps);
+	wire_put_time(w, &q->atime);
+	wire_put_time(w, &q->mtime);
+	wire_put_time(w, &q->ctime);
+	put_bytes(w, &q->data);
+}
+
+static int dec_writeattr_req(struct rbuf *r, void *m)
+{
+	struct msg_writeattr_req *q = m;
+
+	wire_get_fid(r, &q->fid);
+	q->off = wire_get_u64(r);
+	q->flags = wire_get_u32(r);
+	q->valid = wire_get_u32(r);
+	q->mode = wire_get_u32(r);
+	q->uid = wire_get_u32(r);
+	q->gid = wire_get_u32(r);
+	q->steps = wire_get_u32(r);
+	wire_get_time(r, &q->atime);
+	wire_get_time(r, &q->mtime);
+	wire_get_time(r, &q->ctime);
+	get_bytes(r, &q->data);
+	return dec_end(r);
+}
+
 static void enc_fsync_req(struct wbuf *w, const void *m)
 {
 	const struct msg_fsync_req *q = m;
@@ -1408,6 +1445,14 @@ static const struct msg_desc descs[] = {
 	  "u32 flags, fid new fid, time new time, blob data)",
 	  "attr dir, u32 count, count × (i32 status, u8 created, attr child)",
 	  CODEC(creates_req, creates_rep) },
+	/* A WRITE and the attribute changes journaled after it (the times
+	 * the writer's kernel sends when it writes the inode back, cp -p's
+	 * chmod, chown and utimens), in one commit. Kept in the duplicate
+	 * request cache as WRITE is. */
+	{ OP_WRITEATTR, "WRITEATTR", MSG_CHANGES | MSG_DRC,
+	  "fid, u64 offset, u32 flags, u32 valid, u32 mode, u32 uid, u32 gid, "
+	  "u32 steps, time atime, time mtime, time ctime, blob data", "attr",
+	  CODEC(writeattr_req, attr) },
 	{ OP_CB_BREAK, "CB_BREAK", MSG_PUSH, "u32 count, count × (fid, str name, u8 flags)",
 	  "acknowledged: an empty `WF_REPLY` frame with the push's id "
 	  "(see Callbacks)", CODEC(cb_break, empty) },

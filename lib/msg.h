@@ -263,6 +263,20 @@ struct msg_write_req {
 	struct msg_bytes data;
 };
 
+/* WRITEATTR: a WRITE (fid, off, flags, data) and then `steps` attribute
+ * changes merged as SETATTR's SA_STEPS merges them (valid, mode, uid,
+ * gid and the times; never SA_SIZE), applied in one commit. */
+struct msg_writeattr_req {
+	struct cairn_fid fid;
+	uint64_t off;
+	uint32_t flags;          /* WR_* */
+	uint32_t valid;          /* SA_*: what the attribute changes set */
+	uint32_t mode, uid, gid;
+	uint32_t steps;          /* 1 .. SA_STEPS_MAX attribute changes */
+	struct cairn_time atime, mtime, ctime;
+	struct msg_bytes data;
+};
+
 struct msg_fsync_req {
 	struct cairn_fid fid;
 	uint32_t flags;          /* FS_* */
@@ -398,6 +412,7 @@ union msg_any {
 	struct msg_read_req read_req;
 	struct msg_read_rep read_rep;
 	struct msg_write_req write_req;
+	struct msg_writeattr_req writeattr_req;
 	struct msg_fsync_req fsync_req;
 	struct msg_wtoken_req wtoken_req;
 	struct msg_fids_req fids_req;

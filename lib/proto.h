@@ -85,6 +85,7 @@ enum cairn_op {
 	OP_FIDS,
 	OP_REMOVES,         /* several REMOVEs in one directory, one commit */
 	OP_CREATES,         /* several CR_FID CREATEs likewise */
+	OP_WRITEATTR,       /* a WRITE and the SETATTRs after it, one commit */
 	OP__COUNT,          /* number of request opcodes + 1 */
 	OP_CB_BREAK = 64,
 	OP_CB_RECALL,

@@ -366,9 +366,11 @@ static struct parked *break_changes(const struct srv_ctx *ctx,
 		p->fid = p->fids;
 		memcpy(p->fids, out->pfid, (size_t)out->np * sizeof(p->fids[0]));
 		/* A WRITE holds its pages in the requester's kernel, and so
-		 * does a WTOKEN (a client asks for it from its WRITE). */
+		 * does a WTOKEN (a client asks for it from its WRITE); a
+		 * WRITEATTR is a WRITE. */
 		*wait = cb_wait_new(ctx->cb, conn_cb_client(c), out->ch,
 				    out->nch, local->op == OP_WRITE ||
+				    local->op == OP_WRITEATTR ||
 				    local->op == OP_WTOKEN,
 				    parked_done, p);
 	}

@@ -1189,9 +1189,12 @@ static int op_read(struct op_req *q)
 	return 0;
 }
 
-static int op_write(struct op_req *q)
+/* WRITE, and with sa (WRITEATTR) the attribute changes after it, in one
+ * commit; sa's size field holds their count (SA_STEPS). */
+static int write_and(struct op_req *q, const struct msg_write_req *m,
+		     const struct msg_setattr_req *sa)
 {
-	const struct msg_write_req *m = &q->m.write_req;
+	struct store_setattr then;
 	struct msg_attr rep;
 	int ret;
 
@@ -1205,17 +1208,53 @@ static int op_write(struct op_req *q)
 	if ((m->flags & WR_TOKEN) && (ret = tok_lost(q, &m->fid)))
 		return ret;
 	if ((ret = may_data(q, &m->fid, PERM_W)) ||
+	    (sa && (ret = may_setattr(q, sa))) ||
 	    (ret = kill_suid(q, &m->fid)))
 		return ret;
-	ret = store_write(q->ctx->st, &m->fid, m->off, m->data.p,
-			  (uint32_t)m->data.len, m->flags & ~(uint32_t)WR_TOKEN,
-			  &rep.attr);
+	if (sa)
+		then = (struct store_setattr){
+			.valid = sa->valid, .mode = sa->mode, .uid = sa->uid,
+			.gid = sa->gid, .atime = sa->atime,
+			.mtime = sa->mtime, .ctime = sa->ctime,
+			.steps = (uint32_t)sa->size,
+		};
+	ret = store_write_attr(q->ctx->st, &m->fid, m->off, m->data.p,
+			       (uint32_t)m->data.len,
+			       m->flags & ~(uint32_t)WR_TOKEN, sa ? &then : NULL,
+			       &rep.attr);
 	if (ret)
 		return ret;
 	reply(q, &rep);
 	promise(q, &rep.attr.fid);
 	change(q, &m->fid, NULL, CB_OTHERS);
 	return 0;
+}
+
+static int op_write(struct op_req *q)
+{
+	return write_and(q, &q->m.write_req, NULL);
+}
+
+/* The attribute part takes what SETATTR takes, but not a size, nor the
+ * bits the WRITE's flags say for both (WR_TOKEN, WR_SYNC), nor SA_STEPS
+ * (its own field); nothing, or no bytes, is no WRITEATTR. */
+static int op_writeattr(struct op_req *q)
+{
+	const struct msg_writeattr_req *m = &q->m.writeattr_req;
+	const uint32_t ok = SA_MODE | SA_UID | SA_GID | SA_ATIME | SA_MTIME |
+			    SA_ATIME_NOW | SA_MTIME_NOW | SA_CTIME |
+			    SA_KEEPTIME;
+	struct msg_write_req w = { m->fid, m->off, m->flags, m->data };
+	struct msg_setattr_req sa = {
+		.fid = m->fid, .valid = m->valid, .mode = m->mode,
+		.uid = m->uid, .gid = m->gid, .size = m->steps,
+		.atime = m->atime, .mtime = m->mtime, .ctime = m->ctime,
+	};
+
+	if ((m->valid & ~ok) || !(m->valid & ~(uint32_t)SA_KEEPTIME) ||
+	    m->steps == 0 || m->steps > SA_STEPS_MAX || m->data.len == 0)
+		return -EINVAL;
+	return write_and(q, &w, &sa);
 }
 
 static int op_fsync(struct op_req *q)
@@ -1620,6 +1659,7 @@ static const op_fn handlers[OP__COUNT] = {
 	[OP_REMOVE] = op_remove,
 	[OP_REMOVES] = op_removes,
 	[OP_CREATES] = op_creates,
+	[OP_WRITEATTR] = op_writeattr,
 	[OP_RENAME] = op_rename,
 	[OP_READDIR] = op_readdir,
 	[OP_READ] = op_read,

@@ -255,6 +255,12 @@ int store_atime_many(struct store *st, const struct cairn_fid *fids,
 int store_write(struct store *st, const struct cairn_fid *fid, uint64_t off,
 		const void *buf, uint32_t len, uint32_t flags,
 		struct cairn_attr *out);
+/* store_write, then `then` (a SETATTR without SA_SIZE: owner, mode,
+ * times, the data version moved by its steps) in the same commit. */
+int store_write_attr(struct store *st, const struct cairn_fid *fid,
+		     uint64_t off, const void *buf, uint32_t len,
+		     uint32_t flags, const struct store_setattr *then,
+		     struct cairn_attr *out);
 /* flags: FS_DATASYNC. For a regular file its data, and for every object
  * every change committed so far (store_sync), are on stable storage when
  * it returns 0. */

@@ -388,6 +388,9 @@ struct write_args {
 	uint64_t end;      /* new minimum size */
 	struct sinode ino;
 	int keeptime;      /* WR_KEEPTIME: mtime and ctime stay */
+	/* WRITEATTR: the attribute changes applied after the write, in the
+	 * same commit (never a size). */
+	const struct store_setattr *then;
 	/* An inline file's: the bytes at off go into its record (inl), or
 	 * it leaves LMDB empty for the data file just written (uninline). */
 	const uint8_t *inl;
@@ -422,6 +425,9 @@ static int inline_rewrite(struct store *st, MDB_txn *txn, uint64_t vn,
 	return store_inline_put(st, txn, vn, buf, (size_t)size);
 }
 
+static void setattr_fields(struct sinode *ino, const struct store_setattr *sa,
+			   struct cairn_time now);
+
 static int write_tx(struct store *st, MDB_txn *txn, void *arg)
 {
 	struct write_args *a = arg;
@@ -449,6 +455,8 @@ static int write_tx(struct store *st, MDB_txn *txn, void *arg)
 		a->ino.dv++; /* what store_touch_mc does besides the times */
 	else
 		store_touch_mc(&a->ino, store_now());
+	if (a->then)
+		setattr_fields(&a->ino, a->then, store_now());
 	return store_inode_put(st, txn, a->fid->vnode, &a->ino);
 }
 
@@ -545,8 +553,17 @@ int store_write(struct store *st, const struct cairn_fid *fid, uint64_t off,
 		const void *buf, uint32_t len, uint32_t flags,
 		struct cairn_attr *out)
 {
+	return store_write_attr(st, fid, off, buf, len, flags, NULL, out);
+}
+
+int store_write_attr(struct store *st, const struct cairn_fid *fid,
+		     uint64_t off, const void *buf, uint32_t len,
+		     uint32_t flags, const struct store_setattr *then,
+		     struct cairn_attr *out)
+{
 	struct write_args a = { .fid = fid, .end = off + len,
-				.keeptime = !!(flags & WR_KEEPTIME) };
+				.keeptime = !!(flags & WR_KEEPTIME),
+				.then = then };
 	pthread_mutex_t *l = store_vlock(st, fid->vnode);
 	struct store_fh fh = { -1, NULL };
 	int rc;
@@ -814,6 +831,17 @@ static int setattr_tx(struct store *st, MDB_txn *txn, void *arg)
 		if (sa->size == 0) /* every byte defined again */
 			ino->flags &= ~SINODE_DATA_LOST;
 	}
+	setattr_fields(ino, sa, now);
+	return store_inode_put(st, txn, a->fid->vnode, ino);
+}
+
+/* What a SETATTR does besides the size (setattr_tx; and after a write,
+ * write_tx): owner, mode, times, and the data version moved. */
+static void setattr_fields(struct sinode *ino, const struct store_setattr *sa,
+			   struct cairn_time now)
+{
+	int keep = (sa->valid & SA_KEEPTIME) && S_ISREG(ino->mode);
+
 	setattr_owner(ino, sa);
 	if (sa->valid & SA_MODE)
 		ino->mode = (ino->mode & S_IFMT) | (sa->mode & 07777);
@@ -830,7 +858,6 @@ static int setattr_tx(struct store *st, MDB_txn *txn, void *arg)
 	else if (!keep)
 		ino->ctime = now;
 	ino->dv += sa->steps ? sa->steps : 1;
-	return store_inode_put(st, txn, a->fid->vnode, ino);
 }
 
 /* Bring the data file in line with a new size before it is committed.

@@ -853,6 +853,14 @@ class Conn:
         return self.request("WRITE", fid=f, offset=off, flags=flags,
                             data=data)["attr"]
 
+    def writeattr(self, f, off, data, valid, steps=1, flags=0, mode=0,
+                  uid=0, gid=0, atime=(0, 0), mtime=(0, 0), ctime=(0, 0)):
+        """WRITEATTR: a WRITE and `steps` merged attribute changes."""
+        return self.request("WRITEATTR", fid=f, offset=off, flags=flags,
+                            valid=valid, mode=mode, uid=uid, gid=gid,
+                            steps=steps, atime=atime, mtime=mtime,
+                            ctime=ctime, data=data)["attr"]
+
     def fids(self, count):
         """FIDS: count object ids for CR_FID creates, as a list."""
         rep = self.request("FIDS", count=count)
@@ -1095,6 +1103,58 @@ def _selftest(host, port):
           a.getattr(f["fid"])["dv"] == km["dv"], a.getattr(f["fid"]))
     expect_err("SETATTR unknown valid bit EINVAL", _errno.EINVAL,
                a.setattr, f["fid"], 8192)
+    # A write and the attribute changes after it in one commit: the data
+    # version moves by 1 + steps, the bytes and the attributes are there.
+    b.getattr(f["fid"])
+    b.drain_breaks()
+    before = a.getattr(f["fid"])
+    kw = a.writeattr(f["fid"], before["size"], b"WA",
+                     SA_MODE | SA_MTIME | SA_CTIME | SA_KEEPTIME, steps=2,
+                     flags=WR_KEEPTIME, mode=0o614, mtime=(5000, 11),
+                     ctime=(5001, 12))
+    check("WRITEATTR: the write and its attribute changes, 1 + steps "
+          "versions further",
+          kw["dv"] == before["dv"] + 3 and
+          kw["size"] == before["size"] + 2 and
+          kw["mode"] & 0o7777 == 0o614 and kw["mtime"] == (5000, 11) and
+          kw["ctime"] == (5001, 12) and
+          a.getattr(f["fid"])["dv"] == kw["dv"] and
+          a.read(f["fid"], before["size"], 2)["data"] == b"WA",
+          (before, kw))
+    check("WRITEATTR: the other client's promise is broken",
+          b.expect_break((f["fid"], "")), b.breaks)
+    for what, valid, steps, data, flags in (
+            ("with SA_SIZE", SA_SIZE | SA_MTIME, 1, b"x", 0),
+            ("with SA_STEPS", SA_MTIME | SA_STEPS, 1, b"x", 0),
+            ("with SA_TOKEN", SA_MTIME | SA_TOKEN, 1, b"x", 0),
+            ("with SA_SYNC", SA_MTIME | SA_SYNC, 1, b"x", 0),
+            ("with no attribute", SA_KEEPTIME, 1, b"x", 0),
+            ("with no count", SA_MTIME, 0, b"x", 0),
+            ("with a count above 1024", SA_MTIME, 1025, b"x", 0),
+            ("with no bytes", SA_MTIME, 1, b"", 0),
+            ("with an unknown write flag", SA_MTIME, 1, b"x", 8)):
+        expect_err("WRITEATTR %s EINVAL" % what, _errno.EINVAL, a.writeattr,
+                   f["fid"], 0, data, valid, steps=steps, flags=flags,
+                   mtime=(6000, 0))
+    check("a refused WRITEATTR changes nothing",
+          a.getattr(f["fid"])["dv"] == kw["dv"], a.getattr(f["fid"]))
+    # Its permissions are SETATTR's too: another user may write the file
+    # (mode 0666) but not chmod it.
+    a.setattr(f["fid"], SA_MODE, mode=0o666)
+    dv0 = a.getattr(f["fid"])["dv"]
+    a.cred = (4242, 4242, [])
+    try:
+        expect_err("WRITEATTR: another user's chmod EPERM", _errno.EPERM,
+                   a.writeattr, f["fid"], 0, b"p", SA_MODE, mode=0o600)
+        check("WRITEATTR: refused, its write is not made either",
+              a.getattr(f["fid"])["dv"] == dv0, a.getattr(f["fid"]))
+        kx = a.writeattr(f["fid"], 0, b"q", SA_MTIME | SA_CTIME |
+                         SA_KEEPTIME, flags=WR_KEEPTIME, mtime=(7000, 1),
+                         ctime=(7000, 2))
+        check("WRITEATTR: a writer's times from another user who may write",
+              kx["dv"] == dv0 + 2 and kx["mtime"] == (7000, 1), kx)
+    finally:
+        a.cred = None
     # Breaks say whether only attributes changed.
     for what, change, attrs_only in (
             ("chmod", lambda: a.setattr(f["fid"], SA_MODE, mode=0o640), True),

@@ -1823,8 +1823,9 @@ def files_made_and_removed_at_once_many_times(ctx):
 
 @test(timeout=90)
 def fsync_sends_the_last_change_durable(ctx):
-    """fsync of a file with changes in A's journal sends them, the last
-    one with WR_SYNC or SA_SYNC (the server makes it durable before it
+    """fsync of a file with changes in A's journal sends them (the write
+    and the times after it as one WRITEATTR), the last one with WR_SYNC
+    or SA_SYNC (the server makes it durable before it
     answers), and then no FSYNC (rpc.fsync.calls: at most a few in 20,
     where a shipper sent everything before the fsync came; 20 before);
     B reads what was written. A file with nothing in the journal still gets its
@@ -1845,9 +1846,10 @@ def fsync_sends_the_last_change_durable(ctx):
     finally:
         os.close(fd)
     after = H.mount_status(a)
-    sent = ((mid["rpc.write.calls"] - before["rpc.write.calls"]) +
-            (mid["rpc.setattr.calls"] - before["rpc.setattr.calls"]))
-    expect(sent >= 20, "only %d WRITEs and SETATTRs for 20 writes" % sent)
+    sent = sum(mid["rpc.%s.calls" % k] - before["rpc.%s.calls" % k]
+               for k in ("write", "setattr", "writeattr"))
+    expect(sent >= 20, "only %d WRITEs, SETATTRs and WRITEATTRs for 20 "
+           "writes" % sent)
     # The kernel sends the WRITE (then the times) before the FSYNC: a
     # shipper may have sent both before the FSYNC came, which then goes.
     fsyncs = mid["rpc.fsync.calls"] - before["rpc.fsync.calls"]
@@ -1916,6 +1918,71 @@ def attribute_changes_of_a_file_go_as_one_setattr(ctx):
     expect_eq(read_file(b.p("d", "f0"))[:7], b"changed", "f0 on B after A's write")
     expect_eq(sorted(os.listdir(b.p("d"))), sorted("f%d" % i for i in range(n)),
               "names on B")
+
+
+@test(timeout=90)
+def write_and_the_times_after_it_go_as_one_request(ctx):
+    """A close sends the kernel's dirty pages and then the times it kept
+    (SETATTR mtime, ctime): A holds the write back a moment for them and
+    sends both as one WRITEATTR, one commit (the previous daemon sent a
+    WRITE and a SETATTR). B sees A's bytes and A's mtime. First with the
+    server stopped and A's daemon killed before it could send: the next
+    mount sends them, each once, and B sees them the same."""
+    srv = ctx.server()
+    a = ctx.mount(srv, "a")
+    os.mkdir(a.p("d"))
+    n = 10
+    for i in range(n):
+        write_file(a.p("d", "f%d" % i), b"old%d" % i * 1000)
+
+    def rewrite(tag):
+        for i in range(n):
+            with open(a.p("d", "f%d" % i), "r+b") as f:
+                f.seek(100)
+                f.write(b"%s%d" % (tag, i) * 10)
+        return {i: os.stat(a.p("d", "f%d" % i)).st_mtime_ns for i in range(n)}
+
+    def same_on_b(b, tag, mtimes, what):
+        for i in range(n):
+            want = bytearray(b"old%d" % i * 1000)
+            new = b"%s%d" % (tag, i) * 10
+            want[100:100 + len(new)] = new
+            path = b.p("d", "f%d" % i)
+            expect_eq(read_file(path), bytes(want), "f%d on B %s" % (i, what))
+            expect_eq(os.stat(path).st_mtime_ns, mtimes[i],
+                      "mtime of f%d on B %s" % (i, what))
+
+    # A holds the files' tokens (made here) for a second after this.
+    wait_for(lambda: wb_status(a)["wb.pending_changes"] == 0, 30, "A's journal sent")
+    sig(srv.proc, 19)                       # SIGSTOP
+    try:
+        mtimes = rewrite(b"kil")
+        pending = wb_status(a)["wb.pending_changes"]
+        H.kill9_daemon(a)
+    finally:
+        sig(srv.proc, 18)                   # SIGCONT
+    expect(pending >= n, "only %d changes pending when A was killed" % pending)
+    remount(a)
+    wait_for(lambda: wb_status(a)["wb.pending_changes"] == 0, 30, "A's journal sent")
+    b = ctx.mount(srv, "b")
+    same_on_b(b, b"kil", mtimes, "after A's replay")
+    expect_eq(wb_status(a)["wb.conflicts"], 0, "conflicts after the replay")
+
+    before = H.mount_status(a)
+    mtimes = rewrite(b"new")
+    wait_for(lambda: wb_status(a)["wb.pending_changes"] == 0, 30, "A's journal sent")
+    after = H.mount_status(a)
+    d = {k: after["rpc.%s.calls" % k] - before["rpc.%s.calls" % k]
+         for k in ("write", "writeattr", "setattr")}
+    # One write per file, its times after it: most together (a close
+    # slower than the hold sends the write alone).
+    expect_eq(d["write"] + d["writeattr"], n, "writes sent: %r" % d)
+    expect(d["writeattr"] >= n // 2, "WRITEATTRs: %r" % d)
+    expect(d["setattr"] <= d["write"], "times sent on their own: %r" % d)
+    expect_eq(after["cache.errors"] - before["cache.errors"], 0,
+              "chunk cache errors")
+    same_on_b(b, b"new", mtimes, "after A's writes")
+    expect_eq(wb_status(a)["wb.conflicts"], 0, "conflicts")
 
 
 @test(timeout=90)

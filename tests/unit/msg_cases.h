@@ -761,6 +761,36 @@ static int eq_write_req(const void *a, const void *b)
 	       x->flags == y->flags && bytes_eq(&x->data, &y->data);
 }
 
+static void fill_writeattr_req(struct fill *f, void *m)
+{
+	struct msg_writeattr_req *q = m;
+
+	fill_fid(f, &q->fid);
+	q->off = v64(f, "offset");
+	q->flags = v32(f, "flags");
+	q->valid = v32(f, "valid");
+	q->mode = v32(f, "mode");
+	q->uid = v32(f, "uid");
+	q->gid = v32(f, "gid");
+	q->steps = v32(f, "steps");
+	fill_time(f, &q->atime);
+	fill_time(f, &q->mtime);
+	fill_time(f, &q->ctime);
+	fill_blob(f, "data", &q->data);
+}
+
+static int eq_writeattr_req(const void *a, const void *b)
+{
+	const struct msg_writeattr_req *x = a, *y = b;
+
+	return fid_eq(&x->fid, &y->fid) && x->off == y->off &&
+	       x->flags == y->flags && x->valid == y->valid &&
+	       x->mode == y->mode && x->uid == y->uid && x->gid == y->gid &&
+	       x->steps == y->steps && time_eq(&x->atime, &y->atime) &&
+	       time_eq(&x->mtime, &y->mtime) &&
+	       time_eq(&x->ctime, &y->ctime) && bytes_eq(&x->data, &y->data);
+}
+
 static void fill_fsync_req(struct fill *f, void *m)
 {
 	struct msg_fsync_req *q = m;
@@ -1270,7 +1300,7 @@ SHAPE(cb_break); SHAPE(bulkstat_req); SHAPE(bulkstat_rep);
 SHAPE(orphan_drop_req); SHAPE(wtoken_req); SHAPE(lock_req);
 SHAPE(getlk_rep); SHAPE(auth_req); SHAPE(auth_rep); SHAPE(fids_req);
 SHAPE(fids_rep); SHAPE(removes_req); SHAPE(removes_rep);
-SHAPE(creates_req); SHAPE(creates_rep);
+SHAPE(creates_req); SHAPE(creates_rep); SHAPE(writeattr_req);
 
 /* The struct of each opcode's request (push) and reply (ack). Every
  * descriptor must have a row here (test_case_table). */
@@ -1311,6 +1341,7 @@ static const struct tcase {
 	{ OP_FIDS,        { &S_fids_req,        &S_fids_rep } },
 	{ OP_REMOVES,     { &S_removes_req,     &S_removes_rep } },
 	{ OP_CREATES,     { &S_creates_req,     &S_creates_rep } },
+	{ OP_WRITEATTR,   { &S_writeattr_req,   &S_attrm } },
 	{ OP_CB_BREAK,    { &S_cb_break,        &S_empty } },
 	{ OP_CB_RECALL,   { &S_orphan_drop_req, &S_empty } },
 	{ OP_CB_LOCKWAKE, { &S_orphan_drop_req, &S_empty } },
