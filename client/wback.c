@@ -106,6 +106,7 @@ struct rmname {
 	uint64_t seq;             /* the removal's */
 	uint32_t hash;            /* name_hash */
 	uint16_t len;
+	uint8_t blocks;           /* a creation waited for it (ns_waits) */
 	char name[];
 };
 
@@ -257,6 +258,9 @@ struct wb {
 	pthread_cond_t done;      /* drain waiters, writers over the limit */
 	int no_writeattr;         /* the server answered WRITEATTR -ENOSYS
 				   * (__atomic) */
+	int64_t wake_ms;          /* the earliest a queued file held back
+				   * may be sent (0: none); shippers wait
+				   * no longer than that */
 	struct wfile **buckets;   /* guarded by lock */
 	size_t nbuckets, nfiles;
 	struct wfile *qhead, *qtail;
@@ -378,6 +382,15 @@ static void enqueue(struct wb *w, struct wfile *f, int front)
 		else
 			w->qhead = f;
 		w->qtail = f;
+	}
+	/* Held back (WB_CREATE_HOLD_MS, WB_WRITE_HOLD_MS, a retry): no
+	 * shipper could take it now; one wakes for it when its time comes
+	 * (wake_ms: woken only to wait less long), or when something
+	 * hurries it. */
+	if (f->retry_ms > clock_mono_ms() && !f->must_return && !w->stopping) {
+		if (w->wake_ms && w->wake_ms <= f->retry_ms)
+			return;
+		w->wake_ms = f->retry_ms;
 	}
 	pthread_cond_signal(&w->work);
 }
@@ -645,6 +658,7 @@ static void ns_pending_add(struct wb *w, const struct cairn_fid *parent,
 	if (d && o->type == JR_REMOVE &&
 	    (r = malloc(sizeof(*r) + len + 1))) {
 		r->seq = o->seq;
+		r->blocks = 0;
 		r->hash = o->nhash;
 		r->len = (uint16_t)len;
 		memcpy(r->name, name, len);
@@ -1003,10 +1017,10 @@ static void drop_op(struct wb *w, struct wfile *f, struct wop *o)
 				r = &(*r)->next;
 			if (*r)
 				*r = o->rm->next;
-			free(o->rm);
-			/* A creation of that name may wait for it (ns_waits). */
-			if (w->qhead)
+			/* A creation of that name waits for it (ns_waits). */
+			if (o->rm->blocks && w->qhead)
 				pthread_cond_broadcast(&w->work);
+			free(o->rm);
 		}
 		/* A change of the directory's attributes journaled after
 		 * this one waits for one fewer (ns_waits). */
@@ -1469,9 +1483,11 @@ static int ns_waits(struct wb *w, const struct wfile *f)
 		if (p->dirattr && p->seq < o->seq)
 			return 1;
 	if (o->type == JR_CREATE)
-		for (const struct rmname *r = d->rmnames; r; r = r->next)
-			if (r->hash == o->nhash && r->seq < o->seq)
+		for (struct rmname *r = d->rmnames; r; r = r->next)
+			if (r->hash == o->nhash && r->seq < o->seq) {
+				r->blocks = 1; /* drop_op wakes a shipper */
 				return 1;
+			}
 	return 0;
 }
 
@@ -1854,6 +1870,7 @@ static struct wfile *next_ready(struct wb *w)
 {
 	int64_t now = clock_mono_ms();
 
+	w->wake_ms = 0;
 	for (struct wfile **p = &w->qhead, *prev = NULL; *p;
 	     prev = *p, p = &(*p)->qnext) {
 		struct wfile *f = *p;
@@ -1861,8 +1878,12 @@ static struct wfile *next_ready(struct wb *w)
 		/* busy: being journaled (ns_journal writes a removal of a
 		 * file queued to send) or sent; it is taken after that. A
 		 * change not written yet (not ready) stops ship_file. */
-		if ((f->retry_ms > now && !f->must_return && !w->stopping) ||
-		    f->busy || ns_waits(w, f) || nb_waits(w, f))
+		if (f->retry_ms > now && !f->must_return && !w->stopping) {
+			if (!w->wake_ms || f->retry_ms < w->wake_ms)
+				w->wake_ms = f->retry_ms;
+			continue;
+		}
+		if (f->busy || ns_waits(w, f) || nb_waits(w, f))
 			continue;
 		*p = f->qnext;
 		if (w->qtail == f)
@@ -2264,7 +2285,10 @@ out:
 	/* The directory may have been freed and made again meanwhile. */
 	if ((d = *fslot(w, &parent)))
 		d->ns_sending = 0;
-	pthread_cond_broadcast(&w->work);
+	/* The directory's next ones (nb_waits) go as one batch: one
+	 * shipper for them, not all (each woken one takes the lock). */
+	if (w->qhead)
+		pthread_cond_signal(&w->work);
 	pthread_cond_broadcast(&w->done);
 	return 1;
 }
@@ -2297,7 +2321,14 @@ static void *shipper(void *arg)
 			if (w->stopping && (!w->pending_ops || w->stopping > 1) &&
 			    !w->held)
 				break;
-			clock_deadline(CLOCK_REALTIME, 200, &until);
+			/* At the latest when the first file held back may
+			 * go (next_ready found it), else a sweep's time. */
+			int64_t wait = 200;
+
+			if (w->wake_ms && w->wake_ms - clock_mono_ms() < wait)
+				wait = w->wake_ms - clock_mono_ms();
+			clock_deadline(CLOCK_REALTIME, wait > 1 ? wait : 1,
+				       &until);
 			pthread_cond_timedwait(&w->work, &w->lock, &until);
 			continue;
 		}
@@ -3431,26 +3462,31 @@ int wb_create(struct wb *w, const struct cairn_fid *dir, uint64_t *dir_dv,
 		rc = -EAGAIN;
 	} else if (!(f = file_get(w, &a->fid))) {
 		rc = -ENOMEM;
-	} else if ((rc = ns_journal(w, d, f, &h, data, name, len, dir_dv))) {
-		file_maybe_free(w, f);
 	} else {
-		/* The file's token is ours from the start: nobody else can
-		 * know it before its creation reaches the server. */
-		set_tok(w, f, TK_HELD);
-		f->known = 1;
-		f->known_dv = a->dv;
-		f->known_size = 0;
-		f->tbase = a->dv;
-		f->tidx = 0;
-		f->psz = 1;
-		f->psize = 0;
-		/* A file's: sent at its close (wb_closed), with its first
-		 * bytes in the same CREATE, or once a request needs it
-		 * (wb_barrier), or after WB_CREATE_HOLD_MS. A directory's
-		 * at once: what is made in it waits for it (next_ready). */
+		/* Held back before it is queued (no shipper woken for it):
+		 * a file's creation is sent at its close (wb_closed), with
+		 * its first bytes in the same CREATE, or once a request
+		 * needs it (wb_barrier), or after WB_CREATE_HOLD_MS. A
+		 * directory's at once: what is made in it waits for it
+		 * (next_ready). */
 		f->retry_ms = S_ISDIR(a->mode) ? 0
-					       : f->last_ms + WB_CREATE_HOLD_MS;
-		w->st.creates++;
+			      : clock_mono_ms() + WB_CREATE_HOLD_MS;
+		if ((rc = ns_journal(w, d, f, &h, data, name, len, dir_dv))) {
+			file_maybe_free(w, f);
+		} else {
+			/* The file's token is ours from the start: nobody
+			 * else can know it before its creation reaches the
+			 * server. */
+			set_tok(w, f, TK_HELD);
+			f->known = 1;
+			f->known_dv = a->dv;
+			f->known_size = 0;
+			f->tbase = a->dv;
+			f->tidx = 0;
+			f->psz = 1;
+			f->psize = 0;
+			w->st.creates++;
+		}
 	}
 	pthread_mutex_unlock(&w->lock);
 	free(data);
