@@ -592,6 +592,40 @@ static void t_creates(void)
 	CHECK_EQ(store_lookup(st, &d.fid, "two", &x), -ENOENT);
 }
 
+/* WRITEATTR's store half: the write, then the attributes, one commit;
+ * the data version moves by 1 + steps (a data file here: inline off). */
+static void t_write_attr(void)
+{
+	struct cairn_attr f, a, b;
+	struct store_setattr sa = {
+		.valid = SA_MODE | SA_MTIME | SA_CTIME | SA_KEEPTIME,
+		.mode = 0600, .mtime = { 1000, 7 }, .ctime = { 1001, 8 },
+		.steps = 3,
+	};
+	char buf[16];
+	uint32_t n;
+
+	CHECK_EQ(mk(&root, "wattr", S_IFREG | 0644, &f), 0);
+	CHECK_EQ(store_write_attr(st, &f.fid, 4, "wxyz", 4, WR_KEEPTIME, &sa,
+				  &a), 0);
+	CHECK_EQ(a.dv, f.dv + 4);
+	CHECK_EQ(a.size, 8);
+	CHECK_EQ(a.mode & 07777, 0600);
+	CHECK(a.mtime.sec == 1000 && a.mtime.nsec == 7);
+	CHECK(a.ctime.sec == 1001 && a.ctime.nsec == 8);
+	CHECK_EQ(store_getattr(st, &f.fid, &b), 0);
+	CHECK_EQ(b.dv, a.dv);
+	CHECK_EQ(b.mode & 07777, 0600);
+	CHECK_EQ(store_read(st, &f.fid, 0, sizeof(buf), buf, &n, &b), 0);
+	CHECK_EQ(n, 8);
+	CHECK(!memcmp(buf, "\0\0\0\0wxyz", 8));
+	/* Without attributes it is store_write: one version. */
+	CHECK_EQ(store_write_attr(st, &f.fid, 0, "a", 1, WR_KEEPTIME, NULL,
+				  &b), 0);
+	CHECK_EQ(b.dv, a.dv + 1);
+	CHECK(b.mtime.sec == 1000 && b.mtime.nsec == 7);
+}
+
 static void t_data(void)
 {
 	struct cairn_attr f, a;
@@ -2273,6 +2307,7 @@ int main(void)
 	run("removes_each_on_its_own_one_commit", t_removes);
 	run("creates_each_on_its_own_one_commit", t_creates);
 	run("write_read_sparse_4g_truncate", t_data);
+	run("write_then_attributes_one_commit", t_write_attr);
 	run("stale_bytes_never_visible", t_stale_bytes);
 	run("fallocate_punch_hole", t_fallocate);
 	run("xattrs", t_xattr);
