@@ -365,6 +365,23 @@ static void file_maybe_free(struct wb *w, struct wfile *f)
 	free(f);
 }
 
+/* Is f held back now (WB_CREATE_HOLD_MS, WB_WRITE_HOLD_MS, a retry
+ * after an error)? Under lock. */
+static int held_back(const struct wb *w, const struct wfile *f, int64_t now)
+{
+	return f->retry_ms > now && !f->must_return && !w->stopping;
+}
+
+/* A queued file held back may go at t: shippers wait no longer (wake_ms).
+ * 1 when that is sooner than they knew. Under lock. */
+static int note_wake(struct wb *w, int64_t t)
+{
+	if (w->wake_ms && w->wake_ms <= t)
+		return 0;
+	w->wake_ms = t;
+	return 1;
+}
+
 static void enqueue(struct wb *w, struct wfile *f, int front)
 {
 	if (f->queued || f->busy)
@@ -383,15 +400,12 @@ static void enqueue(struct wb *w, struct wfile *f, int front)
 			w->qhead = f;
 		w->qtail = f;
 	}
-	/* Held back (WB_CREATE_HOLD_MS, WB_WRITE_HOLD_MS, a retry): no
-	 * shipper could take it now; one wakes for it when its time comes
-	 * (wake_ms: woken only to wait less long), or when something
-	 * hurries it. */
-	if (f->retry_ms > clock_mono_ms() && !f->must_return && !w->stopping) {
-		if (w->wake_ms && w->wake_ms <= f->retry_ms)
-			return;
-		w->wake_ms = f->retry_ms;
-	}
+	/* Held back: no shipper could take it now; one wakes for it when
+	 * its time comes (woken here only to wait less long), or when
+	 * something hurries it. */
+	if (f->retry_ms && held_back(w, f, clock_mono_ms()) &&
+	    !note_wake(w, f->retry_ms))
+		return;
 	pthread_cond_signal(&w->work);
 }
 
@@ -1253,23 +1267,24 @@ static int send_op(struct wb *w, struct wfile *f, const struct wop *o,
 	 * one since the version we knew (as fs_op_write does). */
 	if (o->dirattr) {
 		/* A directory: no chunks. */
-	} else if (f->known && a->dv == f->known_dv + steps) {
+	} else if (!f->known || a->dv != f->known_dv + steps ||
+		   (o->type != JR_WRITE && a->size != f->known_size)) {
+		ccache_forget_fid(w->fs->cc, &f->fid);
+	} else {
 		unsigned i = 0;
 
-		if (o->type == JR_WRITE)
+		if (o->type == JR_WRITE) {
 			ccache_write(w->fs->cc, &f->fid, f->known_dv,
 				     f->known_dv + 1, f->known_size, a->size,
-				     o->off, (const char *)buf, o->len), i++;
-		else if (a->size != f->known_size)
-			ccache_forget_fid(w->fs->cc, &f->fid), i = steps;
+				     o->off, (const char *)buf, o->len);
+			i = 1;
+		}
 		/* Attributes only, one version at a time (merged ones moved
 		 * it `steps`): the chunks stay. */
 		for (; i < steps; i++)
 			ccache_write(w->fs->cc, &f->fid, f->known_dv + i,
 				     f->known_dv + i + 1, a->size, a->size,
 				     a->size, NULL, 0);
-	} else {
-		ccache_forget_fid(w->fs->cc, &f->fid);
 	}
 	return 0;
 }
@@ -1535,6 +1550,7 @@ static void ship_file(struct wb *w, struct wfile *f, uint8_t *buf)
 	f->nb_solo = 0;
 	for (;;) {
 		struct wop *o = f->head, m, ma;
+		const struct wop *mp;
 		const struct wop *first, *grp[WB_ATTR_MERGE_MAX];
 		struct cairn_attr a;
 		uint8_t created = CREATED | CREATED_TOKEN;
@@ -1549,6 +1565,7 @@ static void ship_file(struct wb *w, struct wfile *f, uint8_t *buf)
 		if (ns_waits(w, f))
 			break;
 		steps = attr_merge(w, f, &m, &ma, grp);
+		mp = ma.valid ? &ma : NULL;
 		/* A directory's attribute change goes without its token
 		 * (as its creates and removes do): nothing is numbered. */
 		if (!JR_NS(o->type) && !o->dirattr && f->tok != TK_HELD &&
@@ -1564,8 +1581,7 @@ static void ship_file(struct wb *w, struct wfile *f, uint8_t *buf)
 			 * flight when we lost the token (the daemon died, the
 			 * connection broke) and reached the server. Done. */
 			if (rc == -ECANCELED &&
-			    applied_already(w, f, &m, ma.valid ? &ma : NULL, steps,
-					    dv, buf) &&
+			    applied_already(w, f, &m, mp, steps, dv, buf) &&
 			    (rc = grant(w, &f->fid, 1, dv + steps, &a)) == 0) {
 				for (unsigned i = 0; i < steps; i++)
 					mark_done(w, grp[i]);
@@ -1634,11 +1650,11 @@ static void ship_file(struct wb *w, struct wfile *f, uint8_t *buf)
 			if (rc == 0)
 				fs_note_attrs(w->fs, seq, &a, NULL);
 		} else {
-			rc = send_op(w, f, &m, ma.valid ? &ma : NULL, steps,
-				     sync, buf, &a, &created);
+			rc = send_op(w, f, &m, mp, steps, sync, buf, &a,
+				     &created);
 		}
 		pthread_mutex_lock(&w->lock);
-		if (rc == -ENOSYS && ma.valid)
+		if (rc == -ENOSYS && mp)
 			continue; /* an older server: the write alone now */
 		if (rc == 0 && first) {
 			create_sent(w, f, o, first, &a);
@@ -1878,9 +1894,8 @@ static struct wfile *next_ready(struct wb *w)
 		/* busy: being journaled (ns_journal writes a removal of a
 		 * file queued to send) or sent; it is taken after that. A
 		 * change not written yet (not ready) stops ship_file. */
-		if (f->retry_ms > now && !f->must_return && !w->stopping) {
-			if (!w->wake_ms || f->retry_ms < w->wake_ms)
-				w->wake_ms = f->retry_ms;
+		if (held_back(w, f, now)) {
+			note_wake(w, f->retry_ms);
 			continue;
 		}
 		if (f->busy || ns_waits(w, f) || nb_waits(w, f))
@@ -2323,10 +2338,10 @@ static void *shipper(void *arg)
 				break;
 			/* At the latest when the first file held back may
 			 * go (next_ready found it), else a sweep's time. */
-			int64_t wait = 200;
+			int64_t wait = 200, left = w->wake_ms - clock_mono_ms();
 
-			if (w->wake_ms && w->wake_ms - clock_mono_ms() < wait)
-				wait = w->wake_ms - clock_mono_ms();
+			if (w->wake_ms && left < wait)
+				wait = left;
 			clock_deadline(CLOCK_REALTIME, wait > 1 ? wait : 1,
 				       &until);
 			pthread_cond_timedwait(&w->work, &w->lock, &until);
