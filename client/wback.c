@@ -1304,23 +1304,29 @@ static int attr_joins(const struct wop *p, unsigned dirattr)
 	       p->dirattr == dirattr && !p->nbefore;
 }
 
+/* Attribute change p made after those merged in *m: into *m. */
+static void attr_fold(struct wop *m, const struct wop *p)
+{
+	if (p->valid & SA_MTIME)
+		m->mtime = p->mtime;
+	if (p->valid & SA_CTIME)
+		m->ctime = p->ctime;
+	if (p->valid & SA_ATIME)
+		m->atime = p->atime;
+	if (p->valid & SA_MODE)
+		m->mode = p->mode;
+	if (p->valid & SA_UID)
+		m->uid = p->uid;
+	if (p->valid & SA_GID)
+		m->gid = p->gid;
+	m->valid |= p->valid;
+}
+
 static unsigned attr_run(const struct wop *p, unsigned n, unsigned dirattr,
 			 struct wop *m, const struct wop **grp)
 {
 	for (; n < WB_ATTR_MERGE_MAX && attr_joins(p, dirattr); p = p->next) {
-		if (p->valid & SA_MTIME)
-			m->mtime = p->mtime;
-		if (p->valid & SA_CTIME)
-			m->ctime = p->ctime;
-		if (p->valid & SA_ATIME)
-			m->atime = p->atime;
-		if (p->valid & SA_MODE)
-			m->mode = p->mode;
-		if (p->valid & SA_UID)
-			m->uid = p->uid;
-		if (p->valid & SA_GID)
-			m->gid = p->gid;
-		m->valid |= p->valid;
+		attr_fold(m, p);
 		grp[n++] = p;
 	}
 	return n;
@@ -1371,30 +1377,44 @@ static int attrs_match(const struct cairn_attr *a, const struct wop *o)
 }
 
 /*
- * Was change o (the first of f still to send, or `steps` of them merged
- * by attr_merge: with a write, those after it in ma), which expects the
- * file at version dv, applied already? The file must be exactly that
- * many versions further and hold what o would make of it: its bytes (a
- * write), its size, times and mode (an attribute change). No lock; f
- * busy.
+ * Were the first of the `steps` changes grp (merged by attr_merge), which
+ * expect f at version dv, applied already? A copy sent before the
+ * connection was lost (or the previous mount stopped) may have reached
+ * the server, and may have merged fewer of them than now: the file must
+ * be k versions further for some k <= steps and hold what the first k
+ * make of it: a write's bytes, the size, times and mode of the attribute
+ * changes. Returns k, or 0: not applied. No lock; f busy.
  */
-static int applied_already(struct wb *w, struct wfile *f,
-			   const struct wop *o, const struct wop *ma,
-			   unsigned steps, uint64_t dv, uint8_t *buf)
+static unsigned applied_already(struct wb *w, struct wfile *f,
+				const struct wop *const *grp, unsigned steps,
+				uint64_t dv, uint8_t *buf)
 {
+	const struct wop *o = grp[0];
 	struct msg_read_req q = { .fid = f->fid, .off = o->off,
 				  .len = o->len };
 	struct msg_read_rep p;
 	struct rpc_reply rep;
 	struct cairn_attr a;
+	struct wop m;
+	unsigned k, i;
 	int ok;
 
-	if (fs_getattr(NULL, w->fs, &f->fid, &a) || a.dv != dv + steps)
+	if (fs_getattr(NULL, w->fs, &f->fid, &a) || a.dv <= dv ||
+	    a.dv - dv > steps)
 		return 0;
+	k = (unsigned)(a.dv - dv);
+	/* The attribute changes among the first k, merged: all of them
+	 * after an attribute change, those after the write after one. */
+	i = o->type == JR_ATTR ? 0 : 1;
+	if (i < k) {
+		m = *grp[i];
+		while (++i < k)
+			attr_fold(&m, grp[i]);
+		if (!attrs_match(&a, &m))
+			return 0;
+	}
 	if (o->type == JR_ATTR)
-		return attrs_match(&a, o);
-	if (ma && !attrs_match(&a, ma))
-		return 0;
+		return k;
 	if (pread(o->seg->fd, buf, o->len,
 		  (off_t)(o->at + sizeof(struct jrec))) != (ssize_t)o->len ||
 	    fs_rpc(NULL, w->fs, OP_READ, &q, &p, &rep))
@@ -1404,9 +1424,9 @@ static int applied_already(struct wb *w, struct wfile *f,
 	rpc_reply_free(&rep);
 	if (ok)
 		log_info("write-back: a change of vnode %" PRIu64 " sent just "
-			 "before the previous mount stopped had reached the "
+			 "before the connection was lost had reached the "
 			 "server", f->fid.vnode);
-	return ok;
+	return ok ? k : 0;
 }
 
 /* What the server answers to a creation it will never make: the name
@@ -1572,24 +1592,26 @@ static void ship_file(struct wb *w, struct wfile *f, uint8_t *buf)
 		    f->tok != TK_RECALLED) {
 			uint64_t dv = o->tbase + o->tidx, recalls = f->recalls;
 			uint64_t moved = f->moved;
-			int skip = 0;
+			unsigned skip = 0;
 
 			pthread_mutex_unlock(&w->lock);
 			rc = grant(w, &f->fid, 1, dv, &a);
-			/* As many versions further as the changes that go
-			 * first, with what they make there: they were in
-			 * flight when we lost the token (the daemon died, the
-			 * connection broke) and reached the server. Done. */
+			/* As many versions further as some of the changes
+			 * that go first, with what they make there: they were
+			 * in flight when we lost the token (the daemon died,
+			 * the connection broke) and reached the server. Done. */
 			if (rc == -ECANCELED &&
-			    applied_already(w, f, &m, mp, steps, dv, buf) &&
-			    (rc = grant(w, &f->fid, 1, dv + steps, &a)) == 0) {
-				for (unsigned i = 0; i < steps; i++)
+			    (skip = applied_already(w, f, grp, steps, dv,
+						    buf)) &&
+			    (rc = grant(w, &f->fid, 1, dv + skip, &a)) == 0) {
+				for (unsigned i = 0; i < skip; i++)
 					mark_done(w, grp[i]);
-				skip = 1;
+			} else {
+				skip = 0;
 			}
 			pthread_mutex_lock(&w->lock);
 			if (skip) {
-				for (unsigned i = 0; i < steps; i++) {
+				for (unsigned i = 0; i < skip; i++) {
 					w->st.sent++;
 					w->st.sent_bytes += f->head->len;
 					pop_op(w, f);

@@ -1203,6 +1203,51 @@ def rsync_pattern_across_server_restarts(ctx):
 
 
 @test(timeout=120)
+def change_that_arrived_with_fewer_merged_is_not_a_conflict(ctx):
+    """A's rewrite of a file goes to the server (stopped) as one request;
+    then A changes its mode and times; the server is continued and A's
+    daemon killed at once, before any answer. The server applies what
+    was on its way (the connection still stood when it read it); the next mount
+    merges the write with all three attribute changes, finds the server
+    past the version it expects by the changes that did arrive, and sends
+    only the rest: B sees A's bytes, mode and times, no conflict copy
+    (the previous daemon wanted all of them there or none)."""
+    srv = ctx.server()
+    a = ctx.mount(srv, "a")
+    f = a.p("f")
+    write_file(f, b"old" * 1000)
+    wait_for(lambda: wb_status(a)["wb.pending_changes"] == 0, 30, "A's journal sent")
+    new = bytearray(b"old" * 1000)
+    new[100:130] = b"new" * 10
+    sig(srv.proc, 19)                       # SIGSTOP
+    try:
+        with open(f, "r+b") as fh:
+            fh.seek(100)
+            fh.write(b"new" * 10)
+        # The write (and the times the close sent) is on its way.
+        wait_for(lambda: H.mount_status(a)["rpc.waiting"] >= 1, 30,
+                 "A sending the rewrite")
+        os.chmod(f, 0o600)
+        os.utime(f, (1500000000, 1400000000))
+        pending = wb_status(a)["wb.pending_changes"]
+    finally:
+        sig(srv.proc, 18)                   # SIGCONT
+    H.kill9_daemon(a)
+    expect(pending >= 3, "only %d changes pending when A was killed" % pending)
+    remount(a)
+    wait_for(lambda: wb_status(a)["wb.pending_changes"] == 0, 30, "A's journal sent")
+    b = ctx.mount(srv, "b")
+    same_bytes(read_file(b.p("f")), bytes(new), "f on B after A's replay")
+    st = os.stat(b.p("f"))
+    expect_eq(st.st_mode & 0o7777, 0o600, "mode on B")
+    expect_eq(int(st.st_mtime), 1400000000, "mtime on B")
+    expect_eq(wb_status(a)["wb.conflicts"], 0, "conflicts after the replay")
+    log = open(os.path.join(a.cache, "cairn.log")).read()
+    expect("had reached the server" in log,
+           "the replay did not find the rewrite on the server")
+
+
+@test(timeout=120)
 def kill9_during_replay_sends_once(ctx):
     """A's journal holds changes to three files (the server was stopped);
     A's daemon is killed, mounted again, killed again while its replay
