@@ -258,6 +258,7 @@ struct wb {
 	pthread_cond_t done;      /* drain waiters, writers over the limit */
 	int no_writeattr;         /* the server answered WRITEATTR -ENOSYS
 				   * (__atomic) */
+	int no_createattr;        /* likewise CREATEATTR (__atomic) */
 	int64_t wake_ms;          /* the earliest a queued file held back
 				   * may be sent (0: none); shippers wait
 				   * no longer than that */
@@ -1081,13 +1082,74 @@ static void drop_all(struct wb *w, struct wfile *f)
 		pop_op(w, f);
 }
 
+static void ccache_created(struct wb *w, const struct wfile *f,
+			   const struct cairn_attr *a, const char *data,
+			   uint32_t len, unsigned nattr);
+
+/* The server answered CREATEATTR -ENOSYS (having done nothing): from now
+ * on a file's creation and the attribute changes after it go as CREATE
+ * (or CREATES) and SETATTR (create_attrs). */
+static void no_createattr(struct wb *w)
+{
+	log_info("write-back: the server does not take CREATEATTR; a file's "
+		 "creation and the attribute changes after it go as two "
+		 "requests");
+	__atomic_store_n(&w->no_createattr, 1, __ATOMIC_RELAXED);
+}
+
+/* Send f's creation o and the nattr attribute changes after it merged in
+ * ma (CREATEATTR, one entry) or none (CREATE). A server that does not
+ * take CREATEATTR answers -ENOSYS, having done nothing; from then on
+ * they go as CREATE and SETATTR (create_attrs). *a and *created as
+ * CREATE's reply. No lock. */
+static int send_createattr(struct wb *w, const struct msg_create_req *q,
+			   const struct wop *ma, unsigned nattr,
+			   const uint8_t *cred, size_t credlen,
+			   struct cairn_attr *a, uint8_t *created)
+{
+	struct msg_centa e = {
+		.c = { .name = q->name, .mode = q->mode, .uid = q->uid,
+		       .gid = q->gid, .flags = q->flags, .fid = q->fid,
+		       .time = q->time, .data = q->data },
+		.valid = ma->valid | SA_KEEPTIME, .mode = ma->mode,
+		.uid = ma->uid, .gid = ma->gid, .steps = nattr,
+		.atime = ma->atime, .mtime = ma->mtime, .ctime = ma->ctime,
+	};
+	struct msg_createattr_req x = { .dir = q->dir, .count = 1,
+					.ents = &e };
+	struct msg_creates_rep p;
+	struct rpc_reply rep;
+	struct msg_crep r;
+	struct rbuf it;
+	int rc = fs_rpc_cred(w->fs, cred, credlen, OP_CREATEATTR, &x, &p,
+			     &rep);
+
+	if (rc == -ENOSYS)
+		no_createattr(w);
+	if (rc) {
+		rpc_reply_free(&rep);
+		return rc;
+	}
+	rbuf_init(&it, p.list.p, p.list.len);
+	if (p.count != 1 || !msg_crep_next(&it, &r))
+		rc = fs_bad_reply(OP_CREATEATTR);
+	else if ((rc = r.status) == 0) {
+		*a = r.child;
+		*created = r.created;
+	}
+	rpc_reply_free(&rep);
+	return rc;
+}
+
 /* Send f's creation o: CREATE with CR_FID (idempotent: a resend or a
  * replay of one the server applied is answered as done) and CR_TOKEN (the
- * file's token comes with it), with its creator's credentials. No lock;
- * f busy. */
+ * file's token comes with it), with its creator's credentials; with
+ * first, its first bytes; with nattr, the attribute changes after them
+ * merged in ma (CREATEATTR). No lock; f busy. */
 static int send_create(struct wb *w, struct wfile *f, const struct wop *o,
-		       const struct wop *first, uint8_t *buf,
-		       struct cairn_attr *a, uint8_t *created)
+		       const struct wop *first, const struct wop *ma,
+		       unsigned nattr, uint8_t *buf, struct cairn_attr *a,
+		       uint8_t *created)
 {
 	struct crec c;
 	struct msg_create_req q;
@@ -1115,19 +1177,49 @@ static int send_create(struct wb *w, struct wfile *f, const struct wop *o,
 		.fid = f->fid, .time = o->mtime,
 		.data = { data, first ? first->len : 0 },
 	};
-	rc = fs_rpc_cred(w->fs, buf + sizeof(c) + c.namelen,
-			 o->len - sizeof(c) - c.namelen, OP_CREATE, &q, &p,
-			 NULL);
+	if (nattr) {
+		rc = send_createattr(w, &q, ma, nattr, buf + sizeof(c) +
+				     c.namelen, o->len - sizeof(c) - c.namelen,
+				     a, created);
+	} else {
+		rc = fs_rpc_cred(w->fs, buf + sizeof(c) + c.namelen,
+				 o->len - sizeof(c) - c.namelen, OP_CREATE, &q,
+				 &p, NULL);
+		if (rc == 0) {
+			*a = p.child;
+			*created = p.created;
+		}
+	}
 	if (rc)
 		return rc;
-	*a = p.child;
-	*created = p.created;
-	/* The chunk cache keeps the first bytes, as send_op does for a
-	 * write (the file was empty at the version we knew). */
-	if (first && f->known && a->dv == f->known_dv + 1)
-		ccache_write(w->fs->cc, &f->fid, f->known_dv, a->dv, 0,
-			     a->size, 0, (const char *)data, first->len);
+	if (first)
+		ccache_created(w, f, a, (const char *)data, first->len,
+			       (*created & CREATED_ATTRS) ? nattr : 0);
 	return 0;
+}
+
+/* A file's chunks, unchanged, from version dv through n attribute
+ * changes, one version at a time. */
+static void ccache_steps(struct wb *w, const struct wfile *f, uint64_t dv,
+			 unsigned n, uint64_t size)
+{
+	for (unsigned i = 0; i < n; i++)
+		ccache_write(w->fs->cc, &f->fid, dv + i, dv + i + 1, size,
+			     size, size, NULL, 0);
+}
+
+/* The chunk cache keeps a creation's first bytes, as send_op does for a
+ * write (the file was empty at the version we knew), and steps through
+ * the nattr attribute changes made with them. */
+static void ccache_created(struct wb *w, const struct wfile *f,
+			   const struct cairn_attr *a, const char *data,
+			   uint32_t len, unsigned nattr)
+{
+	if (!f->known || a->dv != f->known_dv + 1 + nattr)
+		return;
+	ccache_write(w->fs->cc, &f->fid, f->known_dv, f->known_dv + 1, 0,
+		     a->size, 0, data, len);
+	ccache_steps(w, f, f->known_dv + 1, nattr, a->size);
 }
 
 /* The write that may go with f's creation o (its first bytes, in one
@@ -1213,7 +1305,8 @@ static int send_op(struct wb *w, struct wfile *f, const struct wop *o,
 		/* The directory's attributes in the reply are not noted:
 		 * ours count the creates not sent yet too; nor those of a
 		 * directory made here, for the same reason. */
-		if ((rc = send_create(w, f, o, NULL, buf, a, created)))
+		if ((rc = send_create(w, f, o, NULL, NULL, 0, buf, a,
+				      created)))
 			return rc;
 		if (!S_ISDIR(a->mode))
 			fs_note_attrs(w->fs, seq, a, NULL);
@@ -1281,10 +1374,7 @@ static int send_op(struct wb *w, struct wfile *f, const struct wop *o,
 		}
 		/* Attributes only, one version at a time (merged ones moved
 		 * it `steps`): the chunks stay. */
-		for (; i < steps; i++)
-			ccache_write(w->fs->cc, &f->fid, f->known_dv + i,
-				     f->known_dv + i + 1, a->size, a->size,
-				     a->size, NULL, 0);
+		ccache_steps(w, f, f->known_dv + i, steps - i, a->size);
 	}
 	return 0;
 }
@@ -1358,6 +1448,26 @@ static unsigned attr_merge(struct wb *w, const struct wfile *f,
 	    !rpc_hello_flag(w->fs->rpc, HELLO_REP_SA_STEPS))
 		return 1;
 	return attr_run(o->next, 1, o->dirattr, m, grp);
+}
+
+/*
+ * The attribute changes right after f's creation o (and its first bytes,
+ * if those go with it) that may go in the same request (CREATEATTR: a
+ * regular file's, when the server takes it), merged in *ma: how many.
+ * Under lock; f busy.
+ */
+static unsigned create_attrs(struct wb *w, const struct wop *o,
+			     const struct wop *first, struct wop *ma)
+{
+	const struct wop *p = (first ? first : o)->next;
+	const struct wop *grp[WB_ATTR_MERGE_MAX];
+
+	if (((o->valid & S_IFMT) && !S_ISREG(o->valid)) ||
+	    !attr_joins(p, 0) ||
+	    __atomic_load_n(&w->no_createattr, __ATOMIC_RELAXED))
+		return 0;
+	*ma = *p;
+	return attr_run(p->next, 1, 0, ma, grp);
 }
 
 /* Does a hold what attribute change o (or several merged) makes? */
@@ -1528,18 +1638,28 @@ static int ns_waits(struct wb *w, const struct wfile *f)
 
 /*
  * f's creation o, a regular file's, reached the server with first (its
- * first bytes, or NULL) and made a: both are done. The file's token came
- * with it (CR_TOKEN; one made by an earlier copy of the request comes
- * without: the next change learns that from -ECANCELED). Under lock
- * (dropped while marking the records); f busy.
+ * first bytes, or NULL) and the nattr attribute changes after them, and
+ * made a: all are done. The file's token came with it (CR_TOKEN; one made
+ * by an earlier copy of the request comes without: the next change learns
+ * that from -ECANCELED). Under lock (dropped while marking the records);
+ * f busy.
  */
 static void create_sent(struct wb *w, struct wfile *f, const struct wop *o,
-			const struct wop *first, const struct cairn_attr *a)
+			const struct wop *first, unsigned nattr,
+			const struct cairn_attr *a)
 {
+	const struct wop *at[WB_ATTR_MERGE_MAX];
+	const struct wop *p = (first ? first : o)->next;
+
+	CAIRN_ASSERT(nattr <= WB_ATTR_MERGE_MAX);
+	for (unsigned i = 0; i < nattr; i++, p = p->next)
+		at[i] = p;
 	pthread_mutex_unlock(&w->lock);
 	mark_done(w, o);
 	if (first)
 		mark_done(w, first);
+	for (unsigned i = 0; i < nattr; i++)
+		mark_done(w, at[i]);
 	pthread_mutex_lock(&w->lock);
 	if (first) {
 		w->st.sent++;
@@ -1548,7 +1668,10 @@ static void create_sent(struct wb *w, struct wfile *f, const struct wop *o,
 	pop_op(w, f);           /* o, the creation */
 	if (first)
 		pop_op(w, f);   /* first, its write (o and first freed) */
-	w->st.sent++;
+	for (unsigned i = 0; i < nattr; i++)
+		pop_op(w, f);   /* the attribute changes made with it */
+	w->st.sent += 1 + nattr;
+	w->st.merged += nattr;
 	f->known = 1;
 	f->known_dv = a->dv;
 	f->known_size = a->size;
@@ -1572,9 +1695,10 @@ static void ship_file(struct wb *w, struct wfile *f, uint8_t *buf)
 		struct wop *o = f->head, m, ma;
 		const struct wop *mp;
 		const struct wop *first, *grp[WB_ATTR_MERGE_MAX];
+		struct wop ca;
 		struct cairn_attr a;
 		uint8_t created = CREATED | CREATED_TOKEN;
-		unsigned steps;
+		unsigned steps, nca = 0;
 		int rc, sync;
 
 		if (w->stopping > 1)
@@ -1658,6 +1782,8 @@ static void ship_file(struct wb *w, struct wfile *f, uint8_t *buf)
 			continue;
 		}
 		first = o->type == JR_CREATE ? first_bytes(o) : NULL;
+		if (o->type == JR_CREATE)
+			nca = create_attrs(w, o, first, &ca);
 		/* An fsync waits: its last change goes durable, and the
 		 * FSYNC after it is not needed (wb_sync). */
 		sync = f->sync_waiters && grp[steps - 1] == f->tail &&
@@ -1665,10 +1791,11 @@ static void ship_file(struct wb *w, struct wfile *f, uint8_t *buf)
 			(o->type == JR_ATTR &&
 			 rpc_hello_flag(w->fs->rpc, HELLO_REP_SA_SYNC)));
 		pthread_mutex_unlock(&w->lock);
-		if (first) {
+		if (first || nca) {
 			uint64_t seq = notify_seq(w->fs->ntf);
 
-			rc = send_create(w, f, o, first, buf, &a, &created);
+			rc = send_create(w, f, o, first, &ca, nca, buf, &a,
+					 &created);
 			if (rc == 0)
 				fs_note_attrs(w->fs, seq, &a, NULL);
 		} else {
@@ -1676,10 +1803,12 @@ static void ship_file(struct wb *w, struct wfile *f, uint8_t *buf)
 				     &created);
 		}
 		pthread_mutex_lock(&w->lock);
-		if (rc == -ENOSYS && mp)
-			continue; /* an older server: the write alone now */
-		if (rc == 0 && first) {
-			create_sent(w, f, o, first, &a);
+		/* An older server: the write, or the creation, alone now. */
+		if (rc == -ENOSYS && (mp || nca))
+			continue;
+		if (rc == 0 && (first || nca)) {
+			create_sent(w, f, o, first,
+				    (created & CREATED_ATTRS) ? nca : 0, &a);
 			continue;
 		}
 		if (rc == 0) {
@@ -2055,24 +2184,45 @@ static void after_ship(struct wb *w, struct wfile *f)
 }
 
 /* A batch being sent (ship_batch): its files (busy, ours), their changes
- * (o: the removal or creation, first: a creation's first bytes), and what
- * became of each. */
+ * (o: the removal or creation, first: a creation's first bytes, nattr
+ * attribute changes after them merged in ma), and what became of each. */
 struct nbatch {
 	int kind;                   /* NB_REMOVE, NB_CREATE */
+	int attrs;                  /* some creation has nattr: CREATEATTR */
 	unsigned n, sent;
 	struct wfile *g[CAIRN_REMOVES_MAX];
 	const struct wop *o[CAIRN_REMOVES_MAX];
 	const struct wop *first[CAIRN_REMOVES_MAX];
+	struct wop ma[CAIRN_CREATES_MAX];
+	unsigned nattr[CAIRN_CREATES_MAX];
 	int ent[CAIRN_REMOVES_MAX];     /* its entry in the request, or -1 */
 	int done[CAIRN_REMOVES_MAX];    /* the server did it */
+	uint8_t created[CAIRN_CREATES_MAX]; /* its reply's flags */
 	struct cairn_attr a[CAIRN_REMOVES_MAX]; /* a creation's file */
 	union {
 		struct msg_rment rm[CAIRN_REMOVES_MAX];
 		struct msg_cent cr[CAIRN_CREATES_MAX];
+		struct msg_centa ca[CAIRN_CREATES_MAX];
 	} e;
 };
 _Static_assert(CAIRN_CREATES_MAX == CAIRN_REMOVES_MAX,
 	       "one batch size for both kinds");
+
+/* Creation i of b as a CREATES entry: its record c with name, and its
+ * first bytes at data. */
+static struct msg_cent create_entry(const struct nbatch *b, unsigned i,
+				    const struct msg_str *name,
+				    const struct crec *c, const uint8_t *data)
+{
+	const struct wop *o = b->o[i], *fb = b->first[i];
+
+	return (struct msg_cent){
+		.name = *name, .mode = o->valid, .uid = c->uid,
+		.gid = c->gid, .flags = CR_EXCL | CR_FID | CR_TOKEN,
+		.fid = b->g[i]->fid, .time = o->mtime,
+		.data = { data, fb ? fb->len : 0 },
+	};
+}
 
 /*
  * Read b's records into buf and make the request's entries: those made
@@ -2121,13 +2271,18 @@ static void batch_entries(struct nbatch *b, uint8_t *buf, const uint8_t **cred,
 				.name = name, .flags = o->valid,
 				.victim = b->g[i]->fid,
 			};
+		else if (!b->attrs)
+			b->e.cr[b->sent] = create_entry(b, i, &name, &c, data);
 		else
-			b->e.cr[b->sent] = (struct msg_cent){
-				.name = name, .mode = o->valid,
-				.uid = c.uid, .gid = c.gid,
-				.flags = CR_EXCL | CR_FID | CR_TOKEN,
-				.fid = b->g[i]->fid, .time = o->mtime,
-				.data = { data, fb ? fb->len : 0 },
+			b->e.ca[b->sent] = (struct msg_centa){
+				.c = create_entry(b, i, &name, &c, data),
+				.valid = b->nattr[i] ? b->ma[i].valid |
+						       SA_KEEPTIME : 0,
+				.mode = b->ma[i].mode, .uid = b->ma[i].uid,
+				.gid = b->ma[i].gid, .steps = b->nattr[i],
+				.atime = b->ma[i].atime,
+				.mtime = b->ma[i].mtime,
+				.ctime = b->ma[i].ctime,
 			};
 		b->ent[i] = (int)b->sent++;
 	}
@@ -2163,14 +2318,20 @@ static int batch_send(struct wb *w, struct nbatch *b, const uint8_t *cred,
 	}
 	struct msg_creates_req q = { .dir = *dir, .count = b->sent,
 				     .ents = b->e.cr };
+	struct msg_createattr_req qa = { .dir = *dir, .count = b->sent,
+					 .ents = b->e.ca };
+	uint16_t op = b->attrs ? OP_CREATEATTR : OP_CREATES;
 	struct msg_creates_rep p;
 	struct msg_crep e;
 	struct rbuf it;
 	unsigned k = 0;
 
-	rc = fs_rpc_cred(w->fs, cred, credlen, OP_CREATES, &q, &p, &rep);
+	if (b->attrs)
+		rc = fs_rpc_cred(w->fs, cred, credlen, op, &qa, &p, &rep);
+	else
+		rc = fs_rpc_cred(w->fs, cred, credlen, op, &q, &p, &rep);
 	if (rc == 0 && p.count != b->sent)
-		rc = fs_bad_reply(OP_CREATES);
+		rc = fs_bad_reply(op);
 	if (rc) {
 		rpc_reply_free(&rep);
 		return rc;
@@ -2185,13 +2346,16 @@ static int batch_send(struct wb *w, struct nbatch *b, const uint8_t *cred,
 				continue;
 			b->done[i] = 1;
 			b->a[i] = e.child;
+			b->created[i] = e.created;
 			fs_note_attrs(w->fs, seq, &e.child, NULL);
 			/* The chunk cache keeps the first bytes (as
 			 * send_create). */
-			if (fb && f->known && e.child.dv == f->known_dv + 1)
-				ccache_write(w->fs->cc, &f->fid, f->known_dv,
-					     e.child.dv, 0, e.child.size, 0,
-					     b->e.cr[k].data.p, fb->len);
+			if (fb)
+				ccache_created(w, f, &e.child, b->attrs ?
+					       b->e.ca[k].c.data.p :
+					       b->e.cr[k].data.p, fb->len,
+					       (e.created & CREATED_ATTRS) ?
+					       b->nattr[i] : 0);
 		}
 		k++;
 	}
@@ -2264,8 +2428,11 @@ static int ship_batch(struct wb *w, struct wfile *f, uint8_t *buf)
 		ship_file(w, f, buf);
 		goto out;
 	}
-	for (unsigned i = 0; kind == NB_CREATE && i < b->n; i++)
+	for (unsigned i = 0; kind == NB_CREATE && i < b->n; i++) {
 		b->first[i] = first_bytes(b->o[i]);
+		b->nattr[i] = create_attrs(w, b->o[i], b->first[i], &b->ma[i]);
+		b->attrs |= b->nattr[i] != 0;
+	}
 	pthread_mutex_unlock(&w->lock);
 	batch_entries(b, buf, &cred, &credlen);
 	if (b->sent > 1)
@@ -2274,7 +2441,11 @@ static int ship_batch(struct wb *w, struct wfile *f, uint8_t *buf)
 		if (b->done[i])
 			mark_done(w, b->o[i]);
 	pthread_mutex_lock(&w->lock);
-	if (rc == -ENOSYS) {
+	if (rc == -ENOSYS && b->attrs) {
+		/* Sent again, alone (nb_solo) and as CREATE from now on;
+		 * the next batches are CREATES. */
+		no_createattr(w);
+	} else if (rc == -ENOSYS) {
 		log_info("write-back: the server takes no %s; they go one by "
 			 "one", kind == NB_REMOVE ? "REMOVES" : "CREATES");
 		if (kind == NB_REMOVE)
@@ -2298,7 +2469,8 @@ static int ship_batch(struct wb *w, struct wfile *f, uint8_t *buf)
 			CAIRN_ASSERT(g->head == b->o[i]);
 			if (kind == NB_CREATE) {
 				create_sent(w, g, b->o[i], b->first[i],
-					    &b->a[i]);
+					    (b->created[i] & CREATED_ATTRS) ?
+					    b->nattr[i] : 0, &b->a[i]);
 			} else {
 				w->st.sent++;
 				g->err = 0;

@@ -1107,10 +1107,10 @@ int32_t msg_removes_status(const struct msg_removes_rep *p, uint32_t i)
 #define CENT_MIN (2u + 16u + WIRE_FID_SIZE + 12u + 4u)
 #define CREP_MIN (4u + 1u + 8u)
 
-static void get_cent(struct rbuf *r, void *m)
+/* An entry's fields before its data (CREATES; CREATEATTR's attribute
+ * changes come between them and the data). */
+static void get_cent_head(struct rbuf *r, struct msg_cent *e)
 {
-	struct msg_cent *e = m;
-
 	get_str(r, &e->name);
 	e->mode = wire_get_u32(r);
 	e->uid = wire_get_u32(r);
@@ -1118,6 +1118,24 @@ static void get_cent(struct rbuf *r, void *m)
 	e->flags = wire_get_u32(r);
 	wire_get_fid(r, &e->fid);
 	wire_get_time(r, &e->time);
+}
+
+static void put_cent_head(struct wbuf *w, const struct msg_cent *e)
+{
+	put_str(w, &e->name);
+	wire_put_u32(w, e->mode);
+	wire_put_u32(w, e->uid);
+	wire_put_u32(w, e->gid);
+	wire_put_u32(w, e->flags);
+	wire_put_fid(w, &e->fid);
+	wire_put_time(w, &e->time);
+}
+
+static void get_cent(struct rbuf *r, void *m)
+{
+	struct msg_cent *e = m;
+
+	get_cent_head(r, e);
 	get_bytes(r, &e->data);
 }
 
@@ -1130,16 +1148,8 @@ static void enc_creates_req(struct wbuf *w, const void *m)
 	if (put_list(w, q->ents, &q->list))
 		return;
 	for (uint32_t i = 0; i < q->count; i++) {
-		const struct msg_cent *e = &q->ents[i];
-
-		put_str(w, &e->name);
-		wire_put_u32(w, e->mode);
-		wire_put_u32(w, e->uid);
-		wire_put_u32(w, e->gid);
-		wire_put_u32(w, e->flags);
-		wire_put_fid(w, &e->fid);
-		wire_put_time(w, &e->time);
-		put_bytes(w, &e->data);
+		put_cent_head(w, &q->ents[i]);
+		put_bytes(w, &q->ents[i].data);
 	}
 }
 
@@ -1160,6 +1170,69 @@ int msg_cent_next(struct rbuf *it, struct msg_cent *e)
 	return next_record(it, get_cent, e);
 }
 
+/* --- CREATEATTR ------------------------------------------------------------- */
+
+/* CENT_MIN and the attribute changes: valid, mode, uid, gid, steps and
+ * three times. */
+#define CENTA_MIN (CENT_MIN + 20u + 36u)
+
+static void get_centa(struct rbuf *r, void *m)
+{
+	struct msg_centa *e = m;
+
+	get_cent_head(r, &e->c);
+	e->valid = wire_get_u32(r);
+	e->mode = wire_get_u32(r);
+	e->uid = wire_get_u32(r);
+	e->gid = wire_get_u32(r);
+	e->steps = wire_get_u32(r);
+	wire_get_time(r, &e->atime);
+	wire_get_time(r, &e->mtime);
+	wire_get_time(r, &e->ctime);
+	get_bytes(r, &e->c.data);
+}
+
+static void enc_createattr_req(struct wbuf *w, const void *m)
+{
+	const struct msg_createattr_req *q = m;
+
+	wire_put_fid(w, &q->dir);
+	wire_put_u32(w, q->count);
+	if (put_list(w, q->ents, &q->list))
+		return;
+	for (uint32_t i = 0; i < q->count; i++) {
+		const struct msg_centa *e = &q->ents[i];
+
+		put_cent_head(w, &e->c);
+		wire_put_u32(w, e->valid);
+		wire_put_u32(w, e->mode);
+		wire_put_u32(w, e->uid);
+		wire_put_u32(w, e->gid);
+		wire_put_u32(w, e->steps);
+		wire_put_time(w, &e->atime);
+		wire_put_time(w, &e->mtime);
+		wire_put_time(w, &e->ctime);
+		put_bytes(w, &e->c.data);
+	}
+}
+
+static int dec_createattr_req(struct rbuf *r, void *m)
+{
+	struct msg_createattr_req *q = m;
+	struct msg_centa e;
+
+	wire_get_fid(r, &q->dir);
+	q->count = wire_get_u32(r);
+	q->ents = NULL;
+	get_records(r, q->count, CENTA_MIN, get_centa, &e, &q->list);
+	return dec_end(r);
+}
+
+int msg_centa_next(struct rbuf *it, struct msg_centa *e)
+{
+	return next_record(it, get_centa, e);
+}
+
 /* status, created and the file (the server sends 0 and zeros with a
  * status that is not 0: nothing to promise). */
 static void get_crep(struct rbuf *r, void *m)
@@ -1168,7 +1241,7 @@ static void get_crep(struct rbuf *r, void *m)
 
 	e->status = (int32_t)wire_get_u32(r);
 	e->created = wire_get_u8(r);
-	if (e->created > (CREATED | CREATED_TOKEN))
+	if (e->created > (CREATED | CREATED_TOKEN | CREATED_ATTRS))
 		r->err = -EPROTO;
 	wire_get_attr(r, &e->child);
 }
@@ -1185,7 +1258,8 @@ static void enc_creates_rep(struct wbuf *w, const void *m)
 		const struct msg_crep *e = &p->ents[i];
 
 		wire_put_u32(w, (uint32_t)e->status);
-		wire_put_u8(w, e->created & (CREATED | CREATED_TOKEN));
+		wire_put_u8(w, e->created &
+				   (CREATED | CREATED_TOKEN | CREATED_ATTRS));
 		wire_put_attr(w, &e->child);
 	}
 }
@@ -1453,6 +1527,17 @@ static const struct msg_desc descs[] = {
 	  "fid, u64 offset, u32 flags, u32 valid, u32 mode, u32 uid, u32 gid, "
 	  "u32 steps, time atime, time mtime, time ctime, blob data", "attr",
 	  CODEC(writeattr_req, attr) },
+	/* CREATES with the attribute changes the client made to each file
+	 * after creating it (cp -a's utimens and chmod, tar's, rsync's),
+	 * applied in the creation's commit; CREATES' reply, each entry's
+	 * created with CREATED_ATTRS when they were. */
+	{ OP_CREATEATTR, "CREATEATTR", MSG_CHANGES | MSG_DRC,
+	  "fid dir, u32 count, count × (str name, u32 mode, u32 uid, u32 gid, "
+	  "u32 flags, fid new fid, time new time, u32 valid, u32 attr mode, "
+	  "u32 attr uid, u32 attr gid, u32 steps, time atime, time mtime, "
+	  "time ctime, blob data)",
+	  "attr dir, u32 count, count × (i32 status, u8 created, attr child)",
+	  CODEC(createattr_req, creates_rep) },
 	{ OP_CB_BREAK, "CB_BREAK", MSG_PUSH, "u32 count, count × (fid, str name, u8 flags)",
 	  "acknowledged: an empty `WF_REPLY` frame with the push's id "
 	  "(see Callbacks)", CODEC(cb_break, empty) },

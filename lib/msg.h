@@ -182,13 +182,33 @@ struct msg_creates_req {
 	const struct msg_cent *ents;
 	struct msg_bytes list;
 };
+/*
+ * CREATEATTR: CREATES whose entries carry, after CREATE's fields, the
+ * attribute changes the client made to the file after creating it,
+ * merged as SETATTR's SA_STEPS merges them: valid (0: none), mode, uid,
+ * gid, steps (1 .. SA_STEPS_MAX when valid is not 0, else 0) and the
+ * times; never SA_SIZE. Same request struct (ents, list) as CREATES.
+ */
+struct msg_centa {
+	struct msg_cent c;
+	uint32_t valid;          /* SA_* */
+	uint32_t mode, uid, gid;
+	uint32_t steps;
+	struct cairn_time atime, mtime, ctime;
+};
+struct msg_createattr_req {
+	struct cairn_fid dir;
+	uint32_t count;
+	const struct msg_centa *ents;
+	struct msg_bytes list;
+};
 /* Its reply: the directory after all of them; per entry, in order, a
  * status (0 or a negative errno, as CREATE's), created and the file (both
  * zero when the status is not 0). To send, point ents at count entries;
  * decoded, list holds them (msg_crep_next). */
 struct msg_crep {
 	int32_t status;
-	uint8_t created;         /* CREATED, CREATED_TOKEN */
+	uint8_t created;         /* CREATED, CREATED_TOKEN, CREATED_ATTRS */
 	struct cairn_attr child;
 };
 struct msg_creates_rep {
@@ -413,6 +433,7 @@ union msg_any {
 	struct msg_read_rep read_rep;
 	struct msg_write_req write_req;
 	struct msg_writeattr_req writeattr_req;
+	struct msg_createattr_req createattr_req;
 	struct msg_fsync_req fsync_req;
 	struct msg_wtoken_req wtoken_req;
 	struct msg_fids_req fids_req;
@@ -534,6 +555,7 @@ int32_t msg_removes_status(const struct msg_removes_rep *p, uint32_t i);
 /* Iterate a decoded CREATES request's entries, and its reply's (rbuf
  * over list), as msg_dirent_next. */
 int msg_cent_next(struct rbuf *it, struct msg_cent *e);
+int msg_centa_next(struct rbuf *it, struct msg_centa *e);
 int msg_crep_next(struct rbuf *it, struct msg_crep *e);
 
 /* CB_BREAK pushes, likewise: begin, a record each, end with the count. */

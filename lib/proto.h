@@ -86,6 +86,7 @@ enum cairn_op {
 	OP_REMOVES,         /* several REMOVEs in one directory, one commit */
 	OP_CREATES,         /* several CR_FID CREATEs likewise */
 	OP_WRITEATTR,       /* a WRITE and the SETATTRs after it, one commit */
+	OP_CREATEATTR,      /* CREATES, each with the SETATTRs after it */
 	OP__COUNT,          /* number of request opcodes + 1 */
 	OP_CB_BREAK = 64,
 	OP_CB_RECALL,
@@ -163,8 +164,10 @@ enum {
  * "Objects named ahead"). */
 enum { CR_EXCL = 1u << 0, CR_TOKEN = 1u << 1, CR_FID = 1u << 2 };
 /* CREATE reply's `created`: CREATED (the request made the object; 0: the
- * name existed), with CREATED_TOKEN when its token came (CR_TOKEN). */
-enum { CREATED = 1u << 0, CREATED_TOKEN = 1u << 1 };
+ * name existed), with CREATED_TOKEN when its token came (CR_TOKEN), and
+ * (CREATEATTR) CREATED_ATTRS when the entry's attribute changes were
+ * made with it (not when an earlier copy of the request made the file). */
+enum { CREATED = 1u << 0, CREATED_TOKEN = 1u << 1, CREATED_ATTRS = 1u << 2 };
 /* At most this many FIDs per FIDS request. */
 #define CAIRN_FIDS_MAX 4096u
 /* REMOVE flags. RM_KEEP: the requester may still have the file open; a

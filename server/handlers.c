@@ -573,7 +573,7 @@ static int op_create(struct op_req *q)
 	if (m->data.len)
 		ret = store_create_data(q->ctx->st, &m->dir, name, m->mode,
 					uid, gid, m->flags, &m->fid, m->time,
-					m->data.p, (uint32_t)m->data.len,
+					m->data.p, (uint32_t)m->data.len, NULL,
 					&created, &rep.child, &rep.dir);
 	else
 		ret = store_create_fid(q->ctx->st, &m->dir, name, m->mode,
@@ -642,63 +642,67 @@ static int op_create(struct op_req *q)
  * directory together, each a CREATE with CR_FID (idempotent by the FID)
  * and its first bytes. Checked and made in order, each on its own: those
  * whose bytes fit inline in one commit (store_creates), any other as
- * CREATE makes it. Tokens, promises and breaks as CREATE's.
+ * CREATE makes it. Tokens, promises and breaks as CREATE's. CREATEATTR
+ * is the same with attribute changes for each (creates_attrs).
  */
-static int op_creates(struct op_req *q)
-{
-	const struct msg_creates_req *m = &q->m.creates_req;
+struct creates {
 	char names[CAIRN_CREATES_MAX][CAIRN_NAME_MAX + 1];
 	struct store_cent e[CAIRN_CREATES_MAX];
 	struct msg_str ns[CAIRN_CREATES_MAX];
+	struct store_setattr sa[CAIRN_CREATES_MAX];
+};
+
+/* Entry i of a CREATES or CREATEATTR request, c, with first bytes of at
+ * most max, into k (its attribute changes, if any, are the caller's). */
+static int creates_entry(struct op_req *q, const struct cairn_fid *dir,
+			 const struct msg_cent *c, size_t max,
+			 struct creates *k, uint32_t i)
+{
+	int ret;
+
+	if ((ret = name_get(&c->name, k->names[i])))
+		return ret;
+	if (!(c->flags & CR_FID) ||
+	    ((c->mode & S_IFMT) && !S_ISREG(c->mode)) ||
+	    (c->flags & ~(uint32_t)(CR_EXCL | CR_TOKEN | CR_FID)) ||
+	    c->data.len > max)
+		return -EINVAL;
+	k->ns[i] = c->name;
+	k->e[i] = (struct store_cent){
+		.name = k->names[i], .mode = c->mode, .uid = c->uid,
+		.gid = c->gid, .flags = c->flags, .fid = c->fid,
+		.t = c->time, .data = c->data.p,
+		.len = (uint32_t)c->data.len,
+	};
+	new_owner(q, dir, &k->e[i].uid, &k->e[i].gid);
+	return 0;
+}
+
+/* Make k's count entries (checked) in dir and answer. */
+static int creates_run(struct op_req *q, const struct cairn_fid *dir,
+		       uint32_t count, struct creates *k)
+{
 	struct msg_crep out[CAIRN_CREATES_MAX];
-	struct msg_creates_rep rep = { .count = m->count, .ents = out };
-	struct msg_cent c;
-	struct rbuf it;
+	struct msg_creates_rep rep = { .count = count, .ents = out };
+	struct store_cent *e = k->e;
 	uint32_t i;
 	int ret, alone = 0;
 
-	if (m->count < 1 || m->count > CAIRN_CREATES_MAX)
-		return -EINVAL;
-	if (tok_busy(q, &m->dir))
-		return PARKED;
-	if ((ret = may(q, &m->dir, PERM_W | PERM_X, NULL)))
+	if ((ret = store_creates(q->ctx->st, dir, e, (int)count, &rep.dir)))
 		return ret;
-	rbuf_init(&it, m->list.p, m->list.len);
-	for (i = 0; i < m->count; i++) {
-		if (!msg_cent_next(&it, &c))
-			return -EPROTO;
-		if ((ret = name_get(&c.name, names[i])))
-			return ret;
-		if (!(c.flags & CR_FID) ||
-		    ((c.mode & S_IFMT) && !S_ISREG(c.mode)) ||
-		    (c.flags & ~(uint32_t)(CR_EXCL | CR_TOKEN | CR_FID)) ||
-		    c.data.len > CAIRN_CREATES_DATA_MAX)
-			return -EINVAL;
-		ns[i] = c.name;
-		e[i] = (struct store_cent){
-			.name = names[i], .mode = c.mode, .uid = c.uid,
-			.gid = c.gid, .flags = c.flags, .fid = c.fid,
-			.t = c.time, .data = c.data.p,
-			.len = (uint32_t)c.data.len,
-		};
-		new_owner(q, &m->dir, &e[i].uid, &e[i].gid);
-	}
-	if ((ret = store_creates(q->ctx->st, &m->dir, e, (int)m->count,
-				 &rep.dir)))
-		return ret;
-	for (i = 0; i < m->count; i++) {
+	for (i = 0; i < count; i++) {
 		struct cairn_attr d;
 
 		/* First bytes past the inline room: a data file first. */
 		if (e[i].rc == -E2BIG) {
 			alone = 1;
-			e[i].rc = store_create_data(q->ctx->st, &m->dir,
-						    names[i], e[i].mode,
+			e[i].rc = store_create_data(q->ctx->st, dir,
+						    k->names[i], e[i].mode,
 						    e[i].uid, e[i].gid,
 						    e[i].flags, &e[i].fid,
 						    e[i].t, e[i].data, e[i].len,
-						    &e[i].created, &e[i].out,
-						    &d);
+						    e[i].then, &e[i].created,
+						    &e[i].out, &d);
 		}
 		out[i] = (struct msg_crep){ .status = e[i].rc };
 		if (e[i].rc)
@@ -706,7 +710,10 @@ static int op_creates(struct op_req *q)
 		out[i].child = e[i].out;
 		out[i].created = CREATED;
 		/* Made by an earlier copy: no token comes with it (as
-		 * CREATE), and nothing changed. */
+		 * CREATE), nothing changed, and its attribute changes were
+		 * not made here (they may have been then: the client asks). */
+		if (e[i].created == 1 && e[i].then)
+			out[i].created |= CREATED_ATTRS;
 		if (e[i].created == 1 && (e[i].flags & CR_TOKEN)) {
 			int fresh;
 
@@ -716,18 +723,131 @@ static int op_creates(struct op_req *q)
 		}
 	}
 	/* Those made alone moved the directory on. */
-	if (alone && (ret = store_getattr(q->ctx->st, &m->dir, &rep.dir)))
+	if (alone && (ret = store_getattr(q->ctx->st, dir, &rep.dir)))
 		return ret;
 	reply(q, &rep);
 	promise(q, &rep.dir.fid);
-	for (i = 0; i < m->count; i++) {
+	for (i = 0; i < count; i++) {
 		if (e[i].rc)
 			continue;
 		promise(q, &e[i].out.fid);
 		if (e[i].created == 1)
-			change(q, &m->dir, &ns[i], CB_OTHERS);
+			change(q, dir, &k->ns[i], CB_OTHERS);
 	}
 	return 0;
+}
+
+/* A CREATES' or CREATEATTR's checks before its entries: 0 and *k to fill
+ * (free it), or what to answer. */
+static int creates_begin(struct op_req *q, const struct cairn_fid *dir,
+			 uint32_t count, struct creates **k)
+{
+	int ret;
+
+	if (count < 1 || count > CAIRN_CREATES_MAX)
+		return -EINVAL;
+	if (tok_busy(q, dir))
+		return PARKED;
+	if ((ret = may(q, dir, PERM_W | PERM_X, NULL)))
+		return ret;
+	return (*k = malloc(sizeof(**k))) ? 0 : -ENOMEM;
+}
+
+static int op_creates(struct op_req *q)
+{
+	const struct msg_creates_req *m = &q->m.creates_req;
+	struct creates *k;
+	struct msg_cent c;
+	struct rbuf it;
+	uint32_t i;
+	int ret;
+
+	if ((ret = creates_begin(q, &m->dir, m->count, &k)))
+		return ret;
+	rbuf_init(&it, m->list.p, m->list.len);
+	for (i = 0; i < m->count; i++) {
+		if (!msg_cent_next(&it, &c)) {
+			ret = -EPROTO;
+			goto out;
+		}
+		if ((ret = creates_entry(q, &m->dir, &c,
+					 CAIRN_CREATES_DATA_MAX, k, i)))
+			goto out;
+	}
+	ret = creates_run(q, &m->dir, m->count, k);
+out:
+	free(k);
+	return ret;
+}
+
+/* What CREATEATTR takes in an entry's valid (WRITEATTR's set). */
+#define CA_VALID (SA_MODE | SA_UID | SA_GID | SA_ATIME | SA_MTIME | \
+		  SA_ATIME_NOW | SA_MTIME_NOW | SA_CTIME | SA_KEEPTIME)
+
+/*
+ * May the creator of a new file (its owner: new_owner) make attribute
+ * change c to it? As SETATTR by the owner: mode and times yes; another
+ * owner only as root; a group only one of the creator's (or as root).
+ * Not allowed: the file is made without them, and the client sends them
+ * as a SETATTR, which answers why.
+ */
+static int creates_attrs_ok(const struct op_req *q, const struct msg_centa *c,
+			    const struct store_cent *e)
+{
+	if (!q->cred.present || q->cred.uid == 0)
+		return 1;
+	if ((c->valid & SA_UID) && c->uid != e->uid)
+		return 0;
+	return !(c->valid & SA_GID) || perm_in_group(&q->cred, c->gid);
+}
+
+/*
+ * CREATEATTR: CREATES whose entries carry the attribute changes the client
+ * made to the file after creating it, merged (SA_STEPS' way): made in
+ * the creation's commit when this request makes the file, which then is
+ * `steps` versions further (CREATED_ATTRS in the reply).
+ */
+static int op_createattr(struct op_req *q)
+{
+	const struct msg_createattr_req *m = &q->m.createattr_req;
+	struct creates *k;
+	struct msg_centa c;
+	struct rbuf it;
+	uint32_t i;
+	int ret;
+
+	if ((ret = creates_begin(q, &m->dir, m->count, &k)))
+		return ret;
+	rbuf_init(&it, m->list.p, m->list.len);
+	for (i = 0; i < m->count; i++) {
+		if (!msg_centa_next(&it, &c)) {
+			ret = -EPROTO;
+			goto out;
+		}
+		if ((c.valid & ~(uint32_t)CA_VALID) ||
+		    (c.valid && (c.steps < 1 || c.steps > SA_STEPS_MAX)) ||
+		    (!c.valid && c.steps)) {
+			ret = -EINVAL;
+			goto out;
+		}
+		/* Alone, as many first bytes as CREATE takes. */
+		if ((ret = creates_entry(q, &m->dir, &c.c, m->count == 1 ?
+					 CAIRN_MAX_IO : CAIRN_CREATES_DATA_MAX,
+					 k, i)))
+			goto out;
+		if (!c.valid || !creates_attrs_ok(q, &c, &k->e[i]))
+			continue;
+		k->sa[i] = (struct store_setattr){
+			.valid = c.valid, .mode = c.mode, .uid = c.uid,
+			.gid = c.gid, .atime = c.atime, .mtime = c.mtime,
+			.ctime = c.ctime, .steps = c.steps,
+		};
+		k->e[i].then = &k->sa[i];
+	}
+	ret = creates_run(q, &m->dir, m->count, k);
+out:
+	free(k);
+	return ret;
 }
 
 static int op_symlink(struct op_req *q)
@@ -1659,6 +1779,7 @@ static const op_fn handlers[OP__COUNT] = {
 	[OP_REMOVE] = op_remove,
 	[OP_REMOVES] = op_removes,
 	[OP_CREATES] = op_creates,
+	[OP_CREATEATTR] = op_createattr,
 	[OP_WRITEATTR] = op_writeattr,
 	[OP_RENAME] = op_rename,
 	[OP_READDIR] = op_readdir,

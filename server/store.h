@@ -146,8 +146,8 @@ int store_create_data(struct store *st, const struct cairn_fid *dir,
 		      const char *name, uint32_t mode, uint32_t uid,
 		      uint32_t gid, uint32_t flags, const struct cairn_fid *fid,
 		      struct cairn_time t, const void *data, uint32_t len,
-		      int *created, struct cairn_attr *out,
-		      struct cairn_attr *dir_out);
+		      const struct store_setattr *then, int *created,
+		      struct cairn_attr *out, struct cairn_attr *dir_out);
 /* Hand out count (1 .. CAIRN_FIDS_MAX) FIDs for CR_FID creates: first,
  * and the vnodes after it with the same uniq. No vnode is handed out
  * twice. */
@@ -201,6 +201,9 @@ struct store_cent {
 	struct cairn_time t;
 	const void *data;
 	uint32_t len;
+	/* Attribute changes made with the file when this call makes it (as
+	 * store_setattr right after, in the same commit), or NULL. */
+	const struct store_setattr *then;
 	int rc, created;
 	struct cairn_attr out;
 };

@@ -425,9 +425,6 @@ static int inline_rewrite(struct store *st, MDB_txn *txn, uint64_t vn,
 	return store_inline_put(st, txn, vn, buf, (size_t)size);
 }
 
-static void setattr_fields(struct sinode *ino, const struct store_setattr *sa,
-			   struct cairn_time now);
-
 static int write_tx(struct store *st, MDB_txn *txn, void *arg)
 {
 	struct write_args *a = arg;
@@ -456,7 +453,7 @@ static int write_tx(struct store *st, MDB_txn *txn, void *arg)
 	else
 		store_touch_mc(&a->ino, store_now());
 	if (a->then)
-		setattr_fields(&a->ino, a->then, store_now());
+		store_setattr_fields(&a->ino, a->then, store_now());
 	return store_inode_put(st, txn, a->fid->vnode, &a->ino);
 }
 
@@ -617,8 +614,8 @@ int store_create_data(struct store *st, const struct cairn_fid *dir,
 		      const char *name, uint32_t mode, uint32_t uid,
 		      uint32_t gid, uint32_t flags, const struct cairn_fid *fid,
 		      struct cairn_time t, const void *data, uint32_t len,
-		      int *created, struct cairn_attr *out,
-		      struct cairn_attr *dir_out)
+		      const struct store_setattr *then, int *created,
+		      struct cairn_attr *out, struct cairn_attr *dir_out)
 {
 	pthread_mutex_t *l = store_vlock(st, fid->vnode);
 	struct store_fh fh = { -1, NULL };
@@ -640,8 +637,8 @@ int store_create_data(struct store *st, const struct cairn_fid *dir,
 	if (!exists && len <= store_inline_room(st)) {
 		/* One commit makes the file and its inline record. */
 		rc = store_create_sized(st, dir, name, mode, uid, gid, 0,
-					flags, fid, t, len, data, created, out,
-					dir_out);
+					flags, fid, t, len, data, then,
+					created, out, dir_out);
 	} else if (!exists) {
 		/* The data first (a crash before the commit leaves a stray
 		 * data file, which the next open removes), then one commit
@@ -652,7 +649,7 @@ int store_create_data(struct store *st, const struct cairn_fid *dir,
 		if (!rc)
 			rc = store_create_sized(st, dir, name, mode, uid, gid,
 						0, flags, fid, t, len, NULL,
-						created, out, dir_out);
+						then, created, out, dir_out);
 		/* Not made by us: what we wrote is no one's. */
 		if (rc || *created != 1)
 			store_data_drop(st, fid->vnode, 1);
@@ -831,14 +828,15 @@ static int setattr_tx(struct store *st, MDB_txn *txn, void *arg)
 		if (sa->size == 0) /* every byte defined again */
 			ino->flags &= ~SINODE_DATA_LOST;
 	}
-	setattr_fields(ino, sa, now);
+	store_setattr_fields(ino, sa, now);
 	return store_inode_put(st, txn, a->fid->vnode, ino);
 }
 
-/* What a SETATTR does besides the size (setattr_tx; and after a write,
- * write_tx): owner, mode, times, and the data version moved. */
-static void setattr_fields(struct sinode *ino, const struct store_setattr *sa,
-			   struct cairn_time now)
+/* What a SETATTR does besides the size (setattr_tx; after a write,
+ * write_tx; after a create, create_tx): owner, mode, times, and the data
+ * version moved. */
+void store_setattr_fields(struct sinode *ino, const struct store_setattr *sa,
+			  struct cairn_time now)
 {
 	int keep = (sa->valid & SA_KEEPTIME) && S_ISREG(ino->mode);
 

@@ -224,6 +224,8 @@ struct create_args {
 					 * to be its inline record
 					 * (store_create_data) */
 	const void *data;
+	const struct store_setattr *then; /* CR_FID: attribute changes made
+					   * with it (store_create_sized) */
 	int inl;                        /* a regular file starts inline */
 	int created;
 	uint64_t vn;
@@ -343,6 +345,8 @@ static int create_tx(struct store *st, MDB_txn *txn, void *arg)
 			     a->ino.mode)))
 		return rc;
 	store_touch_mc(&a->dino, a->ino.ctime);
+	if (a->then)
+		store_setattr_fields(&a->ino, a->then, store_now());
 	if ((rc = store_inode_put(st, txn, a->vn, &a->ino)) ||
 	    (rc = store_inode_put(st, txn, dvn, &a->dino)))
 		return rc;
@@ -385,25 +389,27 @@ int store_create_fid(struct store *st, const struct cairn_fid *dir,
 		     struct cairn_attr *dir_out)
 {
 	return store_create_sized(st, dir, name, mode, uid, gid, rdev, flags,
-				  fid, t, 0, NULL, created, out, dir_out);
+				  fid, t, 0, NULL, NULL, created, out, dir_out);
 }
 
 int store_create_sized(struct store *st, const struct cairn_fid *dir,
 		       const char *name, uint32_t mode, uint32_t uid,
 		       uint32_t gid, uint32_t rdev, uint32_t flags,
 		       const struct cairn_fid *fid, struct cairn_time t,
-		       uint64_t size, const void *data, int *created,
+		       uint64_t size, const void *data,
+		       const struct store_setattr *then, int *created,
 		       struct cairn_attr *out, struct cairn_attr *dir_out)
 {
 	struct create_args a = { .dir = dir, .name = name, .uid = uid,
 				 .gid = gid, .rdev = rdev, .flags = flags,
 				 .want = fid, .t = t, .size = size,
-				 .data = data,
+				 .data = data, .then = then,
 				 /* With data the caller chose already. */
 				 .inl = data || store_inline_room(st) != 0 };
 	int rc;
 
-	if (!!(flags & CR_FID) != !!fid ||
+	if (!!(flags & CR_FID) != !!fid || (then && !fid) ||
+	    (then && (then->valid & SA_SIZE)) ||
 	    (data && (size > STORE_INLINE_MAX ||
 		      ((mode & S_IFMT) && (mode & S_IFMT) != S_IFREG))))
 		return -EINVAL;
@@ -442,7 +448,8 @@ int store_creates(struct store *st, const struct cairn_fid *dir,
 		if ((mode & S_IFMT) == 0)
 			mode |= S_IFREG;
 		if (!S_ISREG(mode) || !(e[i].flags & CR_FID) ||
-		    (e[i].flags & ~(uint32_t)(CR_EXCL | CR_FID | CR_TOKEN))) {
+		    (e[i].flags & ~(uint32_t)(CR_EXCL | CR_FID | CR_TOKEN)) ||
+		    (e[i].then && (e[i].then->valid & SA_SIZE))) {
 			e[i].rc = -EINVAL;
 			continue;
 		}
@@ -459,6 +466,7 @@ int store_creates(struct store *st, const struct cairn_fid *dir,
 			.flags = e[i].flags & (CR_EXCL | CR_FID),
 			.want = &e[i].fid, .t = e[i].t, .size = e[i].len,
 			.data = e[i].len ? e[i].data : NULL,
+			.then = e[i].then,
 			.inl = e[i].len || room != 0,
 		};
 		args[k] = &a[k];

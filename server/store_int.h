@@ -165,13 +165,20 @@ uint64_t store_be64_get(const uint8_t *p);
 
 /* store_create_fid of a regular file whose data file holds size bytes
  * already (store_create_data): recorded with that size, one data version
- * further, as a WR_KEEPTIME write right after the create would leave it. */
+ * further, as a WR_KEEPTIME write right after the create would leave it;
+ * then, if `then`, as store_setattr of it would (in the same commit, and
+ * only when this call makes the file). */
 int store_create_sized(struct store *st, const struct cairn_fid *dir,
 		       const char *name, uint32_t mode, uint32_t uid,
 		       uint32_t gid, uint32_t rdev, uint32_t flags,
 		       const struct cairn_fid *fid, struct cairn_time t,
-		       uint64_t size, const void *data, int *created,
+		       uint64_t size, const void *data,
+		       const struct store_setattr *then, int *created,
 		       struct cairn_attr *out, struct cairn_attr *dir_out);
+/* What a SETATTR does besides the size: owner, mode, times, and the data
+ * version moved (sa->steps, 0 is 1). now: the times SA_*_NOW set. */
+void store_setattr_fields(struct sinode *ino, const struct store_setattr *sa,
+			  struct cairn_time now);
 int store_inode_get(struct store *st, MDB_txn *txn, uint64_t vn,
 		    struct sinode *ino);
 /* An inline file's record (v points into the map while txn lives; an

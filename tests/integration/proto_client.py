@@ -61,7 +61,7 @@ SA_ATIME, SA_MTIME, SA_ATIME_NOW, SA_MTIME_NOW, SA_CTIME = 16, 32, 64, 128, 256
 CR_EXCL = 1
 CR_TOKEN = 2
 CR_FID = 4
-CREATED, CREATED_TOKEN = 1, 2   # CREATE reply's created
+CREATED, CREATED_TOKEN, CREATED_ATTRS = 1, 2, 4   # CREATE reply's created
 RM_DIR, RM_KEEP, RM_SELF, RM_FID = 1, 2, 4, 8
 CB_ORPHANED = 1   # CB_BREAK record flags (lib/proto.h)
 CB_ATTRS_ONLY = 2
@@ -729,6 +729,16 @@ class Conn:
             self.poll_breaks(timeout)
         return self.breaks.pop(0) if self.breaks else None
 
+    def all_breaks(self, quiet=0.5):
+        """Every CB_BREAK record that comes until none has for quiet
+        seconds, as one set."""
+        got = set()
+        while True:
+            brk = self.wait_break(quiet)
+            if not brk:
+                return got
+            got |= set(brk)
+
     # --- ops: fields by their PROTOCOL.md names -----------------------------
 
     def request(self, op, **fields):
@@ -811,6 +821,22 @@ class Conn:
         rep = self.request("CREATES", dir=d,
                            items=[(n, mode, 0, 0, fl, fid, t, data)
                                   for n, mode, fl, fid, t, data in ents])
+        return rep["dir"], [(e["status"], e["created"], e["child"])
+                            for e in rep["items"]]
+
+    def createattr(self, d, ents):
+        """CREATEATTR of ents [(name, mode, flags, fid, time, data, valid,
+        steps, attrs)] in d (uid and gid 0; attrs: a dict of the attribute
+        changes' mode, uid, gid, atime, mtime, ctime, default 0): (dir
+        attr, [(status, created, child attr)])."""
+        items = []
+        for n, mode, fl, fid, t, data, valid, steps, at in ents:
+            items.append((n, mode, 0, 0, fl, fid, t, valid,
+                          at.get("mode", 0), at.get("uid", 0),
+                          at.get("gid", 0), steps, at.get("atime", (0, 0)),
+                          at.get("mtime", (0, 0)), at.get("ctime", (0, 0)),
+                          data))
+        rep = self.request("CREATEATTR", dir=d, items=items)
         return rep["dir"], [(e["status"], e["created"], e["child"])
                             for e in rep["items"]]
 
@@ -977,7 +1003,7 @@ def _selftest(host, port):
 
     def check(name, cond, detail=""):
         print("%s - %s%s" % ("ok" if cond else "not ok", name,
-                             "" if cond or not detail else " (%s)" % detail))
+                             "" if cond or not detail else " (%s)" % (detail,)))
         if not cond:
             failed.append(name)
 
@@ -1331,12 +1357,7 @@ def _selftest(host, port):
     check("CREATES: the bytes read back",
           a.read(ids[0], 0, 10)["data"] == b"one" and
           a.read(ids[2], 0, len(big) + 1)["data"] == big)
-    got = set()
-    while True:
-        brk = b.wait_break(0.5)
-        if not brk:
-            break
-        got |= set(brk)
+    got = b.all_breaks()
     check("CREATES: the other client's break names each file made",
           {(d["fid"], n) for n in ("c1", "c2", "c3")} <= got, got)
     _, res = a.creates(d["fid"], ents[:1])
@@ -1351,6 +1372,101 @@ def _selftest(host, port):
     expect_err("CREATES with 16 KiB + 1 EINVAL", _errno.EINVAL, a.creates,
                d["fid"], [("c9", 0o100644, CR_EXCL | CR_FID, ids[1], (0, 0),
                            big + b"x")])
+
+    # CREATEATTR: CREATES with the attribute changes made after each
+    # creation, applied in its commit (CREATED_ATTRS, steps further).
+    ids = a.fids(6)
+    cd = a.mkdir(d["fid"], "ca")["child"]  # A holds c1's token: B's
+    b.listdir(cd["fid"])                   # listing of d would wait
+    b.drain_breaks()
+    TIMES = SA_MODE | SA_ATIME | SA_MTIME | SA_KEEPTIME
+    mid = bytes(range(256)) * 80          # 20 KiB: more than CREATES takes
+    ents = [("ca1", 0o100600, CR_EXCL | CR_FID | CR_TOKEN, ids[0], (5, 6),
+             b"abc", TIMES, 2,
+             {"mode": 0o644, "atime": (100, 1), "mtime": (200, 2)}),
+            ("ca2", 0o100644, CR_EXCL | CR_FID, ids[1], (5, 6), b"", 0, 0,
+             {}),
+            ("ca3", 0o100644, CR_EXCL | CR_FID, ids[2], (5, 6), b"",
+             SA_UID | SA_GID, 1, {"uid": 7, "gid": 8})]
+    _, res = a.createattr(cd["fid"], ents)
+    check("CREATEATTR: a status per entry",
+          [r[0] for r in res] == [0, 0, 0], res)
+    check("CREATEATTR: CREATED_ATTRS where it had attribute changes",
+          [r[1] for r in res] == [CREATED | CREATED_TOKEN | CREATED_ATTRS,
+                                  CREATED, CREATED | CREATED_ATTRS], res)
+    c1, c2, c3 = (r[2] for r in res)
+    check("CREATEATTR: the file as its creation, its bytes and its "
+          "attribute changes leave it, steps versions further",
+          c1["fid"] == ids[0] and c1["size"] == 3 and
+          c1["mode"] == 0o100644 and c1["atime"] == (100, 1) and
+          c1["mtime"] == (200, 2) and c1["ctime"] == (5, 6) and
+          c1["dv"] == 4 and a.getattr(ids[0]) == c1 and
+          a.read(ids[0], 0, 10)["data"] == b"abc", c1)
+    check("CREATEATTR: an entry without attribute changes as CREATES's",
+          c2["dv"] == 1 and c2["mode"] == 0o100644 and c2["mtime"] == (5, 6),
+          c2)
+    check("CREATEATTR: root gives the file another owner",
+          c3["uid"] == 7 and c3["gid"] == 8 and c3["dv"] == 2, c3)
+    got = b.all_breaks()
+    check("CREATEATTR: the other client's break names each file made",
+          {(cd["fid"], n) for n in ("ca1", "ca2", "ca3")} <= got, got)
+    _, res = a.createattr(cd["fid"], ents[:1])
+    check("CREATEATTR resent: the file made before, no token, its "
+          "attribute changes not made again",
+          res[0][0] == 0 and res[0][1] == CREATED and
+          res[0][2]["dv"] == 4, res)
+    _, res = a.createattr(cd["fid"], [("ca4", 0o100644, CR_EXCL | CR_FID,
+                                      ids[3], (5, 6), mid, SA_MTIME, 1,
+                                      {"mtime": (300, 3)})])
+    check("CREATEATTR of one: first bytes past CREATES' 16 KiB",
+          res[0][0] == 0 and res[0][1] == CREATED | CREATED_ATTRS and
+          res[0][2]["size"] == len(mid) and res[0][2]["dv"] == 3 and
+          res[0][2]["mtime"] == (300, 3) and
+          a.read(ids[3], 0, len(mid) + 1)["data"] == mid, res)
+    one = ("ca9", 0o100644, CR_EXCL | CR_FID, ids[4], (0, 0), b"")
+    for what, valid, steps, data, n in (
+            ("with SA_SIZE", SA_SIZE | SA_MTIME, 1, b"", 1),
+            ("with SA_TOKEN", SA_MTIME | SA_TOKEN, 1, b"", 1),
+            ("with SA_STEPS", SA_MTIME | SA_STEPS, 1, b"", 1),
+            ("with no count", SA_MTIME, 0, b"", 1),
+            ("with a count and no change", 0, 1, b"", 1),
+            ("with a count above 1024", SA_MTIME, 1025, b"", 1),
+            ("of two with 16 KiB + 1", SA_MTIME, 1, big + b"x", 2),
+            ("of one with 1 MiB + 1", SA_MTIME, 1, b"y" * (1048576 + 1), 1)):
+        e = one[:5] + (data, valid, steps, {"mtime": (1, 0)})
+        expect_err("CREATEATTR %s EINVAL" % what, _errno.EINVAL,
+                   a.createattr, cd["fid"], [e] * n)
+    expect_err("a refused CREATEATTR makes nothing", _errno.ENOENT,
+               a.lookup, cd["fid"], "ca9")
+    # Another user: its file is its own; its chmod and times are made,
+    # a chown to root is not (the file is made without them: the client
+    # sends them as SETATTR, which says why).
+    pub = a.mkdir(cd["fid"], "pub", 0o777)["child"]
+    a.cred = (4242, 4242, [])
+    try:
+        _, res = a.createattr(pub["fid"], [
+            ("u1", 0o100600, CR_EXCL | CR_FID, ids[4], (5, 6), b"",
+             SA_MODE | SA_MTIME | SA_KEEPTIME, 2,
+             {"mode": 0o640, "mtime": (400, 4)}),
+            ("u2", 0o100600, CR_EXCL | CR_FID, ids[5], (5, 6), b"",
+             SA_MODE | SA_UID, 2, {"mode": 0o640, "uid": 0})])
+    finally:
+        a.cred = None
+    check("CREATEATTR by another user: its chmod and times made",
+          res[0][0] == 0 and res[0][1] == CREATED | CREATED_ATTRS and
+          res[0][2]["uid"] == 4242 and res[0][2]["mode"] == 0o100640 and
+          res[0][2]["mtime"] == (400, 4), res)
+    check("CREATEATTR by another user: a chown to root not made, the file "
+          "made without it",
+          res[1][0] == 0 and res[1][1] == CREATED and
+          res[1][2]["uid"] == 4242 and res[1][2]["mode"] == 0o100600 and
+          res[1][2]["dv"] == 1, res)
+    for n in ("u1", "u2"):
+        a.remove(pub["fid"], n)
+    a.remove(cd["fid"], "pub", RM_DIR)
+    for n in ("ca1", "ca2", "ca3", "ca4"):
+        a.remove(cd["fid"], n)
+    a.remove(d["fid"], "ca", RM_DIR)
     for n in ("c1", "c2", "c3"):
         a.remove(d["fid"], n)
     expect_err("rmdir not empty", _errno.ENOTEMPTY, a.remove, root["fid"],

@@ -1281,6 +1281,76 @@ static int eq_creates_rep(const void *a, const void *b)
 	return 1;
 }
 
+/* CREATEATTR: CREATES' entries with the attribute changes after each. */
+static void fill_createattr_req(struct fill *f, void *m)
+{
+	struct msg_createattr_req *q = m;
+	struct msg_centa *e;
+
+	fill_fid(f, &q->dir);
+	q->count = nrecords(f);
+	e = fill_keep(f, xmalloc((q->count ? q->count : 1) * sizeof(*e)));
+	for (uint32_t i = 0; i < q->count; i++) {
+		fill_str(f, "name", &e[i].c.name, 18);
+		e[i].c.mode = v32(f, "mode");
+		e[i].c.uid = v32(f, "uid");
+		e[i].c.gid = v32(f, "gid");
+		e[i].c.flags = v32(f, "flags");
+		fill_fid(f, &e[i].c.fid);
+		fill_time(f, &e[i].c.time);
+		e[i].valid = v32(f, "valid");
+		e[i].mode = v32(f, "attr mode");
+		e[i].uid = v32(f, "attr uid");
+		e[i].gid = v32(f, "attr gid");
+		e[i].steps = v32(f, "steps");
+		fill_time(f, &e[i].atime);
+		fill_time(f, &e[i].mtime);
+		fill_time(f, &e[i].ctime);
+		fill_blob(f, "data", &e[i].c.data);
+	}
+	q->ents = e;
+}
+
+static int createattr_ent(const struct msg_createattr_req *q, uint32_t i,
+			  struct msg_centa *e)
+{
+	struct rbuf it;
+
+	if (q->ents) {
+		*e = q->ents[i];
+		return 1;
+	}
+	rbuf_init(&it, q->list.p, q->list.len);
+	for (uint32_t k = 0; k <= i; k++)
+		if (!msg_centa_next(&it, e))
+			return 0;
+	return 1;
+}
+
+static int eq_createattr_req(const void *a, const void *b)
+{
+	const struct msg_createattr_req *x = a, *y = b;
+	struct msg_centa ea, eb;
+
+	if (!fid_eq(&x->dir, &y->dir) || x->count != y->count)
+		return 0;
+	for (uint32_t i = 0; i < x->count; i++)
+		if (!createattr_ent(x, i, &ea) || !createattr_ent(y, i, &eb) ||
+		    !str_eq(&ea.c.name, &eb.c.name) || ea.c.mode != eb.c.mode ||
+		    ea.c.uid != eb.c.uid || ea.c.gid != eb.c.gid ||
+		    ea.c.flags != eb.c.flags ||
+		    !fid_eq(&ea.c.fid, &eb.c.fid) ||
+		    !time_eq(&ea.c.time, &eb.c.time) ||
+		    ea.valid != eb.valid || ea.mode != eb.mode ||
+		    ea.uid != eb.uid || ea.gid != eb.gid ||
+		    ea.steps != eb.steps || !time_eq(&ea.atime, &eb.atime) ||
+		    !time_eq(&ea.mtime, &eb.mtime) ||
+		    !time_eq(&ea.ctime, &eb.ctime) ||
+		    !bytes_eq(&ea.c.data, &eb.c.data))
+			return 0;
+	return 1;
+}
+
 struct shape {
 	const char *name;
 	void (*fill)(struct fill *f, void *m);
@@ -1301,6 +1371,7 @@ SHAPE(orphan_drop_req); SHAPE(wtoken_req); SHAPE(lock_req);
 SHAPE(getlk_rep); SHAPE(auth_req); SHAPE(auth_rep); SHAPE(fids_req);
 SHAPE(fids_rep); SHAPE(removes_req); SHAPE(removes_rep);
 SHAPE(creates_req); SHAPE(creates_rep); SHAPE(writeattr_req);
+SHAPE(createattr_req);
 
 /* The struct of each opcode's request (push) and reply (ack). Every
  * descriptor must have a row here (test_case_table). */
@@ -1342,6 +1413,7 @@ static const struct tcase {
 	{ OP_REMOVES,     { &S_removes_req,     &S_removes_rep } },
 	{ OP_CREATES,     { &S_creates_req,     &S_creates_rep } },
 	{ OP_WRITEATTR,   { &S_writeattr_req,   &S_attrm } },
+	{ OP_CREATEATTR,  { &S_createattr_req,  &S_creates_rep } },
 	{ OP_CB_BREAK,    { &S_cb_break,        &S_empty } },
 	{ OP_CB_RECALL,   { &S_orphan_drop_req, &S_empty } },
 	{ OP_CB_LOCKWAKE, { &S_orphan_drop_req, &S_empty } },

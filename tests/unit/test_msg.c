@@ -112,6 +112,7 @@ static void test_descriptors(void)
 	CHECK(!strcmp(msg_name(999), "unknown"));
 	CHECK(msg_has(OP_WRITE, MSG_CHANGES | MSG_DRC));
 	CHECK(msg_has(OP_WRITEATTR, MSG_CHANGES | MSG_DRC));
+	CHECK(msg_has(OP_CREATEATTR, MSG_CHANGES | MSG_DRC));
 	CHECK(!msg_has(OP_READ, MSG_CHANGES));
 	CHECK(msg_has(OP_PING, MSG_INLINE));
 	CHECK(!msg_has(999, 0));

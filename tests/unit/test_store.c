@@ -592,6 +592,81 @@ static void t_creates(void)
 	CHECK_EQ(store_lookup(st, &d.fid, "two", &x), -ENOENT);
 }
 
+/* CREATEATTR's store half: files made with attribute changes in the
+ * creation's commit (inline bytes in one batch, a data file alone), the
+ * data version `steps` further; made already: nothing applied again. */
+static void t_creates_attr(void)
+{
+	static char big[STORE_INLINE_MAX + 1];
+	struct cairn_time t = { 1000, 5 };
+	struct store_setattr sa = {
+		.valid = SA_MODE | SA_UID | SA_MTIME | SA_KEEPTIME,
+		.mode = 0604, .uid = 9, .mtime = { 3000, 9 }, .steps = 3,
+	};
+	struct store_setattr bad = { .valid = SA_SIZE | SA_MODE, .steps = 1 };
+	struct cairn_attr d, dir, x;
+	struct store_cent e[2];
+	struct cairn_fid first;
+	uint64_t commits;
+	int created;
+
+	store_set_inline_max(STORE_INLINE_MAX);
+	reopen();
+	CHECK_EQ(mk(&root, "createsattr", S_IFDIR | 0755, &d), 0);
+	CHECK_EQ(store_fids(st, 4, &first), 0);
+	for (int i = 0; i < 2; i++) {
+		e[i] = (struct store_cent){
+			.mode = S_IFREG | 0640, .uid = 7, .gid = 8,
+			.flags = CR_EXCL | CR_FID, .fid = first, .t = t,
+			.then = &sa };
+		e[i].fid.vnode += (uint64_t)i;
+	}
+	e[0].name = "with";
+	e[0].data = "hello";
+	e[0].len = 5;
+	e[1].name = "empty";
+	commits = st->commits;
+	CHECK_EQ(store_creates(st, &d.fid, e, 2, &dir), 0);
+	CHECK_EQ(st->commits, commits + 1);
+	CHECK(e[0].rc == 0 && e[1].rc == 0);
+	CHECK(e[0].created == 1 && e[1].created == 1);
+	CHECK_EQ(e[0].out.dv, 2 + 3);          /* made, its bytes, 3 steps */
+	CHECK_EQ(e[1].out.dv, 1 + 3);
+	CHECK_EQ(e[0].out.mode, S_IFREG | 0604);
+	CHECK_EQ(e[0].out.uid, 9);
+	CHECK_EQ(e[0].out.gid, 8);
+	CHECK(e[0].out.mtime.sec == 3000 && e[0].out.mtime.nsec == 9);
+	CHECK(e[0].out.ctime.sec == 1000 && e[0].out.ctime.nsec == 5);
+	CHECK(e[0].out.atime.sec == 1000);
+	x = attr_of(&e[0].fid);
+	CHECK(x.dv == e[0].out.dv && x.mode == e[0].out.mode);
+	/* The directory as the creations leave it: the attribute changes
+	 * are the file's. */
+	CHECK(dir.mtime.sec == 1000 && dir.mtime.nsec == 5);
+	/* Again: made already, nothing applied twice. */
+	CHECK_EQ(store_creates(st, &d.fid, e, 1, &dir), 0);
+	CHECK(e[0].rc == 0 && e[0].created == 2 && e[0].out.dv == 5);
+	/* A size among them: refused, nothing made. */
+	e[1].name = "sized";
+	e[1].fid.vnode = first.vnode + 2;
+	e[1].then = &bad;
+	CHECK_EQ(store_creates(st, &d.fid, e + 1, 1, &dir), 0);
+	CHECK_EQ(e[1].rc, -EINVAL);
+	CHECK_EQ(store_lookup(st, &d.fid, "sized", &x), -ENOENT);
+	/* Past the inline room: the data file first, then one commit. */
+	e[1].fid.vnode = first.vnode + 3;
+	CHECK_EQ(store_create_data(st, &d.fid, "big", S_IFREG | 0640, 7, 8,
+				   CR_EXCL | CR_FID, &e[1].fid, t, big,
+				   sizeof(big), &sa, &created, &x, &dir), 0);
+	CHECK_EQ(created, 1);
+	CHECK_EQ(x.dv, 2 + 3);
+	CHECK_EQ(x.size, sizeof(big));
+	CHECK_EQ(x.mode, S_IFREG | 0604);
+	CHECK_EQ(fsck_quiet(), 0);
+	store_set_inline_max(0);        /* as the tests after it expect */
+	reopen();
+}
+
 /* WRITEATTR's store half: the write, then the attributes, one commit;
  * the data version moves by 1 + steps (a data file here: inline off). */
 static void t_write_attr(void)
@@ -2051,7 +2126,7 @@ static void t_create_data(void)
 	CHECK_EQ(store_fids(st, 2, &f), 0);
 	CHECK_EQ(store_create_data(st, &dir.fid, "f", S_IFREG | 0644, 0, 0,
 				   CR_EXCL | CR_FID, &f, t, "first bytes", 11,
-				   &created, &a, &d), 0);
+				   NULL, &created, &a, &d), 0);
 	CHECK_EQ(created, 1);
 	CHECK(fid_eq(&a.fid, &f));
 	CHECK_EQ(a.size, 11);
@@ -2064,7 +2139,7 @@ static void t_create_data(void)
 	CHECK_EQ(store_write(st, &f, 0, "FIRST", 5, 0, &b), 0);
 	CHECK_EQ(store_create_data(st, &dir.fid, "f", S_IFREG | 0644, 0, 0,
 				   CR_EXCL | CR_FID, &f, t, "first bytes", 11,
-				   &created, &b, &d), 0);
+				   NULL, &created, &b, &d), 0);
 	CHECK_EQ(created, 2);
 	CHECK_EQ(b.dv, 3);
 	CHECK_EQ(store_read(st, &f, 0, sizeof(buf), buf, &n, &b), 0);
@@ -2073,12 +2148,12 @@ static void t_create_data(void)
 	f.vnode++;
 	CHECK_EQ(store_create_data(st, &dir.fid, "f", S_IFREG | 0644, 0, 0,
 				   CR_EXCL | CR_FID, &f, t, "other", 5,
-				   &created, &b, &d), -EEXIST);
+				   NULL, &created, &b, &d), -EEXIST);
 	snprintf(path, sizeof(path), "%s/objects/%02x/%llx", datadir,
 		 (unsigned)(f.vnode & 0xff), (unsigned long long)f.vnode);
 	CHECK(access(path, F_OK) != 0);
 	CHECK_EQ(store_create_data(st, &dir.fid, "g", S_IFDIR | 0755, 0, 0,
-				   CR_EXCL | CR_FID, &f, t, "x", 1, &created,
+				   CR_EXCL | CR_FID, &f, t, "x", 1, NULL, &created,
 				   &b, &d), -EINVAL);
 	CHECK_EQ(fsck_quiet(), 0);
 }
@@ -2127,7 +2202,7 @@ static void t_inline(void)
 	CHECK_EQ(store_fids(st, 1, &f), 0);
 	CHECK_EQ(store_create_data(st, &dir.fid, "small", S_IFREG | 0644, 0,
 				   0, CR_EXCL | CR_FID, &f, t, "hello", 5,
-				   &created, &a, &d), 0);
+				   NULL, &created, &a, &d), 0);
 	CHECK_EQ(created, 1);
 	CHECK(!data_file(&f));
 	CHECK_EQ(a.size, 5);
@@ -2209,7 +2284,7 @@ static void t_inline(void)
 	CHECK_EQ(store_fids(st, 1, &f), 0);
 	CHECK_EQ(store_create_data(st, &dir.fid, "full2", S_IFREG | 0644, 0,
 				   0, CR_EXCL | CR_FID, &f, t, "xyz", 3,
-				   &created, &a, &d), 0);
+				   NULL, &created, &a, &d), 0);
 	CHECK(data_file(&f));
 	CHECK(reads(&f, 0, "xyz", 3));
 	/* Removing one removes its record (fsck finds none left over). */
@@ -2308,6 +2383,7 @@ int main(void)
 	run("creates_each_on_its_own_one_commit", t_creates);
 	run("write_read_sparse_4g_truncate", t_data);
 	run("write_then_attributes_one_commit", t_write_attr);
+	run("creates_with_attribute_changes_one_commit", t_creates_attr);
 	run("stale_bytes_never_visible", t_stale_bytes);
 	run("fallocate_punch_hole", t_fallocate);
 	run("xattrs", t_xattr);
