@@ -753,33 +753,6 @@ static int creates_begin(struct op_req *q, const struct cairn_fid *dir,
 	return (*k = malloc(sizeof(**k))) ? 0 : -ENOMEM;
 }
 
-static int op_creates(struct op_req *q)
-{
-	const struct msg_creates_req *m = &q->m.creates_req;
-	struct creates *k;
-	struct msg_cent c;
-	struct rbuf it;
-	uint32_t i;
-	int ret;
-
-	if ((ret = creates_begin(q, &m->dir, m->count, &k)))
-		return ret;
-	rbuf_init(&it, m->list.p, m->list.len);
-	for (i = 0; i < m->count; i++) {
-		if (!msg_cent_next(&it, &c)) {
-			ret = -EPROTO;
-			goto out;
-		}
-		if ((ret = creates_entry(q, &m->dir, &c,
-					 CAIRN_CREATES_DATA_MAX, k, i)))
-			goto out;
-	}
-	ret = creates_run(q, &m->dir, m->count, k);
-out:
-	free(k);
-	return ret;
-}
-
 /* What CREATEATTR takes in an entry's valid (WRITEATTR's set). */
 #define CA_VALID (SA_MODE | SA_UID | SA_GID | SA_ATIME | SA_MTIME | \
 		  SA_ATIME_NOW | SA_MTIME_NOW | SA_CTIME | SA_KEEPTIME)
@@ -802,25 +775,30 @@ static int creates_attrs_ok(const struct op_req *q, const struct msg_centa *c,
 }
 
 /*
- * CREATEATTR: CREATES whose entries carry the attribute changes the client
- * made to the file after creating it, merged (SA_STEPS' way): made in
- * the creation's commit when this request makes the file, which then is
- * `steps` versions further (CREATED_ATTRS in the reply).
+ * CREATES, or with attrs CREATEATTR: CREATES whose entries carry the
+ * attribute changes the client made to the file after creating it,
+ * merged (SA_STEPS' way), made in the creation's commit when this request
+ * makes the file, which then is `steps` versions further (CREATED_ATTRS
+ * in the reply). count entries in list, in dir.
  */
-static int op_createattr(struct op_req *q)
+static int creates_op(struct op_req *q, const struct cairn_fid *dir,
+		      uint32_t count, const struct msg_bytes *list, int attrs)
 {
-	const struct msg_createattr_req *m = &q->m.createattr_req;
+	/* Alone, as many first bytes as CREATE takes. */
+	size_t max = attrs && count == 1 ? CAIRN_MAX_IO : CAIRN_CREATES_DATA_MAX;
 	struct creates *k;
-	struct msg_centa c;
 	struct rbuf it;
 	uint32_t i;
 	int ret;
 
-	if ((ret = creates_begin(q, &m->dir, m->count, &k)))
+	if ((ret = creates_begin(q, dir, count, &k)))
 		return ret;
-	rbuf_init(&it, m->list.p, m->list.len);
-	for (i = 0; i < m->count; i++) {
-		if (!msg_centa_next(&it, &c)) {
+	rbuf_init(&it, list->p, list->len);
+	for (i = 0; i < count; i++) {
+		struct msg_centa c = { .valid = 0 };
+
+		if (!(attrs ? msg_centa_next(&it, &c) :
+			      msg_cent_next(&it, &c.c))) {
 			ret = -EPROTO;
 			goto out;
 		}
@@ -830,10 +808,7 @@ static int op_createattr(struct op_req *q)
 			ret = -EINVAL;
 			goto out;
 		}
-		/* Alone, as many first bytes as CREATE takes. */
-		if ((ret = creates_entry(q, &m->dir, &c.c, m->count == 1 ?
-					 CAIRN_MAX_IO : CAIRN_CREATES_DATA_MAX,
-					 k, i)))
+		if ((ret = creates_entry(q, dir, &c.c, max, k, i)))
 			goto out;
 		if (!c.valid || !creates_attrs_ok(q, &c, &k->e[i]))
 			continue;
@@ -844,10 +819,24 @@ static int op_createattr(struct op_req *q)
 		};
 		k->e[i].then = &k->sa[i];
 	}
-	ret = creates_run(q, &m->dir, m->count, k);
+	ret = creates_run(q, dir, count, k);
 out:
 	free(k);
 	return ret;
+}
+
+static int op_creates(struct op_req *q)
+{
+	const struct msg_creates_req *m = &q->m.creates_req;
+
+	return creates_op(q, &m->dir, m->count, &m->list, 0);
+}
+
+static int op_createattr(struct op_req *q)
+{
+	const struct msg_createattr_req *m = &q->m.createattr_req;
+
+	return creates_op(q, &m->dir, m->count, &m->list, 1);
 }
 
 static int op_symlink(struct op_req *q)
