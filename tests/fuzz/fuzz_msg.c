@@ -14,9 +14,10 @@
  * success the decoded struct is encoded again and must give back the very
  * same bytes (the encoding is canonical: one value, one byte string); the
  * streamed parts (READDIR and BULKSTAT entries, CB_BREAK records,
- * ORPHAN_DROP FIDs, REMOVES and CREATES entries) are walked to the end
- * and must yield exactly count items, and ORPHAN_DROP, REMOVES and CREATES
- * encoded from arrays of their items must be the input again; the replies the
+ * ORPHAN_DROP FIDs, REMOVES, CREATES and CREATEATTR entries) are walked
+ * to the end and must yield exactly count items, and ORPHAN_DROP, REMOVES,
+ * CREATES and CREATEATTR encoded from arrays of their items must be the
+ * input again; the replies the
  * server builds in place (READ, GETXATTR/LISTXATTR, READDIR, BULKSTAT,
  * CB_BREAK) are built again that
  * way and must match too; decoded names go through the receivers' checks.
@@ -289,6 +290,37 @@ static void check_creates(const union msg_any *m, unsigned op, int reply,
 	free(re);
 }
 
+/* CREATEATTR's request: its entries walk to count, names go through the
+ * server's check, and encoded from an array they are the input again
+ * (its reply is CREATES'). */
+static void check_createattr(const struct msg_createattr_req *q, unsigned op,
+			     const uint8_t *p, size_t len)
+{
+	struct msg_createattr_req a = { .dir = q->dir };
+	struct msg_centa *e = malloc((q->count ? q->count : 1) * sizeof(*e));
+	struct rbuf it;
+	struct wbuf w;
+	uint32_t n = 0;
+
+	if (!e)
+		abort();
+	if (q->ents)
+		fail("decoded with ents set", op, 0, p, len, p, len);
+	rbuf_init(&it, q->list.p, q->list.len);
+	while (n < q->count && msg_centa_next(&it, &e[n]))
+		check_name(&e[n++].c.name, 0);
+	if (it.err || n != q->count || rbuf_left(&it) ||
+	    msg_centa_next(&it, &e[0]))
+		fail("msg_centa_next walk disagrees with count", op, 0, p, len,
+		     p, len);
+	a.count = n;
+	a.ents = e;
+	wbuf_init(&w);
+	msg_encode(op, 0, &w, &a);
+	expect_same(&w, "encoded from an array of the entries", op, 0, p, len);
+	free(e);
+}
+
 /* ORPHAN_DROP: the FIDs walk to count, and sent from an array (as a
  * client sends them) they are the input again. */
 static void check_orphan_drop(const struct msg_orphan_drop_req *q,
@@ -404,7 +436,11 @@ static void check_parts(unsigned op, int reply, const union msg_any *m,
 		break;
 	case OP_CREATES:
 	case OP_CREATES | 0x100u:
+	case OP_CREATEATTR | 0x100u:
 		check_creates(m, op, reply, p, len);
+		break;
+	case OP_CREATEATTR:
+		check_createattr(&m->createattr_req, op, p, len);
 		break;
 	case OP_READDIR | 0x100u:
 		check_readdir(&m->readdir_rep, op, p, len);
