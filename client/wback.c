@@ -1082,9 +1082,48 @@ static void drop_all(struct wb *w, struct wfile *f)
 		pop_op(w, f);
 }
 
+/* A file's chunks, unchanged, from version dv through n attribute
+ * changes, one version at a time. */
+static void ccache_steps(struct wb *w, const struct wfile *f, uint64_t dv,
+			 unsigned n, uint64_t size)
+{
+	for (unsigned i = 0; i < n; i++)
+		ccache_write(w->fs->cc, &f->fid, dv + i, dv + i + 1, size,
+			     size, size, NULL, 0);
+}
+
+/* The chunk cache keeps a creation's first bytes, as send_op does for a
+ * write (the file was empty at the version we knew), and steps through
+ * the nattr attribute changes made with them. */
 static void ccache_created(struct wb *w, const struct wfile *f,
 			   const struct cairn_attr *a, const char *data,
-			   uint32_t len, unsigned nattr);
+			   uint32_t len, unsigned nattr)
+{
+	if (!f->known || a->dv != f->known_dv + 1 + nattr)
+		return;
+	ccache_write(w->fs->cc, &f->fid, f->known_dv, f->known_dv + 1, 0,
+		     a->size, 0, data, len);
+	ccache_steps(w, f, f->known_dv + 1, nattr, a->size);
+}
+
+/* A CREATEATTR entry: creation c and the nattr attribute changes after
+ * it merged in ma (nattr 0: none, ma unread). */
+static struct msg_centa centa(const struct msg_cent *c, const struct wop *ma,
+			      unsigned nattr)
+{
+	struct msg_centa e = { .c = *c, .steps = nattr };
+
+	if (nattr) {
+		e.valid = ma->valid | SA_KEEPTIME;
+		e.mode = ma->mode;
+		e.uid = ma->uid;
+		e.gid = ma->gid;
+		e.atime = ma->atime;
+		e.mtime = ma->mtime;
+		e.ctime = ma->ctime;
+	}
+	return e;
+}
 
 /* The server answered CREATEATTR -ENOSYS (having done nothing): from now
  * on a file's creation and the attribute changes after it go as CREATE
@@ -1107,14 +1146,10 @@ static int send_createattr(struct wb *w, const struct msg_create_req *q,
 			   const uint8_t *cred, size_t credlen,
 			   struct cairn_attr *a, uint8_t *created)
 {
-	struct msg_centa e = {
-		.c = { .name = q->name, .mode = q->mode, .uid = q->uid,
-		       .gid = q->gid, .flags = q->flags, .fid = q->fid,
-		       .time = q->time, .data = q->data },
-		.valid = ma->valid | SA_KEEPTIME, .mode = ma->mode,
-		.uid = ma->uid, .gid = ma->gid, .steps = nattr,
-		.atime = ma->atime, .mtime = ma->mtime, .ctime = ma->ctime,
-	};
+	struct msg_cent c = { .name = q->name, .mode = q->mode,
+			      .uid = q->uid, .gid = q->gid, .flags = q->flags,
+			      .fid = q->fid, .time = q->time, .data = q->data };
+	struct msg_centa e = centa(&c, ma, nattr);
 	struct msg_createattr_req x = { .dir = q->dir, .count = 1,
 					.ents = &e };
 	struct msg_creates_rep p;
@@ -1196,30 +1231,6 @@ static int send_create(struct wb *w, struct wfile *f, const struct wop *o,
 		ccache_created(w, f, a, (const char *)data, first->len,
 			       (*created & CREATED_ATTRS) ? nattr : 0);
 	return 0;
-}
-
-/* A file's chunks, unchanged, from version dv through n attribute
- * changes, one version at a time. */
-static void ccache_steps(struct wb *w, const struct wfile *f, uint64_t dv,
-			 unsigned n, uint64_t size)
-{
-	for (unsigned i = 0; i < n; i++)
-		ccache_write(w->fs->cc, &f->fid, dv + i, dv + i + 1, size,
-			     size, size, NULL, 0);
-}
-
-/* The chunk cache keeps a creation's first bytes, as send_op does for a
- * write (the file was empty at the version we knew), and steps through
- * the nattr attribute changes made with them. */
-static void ccache_created(struct wb *w, const struct wfile *f,
-			   const struct cairn_attr *a, const char *data,
-			   uint32_t len, unsigned nattr)
-{
-	if (!f->known || a->dv != f->known_dv + 1 + nattr)
-		return;
-	ccache_write(w->fs->cc, &f->fid, f->known_dv, f->known_dv + 1, 0,
-		     a->size, 0, data, len);
-	ccache_steps(w, f, f->known_dv + 1, nattr, a->size);
 }
 
 /* The write that may go with f's creation o (its first bytes, in one
@@ -2266,24 +2277,20 @@ static void batch_entries(struct nbatch *b, uint8_t *buf, const uint8_t **cred,
 		used += need;
 		struct msg_str name = { (const char *)r + sizeof(c),
 					c.namelen };
-		if (b->kind == NB_REMOVE)
+		if (b->kind == NB_REMOVE) {
 			b->e.rm[b->sent] = (struct msg_rment){
 				.name = name, .flags = o->valid,
 				.victim = b->g[i]->fid,
 			};
-		else if (!b->attrs)
-			b->e.cr[b->sent] = create_entry(b, i, &name, &c, data);
-		else
-			b->e.ca[b->sent] = (struct msg_centa){
-				.c = create_entry(b, i, &name, &c, data),
-				.valid = b->nattr[i] ? b->ma[i].valid |
-						       SA_KEEPTIME : 0,
-				.mode = b->ma[i].mode, .uid = b->ma[i].uid,
-				.gid = b->ma[i].gid, .steps = b->nattr[i],
-				.atime = b->ma[i].atime,
-				.mtime = b->ma[i].mtime,
-				.ctime = b->ma[i].ctime,
-			};
+		} else {
+			struct msg_cent ce = create_entry(b, i, &name, &c, data);
+
+			if (b->attrs)
+				b->e.ca[b->sent] = centa(&ce, &b->ma[i],
+							 b->nattr[i]);
+			else
+				b->e.cr[b->sent] = ce;
+		}
 		b->ent[i] = (int)b->sent++;
 	}
 }
