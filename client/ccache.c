@@ -308,11 +308,11 @@ int cc_rec_del(struct ccache *c, struct wtx *w, const struct ccache_key *k,
 	return 0;
 }
 
-/* Record chunk k of len bytes as the most recently used. */
-int cc_rec_put(struct ccache *c, struct wtx *w, const struct ccache_key *k,
-	       uint32_t len)
+/* Record chunk k of len bytes with tick (unique, <= c->tick). */
+static int rec_put_tick(struct ccache *c, struct wtx *w,
+			const struct ccache_key *k, uint32_t len, uint64_t tick)
 {
-	struct ccache_val v = { .len = len, .tick = ++c->tick };
+	struct ccache_val v = { .len = len, .tick = tick };
 	uint8_t kb[CCACHE_REC_KEY_SIZE], vb[CCACHE_REC_VAL_SIZE],
 		tb[CCACHE_REC_TICK_SIZE];
 	MDB_val key = { sizeof(kb), kb }, val = { sizeof(vb), vb },
@@ -328,6 +328,13 @@ int cc_rec_put(struct ccache *c, struct wtx *w, const struct ccache_key *k,
 	c->used += chunk_bytes(len);
 	c->nchunks++;
 	return 0;
+}
+
+/* Record chunk k of len bytes as the most recently used. */
+int cc_rec_put(struct ccache *c, struct wtx *w, const struct ccache_key *k,
+	       uint32_t len)
+{
+	return rec_put_tick(c, w, k, len, ++c->tick);
 }
 
 /* The lineage of fid: 0, -ENOENT when it has none, -EUCLEAN when its
@@ -428,6 +435,9 @@ int cc_evict(struct ccache *c, struct wtx *w, uint64_t need)
 
 	if (c->used + need <= c->limit)
 		return 0;
+	/* What was read lately is not the oldest. */
+	if ((rc = cc_touch_apply(c, w)))
+		return rc;
 	if ((mrc = mdb_cursor_open(w->txn, c->db_lru, &cur)))
 		return cc_lmdb_err(c, mrc, "cursor");
 	while (!rc && c->used + need > c->limit) {
@@ -794,25 +804,52 @@ out:
 	return rc;
 }
 
-/* Make k the most recently used, if its record is still the one seen. */
+int cc_touch_apply(struct ccache *c, struct wtx *w)
+{
+	unsigned n = c->ntouch;
+	int rc = 0;
+
+	LOCK_ASSERT_HELD(&c->lock);
+	c->ntouch = 0;
+	for (unsigned i = 0; i < n && !rc; i++) {
+		const struct ccache_touch *t = &c->touch[i];
+		struct ccache_val v;
+
+		/* Only a record still as it was hit (not dropped, stored
+		 * again or evicted since) moves. */
+		if (cc_rec_get(c, w->txn, &t->k, &v) || v.tick != t->tick)
+			continue;
+		if (!(rc = cc_rec_del(c, w, &t->k, &v)))
+			rc = rec_put_tick(c, w, &t->k, v.len, t->to);
+	}
+	return rc;
+}
+
+/* Make k the most recently used, if its record is still the one seen:
+ * queued, and written with the next CCACHE_TOUCH_BATCH - 1. */
 static void touch(struct ccache *c, const struct ccache_key *k, uint64_t tick)
 {
-	struct ccache_val v;
 	struct wtx w;
-	int rc;
 
 	pthread_mutex_lock(&c->lock);
 	/* Recently used enough already: spare the write. */
-	if (c->tick - tick < c->nchunks / 8 + 1 || cc_wtx_begin(c, &w)) {
-		pthread_mutex_unlock(&c->lock);
-		return;
-	}
-	rc = cc_rec_get(c, w.txn, k, &v);
-	if (!rc && v.tick != tick)
-		rc = -ESTALE;
-	if (!rc && !(rc = cc_rec_del(c, &w, k, &v)))
-		rc = cc_rec_put(c, &w, k, v.len);
-	cc_wtx_end(c, &w, rc);
+	if (c->tick - tick < c->nchunks / 8 + 1)
+		goto out;
+	for (unsigned i = 0; i < c->ntouch; i++)
+		if (c->touch[i].tick == tick &&
+		    ccache_rec_key_eq(&c->touch[i].k, k))
+			goto out;
+	/* Its place in the order is taken now, when it is used. */
+	c->touch[c->ntouch].k = *k;
+	c->touch[c->ntouch].tick = tick;
+	c->touch[c->ntouch].to = ++c->tick;
+	if (++c->ntouch < CCACHE_TOUCH_BATCH)
+		goto out;
+	if (cc_wtx_begin(c, &w))
+		c->ntouch = 0;
+	else
+		cc_wtx_end(c, &w, cc_touch_apply(c, &w));
+out:
 	pthread_mutex_unlock(&c->lock);
 }
 

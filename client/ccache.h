@@ -77,7 +77,11 @@
  *
  * Eviction: least recently used first, so that the chunk files' header and
  * data bytes stay under the limit given at open. A lineage goes with its
- * file's last chunk.
+ * file's last chunk. A hit takes its place in that order when it happens
+ * but reaches the index in a batch of 64 such hits (one write transaction
+ * for them all: a cold read of a whole tree hits thousands of old
+ * chunks), before any eviction, or at close; a crash loses only the order
+ * of those still waiting.
  *
  * Thread-safe: lookups run in parallel (LMDB read transactions); changes
  * to the index (store, write, touch, evict, discard) take the cache's

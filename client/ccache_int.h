@@ -13,6 +13,7 @@
 #include "ccache.h"
 
 #define CCACHE_NDIRS      256u   /* chunk files go in XX/, 00 to ff */
+#define CCACHE_TOUCH_BATCH 64u
 
 struct ccache {
 	char dir[PATH_MAX];     /* DIR/chunks, for log lines */
@@ -27,6 +28,16 @@ struct ccache {
 	uint64_t nchunks;       /* lock */
 	uint64_t tick;          /* lock: the last tick handed out */
 	int broken;             /* set under lock, read as a hint without */
+	/* Hits waiting to become the most recently used (lock): written
+	 * CCACHE_TOUCH_BATCH at a time, before any eviction, and at close.
+	 * A cold read of a tree hits thousands of old chunks, and a write
+	 * transaction each cost about ten page writes. */
+	struct ccache_touch {
+		struct ccache_key k;
+		uint64_t tick;          /* its record's tick when hit */
+		uint64_t to;            /* the tick it moves to, taken then */
+	} touch[CCACHE_TOUCH_BATCH];
+	unsigned ntouch;
 
 	uint64_t tmp_seq;       /* atomic */
 	/* Counters: relaxed atomics. */
@@ -97,5 +108,7 @@ int cc_seek_chunk(struct ccache *c, MDB_cursor *cur,
 int cc_fid_empty(struct ccache *c, MDB_txn *txn, const struct cairn_fid *fid);
 /* Evict least recently used chunks until need more bytes fit. */
 int cc_evict(struct ccache *c, struct wtx *w, uint64_t need);
+/* Write the waiting hits into w (c->lock held); 0 or an LMDB error. */
+int cc_touch_apply(struct ccache *c, struct wtx *w);
 
 #endif

@@ -529,6 +529,14 @@ void ccache_close(struct ccache *c)
 		 PRIu64 " discarded; %" PRIu64 " chunks, %" PRIu64 " bytes",
 		 c->dir, s.hits, s.hit_bytes, s.misses, s.fetched_bytes,
 		 s.stored, s.written, s.evicted, s.discarded, s.chunks, s.used);
+	if (!c->broken && c->ntouch) {
+		struct wtx w;
+
+		pthread_mutex_lock(&c->lock);
+		if (!cc_wtx_begin(c, &w))
+			cc_wtx_end(c, &w, cc_touch_apply(c, &w));
+		pthread_mutex_unlock(&c->lock);
+	}
 	rc = c->broken ? -EIO : cc_lmdb_err(c, mdb_env_sync(c->env, 1), "sync");
 	env_close(c);
 	if (!rc) {

@@ -261,6 +261,45 @@ static void t_versions(void)
 	CHECK_EQ(count_files(d), 0);
 }
 
+/* Hits are written to the index in batches (CCACHE_TOUCH_BATCH) and at
+ * close, each at its place in the order when it happened: small chunks,
+ * many hits, then an eviction and a reopen that must both agree. */
+static void t_touch_batches(void)
+{
+	enum { N = 150 };
+	char d[128];
+	struct ccache *c;
+	uint64_t one = ccache_rec_hdr_bytes(4000) + 4000;
+	struct ccache_key k[N + 40];
+
+	for (int i = 0; i < N + 40; i++)
+		k[i] = key(500 + (uint64_t)i, 1, 0);
+	CHECK_EQ(ccache_open(newdir(d, sizeof(d)), N * one + 10, &c), 0);
+	if (!c)
+		return;
+	for (int i = 0; i < N; i++)
+		CHECK_EQ(put(c, &k[i], 4000), 0);
+	/* The older half is read, newest-read last: more than two
+	 * batches' worth, so some are written and some wait. */
+	for (int i = 0; i < N / 2; i++)
+		CHECK_EQ(get_ok(c, &k[i], 4000, 0, 4000), 1);
+	ccache_close(c);
+	CHECK_EQ(ccache_open(d, N * one + 10, &c), 0);
+	if (!c)
+		return;
+	/* 40 new chunks push out the 40 least recently used: the unread
+	 * ones stored first, never a chunk that was read. */
+	for (int i = N; i < N + 40; i++)
+		CHECK_EQ(put(c, &k[i], 4000), 0);
+	for (int i = 0; i < N / 2; i++)
+		CHECK_EQ(get_ok(c, &k[i], 4000, 0, 10), 1);
+	for (int i = N / 2; i < N / 2 + 40; i++)
+		CHECK_EQ(get_ok(c, &k[i], 4000, 0, 10), 0);
+	for (int i = N / 2 + 40; i < N + 40; i++)
+		CHECK_EQ(get_ok(c, &k[i], 4000, 0, 10), 1);
+	ccache_close(c);
+}
+
 static void t_evict_lru(void)
 {
 	char d[128];
@@ -1604,6 +1643,7 @@ int main(void)
 	run("store_and_get_slices", t_store_get);
 	run("versions_supersede_and_forget", t_versions);
 	run("lru_eviction_and_limits", t_evict_lru);
+	run("lru_hits_written_in_batches_and_at_close", t_touch_batches);
 	run("damage_detected_never_served", t_damage);
 	run("checksums_are_gzip_crc32", t_crc_format);
 	run("small_chunks_live_in_the_index", t_small);
