@@ -329,7 +329,11 @@ void fs_touch_atime(struct fs *fs, const struct cairn_fid *fid)
 	if (a->n < FS_AHEAD_QUEUE) {
 		a->q[(a->head + a->n++) % FS_AHEAD_QUEUE] =
 			(struct fs_bg_item){ *fid, FS_BG_ATIME };
-		pthread_cond_signal(&a->cond);
+		/* A thread collecting atimes takes this one when its wait
+		 * ends: waking it for each (a `cat` of a tree reads a file
+		 * every 100 us) cost two thread switches a file. */
+		if (!a->gathering || a->n >= CAIRN_ORPHAN_DROP_MAX)
+			pthread_cond_signal(&a->cond);
 	} else {
 		a->dropped++;
 	}
@@ -363,21 +367,26 @@ static size_t gather_atimes(struct fs_ahead *a, const struct cairn_fid *first,
 {
 	struct timespec until;
 	size_t n = 0;
+	int over = 0;
 
 	LOCK_ASSERT_HELD(&a->lock);
 	batch[n++] = *first;
 	clock_deadline(CLOCK_REALTIME, ATIME_GATHER_MS, &until);
 	for (;;) {
+		/* also what came while we waited (fs_touch_atime does not
+		 * wake a gathering thread for each) */
 		while (a->n && n < CAIRN_ORPHAN_DROP_MAX &&
 		       a->q[a->head].kind == FS_BG_ATIME) {
 			batch[n++] = a->q[a->head].fid;
 			a->head = (a->head + 1) % FS_AHEAD_QUEUE;
 			a->n--;
 		}
-		if (a->stopping || a->n || n == CAIRN_ORPHAN_DROP_MAX ||
-		    pthread_cond_timedwait(&a->cond, &a->lock, &until) ==
-			    ETIMEDOUT)
+		if (over || a->stopping || a->n || n == CAIRN_ORPHAN_DROP_MAX)
 			return n;
+		a->gathering++;
+		over = pthread_cond_timedwait(&a->cond, &a->lock, &until) ==
+		       ETIMEDOUT;
+		a->gathering--;
 	}
 }
 

@@ -76,6 +76,8 @@ struct fs_ahead {
 	unsigned nthreads;                  /* guarded by lock: intr[] live */
 	struct rpc_intr intr[FS_AHEAD_THREADS];
 	uint64_t fetched, dropped;          /* guarded by lock */
+	unsigned gathering;                 /* guarded by lock: threads
+					     * collecting atimes */
 	unsigned started;
 	pthread_t th[FS_AHEAD_THREADS];
 };
