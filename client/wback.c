@@ -1130,10 +1130,10 @@ static struct msg_centa centa(const struct msg_cent *c, const struct wop *ma,
  * (or CREATES) and SETATTR (create_attrs). */
 static void no_createattr(struct wb *w)
 {
-	log_info("write-back: the server does not take CREATEATTR; a file's "
-		 "creation and the attribute changes after it go as two "
-		 "requests");
-	__atomic_store_n(&w->no_createattr, 1, __ATOMIC_RELAXED);
+	if (!__atomic_exchange_n(&w->no_createattr, 1, __ATOMIC_RELAXED))
+		log_info("write-back: the server does not take CREATEATTR; "
+			 "a file's creation and the attribute changes after "
+			 "it go as two requests");
 }
 
 /* Send f's creation o and the nattr attribute changes after it merged in
@@ -1153,12 +1153,16 @@ static int send_createattr(struct wb *w, const struct msg_create_req *q,
 	struct msg_createattr_req x = { .dir = q->dir, .count = 1,
 					.ents = &e };
 	struct msg_creates_rep p;
-	struct rpc_reply rep;
+	struct rpc_reply rep = { NULL, 0 };
 	struct msg_crep r;
 	struct rbuf it;
-	int rc = fs_rpc_cred(w->fs, cred, credlen, OP_CREATEATTR, &x, &p,
-			     &rep);
+	int rc;
 
+	/* Merged before the server said no (another shipper's request):
+	 * the caller sends them apart, with no trip to be refused again. */
+	if (__atomic_load_n(&w->no_createattr, __ATOMIC_RELAXED))
+		return -ENOSYS;
+	rc = fs_rpc_cred(w->fs, cred, credlen, OP_CREATEATTR, &x, &p, &rep);
 	if (rc == -ENOSYS)
 		no_createattr(w);
 	if (rc) {
@@ -1286,14 +1290,17 @@ static int send_writeattr(struct wb *w, const struct msg_write_req *q,
 		.atime = ma->atime, .mtime = ma->mtime, .ctime = ma->ctime,
 		.data = q->data,
 	};
-	int rc = fs_rpc(NULL, w->fs, OP_WRITEATTR, &x, p, NULL);
+	int rc;
 
-	if (rc == -ENOSYS) {
+	/* Merged before the server said no (as in send_createattr). */
+	if (__atomic_load_n(&w->no_writeattr, __ATOMIC_RELAXED))
+		return -ENOSYS;
+	rc = fs_rpc(NULL, w->fs, OP_WRITEATTR, &x, p, NULL);
+	if (rc == -ENOSYS &&
+	    !__atomic_exchange_n(&w->no_writeattr, 1, __ATOMIC_RELAXED))
 		log_info("write-back: the server does not take WRITEATTR; "
 			 "a write and the attribute changes after it go as "
 			 "two requests");
-		__atomic_store_n(&w->no_writeattr, 1, __ATOMIC_RELAXED);
-	}
 	return rc;
 }
 
@@ -2333,6 +2340,9 @@ static int batch_send(struct wb *w, struct nbatch *b, const uint8_t *cred,
 	struct rbuf it;
 	unsigned k = 0;
 
+	/* (built before the server said no to CREATEATTR: as there) */
+	if (b->attrs && __atomic_load_n(&w->no_createattr, __ATOMIC_RELAXED))
+		return -ENOSYS;
 	if (b->attrs)
 		rc = fs_rpc_cred(w->fs, cred, credlen, op, &qa, &p, &rep);
 	else
