@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -1792,9 +1793,47 @@ static const op_fn handlers[OP__COUNT] = {
 	[OP_FIDS] = op_fids,
 };
 
+/* Operations served as if they had no handler (handlers_refuse); set
+ * before the first connection, read-only after. */
+static uint8_t refused[OP__COUNT];
+
 static op_fn handler_of(unsigned op)
 {
-	return op < OP__COUNT && !msg_has(op, MSG_PUSH) ? handlers[op] : NULL;
+	return op < OP__COUNT && !msg_has(op, MSG_PUSH) && !refused[op]
+		       ? handlers[op] : NULL;
+}
+
+int handlers_refuse(const char *list, char *err, size_t errsz)
+{
+	size_t n, len;
+	const struct msg_desc *d = msg_descs(&n);
+	const char *p = list;
+
+	while (*p) {
+		size_t i;
+
+		len = strcspn(p, ", ");
+		for (i = 0; len && i < n; i++)
+			if (!(d[i].flags & MSG_PUSH) &&
+			    strlen(d[i].name) == len &&
+			    strncasecmp(d[i].name, p, len) == 0)
+				break;
+		if (len && (i == n || d[i].op == OP_HELLO)) {
+			snprintf(err, errsz, "%s: \"%.*s\" is not an "
+				 "operation a server may lack (docs/PROTOCOL.md)",
+				 HANDLERS_WITHOUT_ENV, (int)len, p);
+			return -EINVAL;
+		}
+		if (len) {
+			refused[d[i].op] = 1;
+			log_warn("answering %s -ENOSYS, as a server from "
+				 "before it would (%s)", d[i].name,
+				 HANDLERS_WITHOUT_ENV);
+		}
+		p += len;
+		p += strspn(p, ", ");
+	}
+	return 0;
 }
 
 /* Replace whatever w holds by an error frame with no payload. */

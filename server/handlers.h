@@ -104,4 +104,15 @@ void handler_out_free(struct handler_out *out);
  */
 int handlers_check(const char **missing);
 
+/*
+ * Serve the operations named in list (comma or space separated, as in
+ * PROTOCOL.md, any case) as a server that predates them would: answered
+ * -ENOSYS, having done nothing. For testing clients against older
+ * servers; `cairn serve` takes the list from $CAIRN_SERVE_WITHOUT. Call
+ * before serving. Returns 0, or -EINVAL with err set for a name that is
+ * not an operation (or is HELLO).
+ */
+#define HANDLERS_WITHOUT_ENV "CAIRN_SERVE_WITHOUT"
+int handlers_refuse(const char *list, char *err, size_t errsz);
+
 #endif

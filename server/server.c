@@ -1583,6 +1583,9 @@ int server_start(const struct server_opts *o, struct server **out, char *err,
 		snprintf(err, errsz, "opcode %s has no handler", missing);
 		goto fail;
 	}
+	if (getenv(HANDLERS_WITHOUT_ENV) &&
+	    (ret = handlers_refuse(getenv(HANDLERS_WITHOUT_ENV), err, errsz)))
+		goto fail;
 	ret = store_open(o->data_dir, &s->ctx.st, err, errsz);
 	if (ret)
 		goto fail;

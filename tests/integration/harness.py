@@ -212,6 +212,9 @@ class Server:
         # The suites run as root and test root's POSIX semantics: root
         # squash off unless a test turns it on (test_auth.py).
         self.root_squash = False
+        # Extra environment for the server process (say,
+        # CAIRN_SERVE_WITHOUT to play a server from before an operation).
+        self.env = {}
 
     @property
     def addr(self):
@@ -231,7 +234,7 @@ class Server:
             [CAIRN, "serve", "--data", self.data, "--listen",
              "127.0.0.1:%d" % self.port] + key + self.extra,
             stdin=subprocess.DEVNULL, stdout=logf, stderr=logf,
-            start_new_session=True)
+            start_new_session=True, env=dict(os.environ, **self.env))
         logf.close()
         _record_pid(self.proc.pid)
         end = time.time() + timeout
@@ -374,9 +377,10 @@ class Ctx:
     def path(self, *parts):
         return os.path.join(self.dir, *parts)
 
-    def server(self, start=True, data=None, port=0, extra=()):
+    def server(self, start=True, data=None, port=0, extra=(), env=None):
         i = len(self.servers)
         s = Server(self, data or self.path("data"), self.path("serve%d.log" % i), port, extra)
+        s.env = dict(env or {})
         self.servers.append(s)
         if start:
             s.start()

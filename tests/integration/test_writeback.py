@@ -1247,15 +1247,11 @@ def change_that_arrived_with_fewer_merged_is_not_a_conflict(ctx):
            "the replay did not find the rewrite on the server")
 
 
-@test(timeout=120)
-def cp_a_sends_each_file_made_with_its_attributes(ctx):
-    """cp -a makes a file, writes it, then sets its times and mode: A sends
-    the creation, the first bytes and those attribute changes as one
-    CREATEATTR (the previous daemon sent a CREATE and a SETATTR per file),
-    alone or several of a directory together, also for first bytes past
-    a batch's 16 KiB. B sees every file's bytes, mode, times and owner;
-    nothing counts as a conflict or an error."""
-    srv = ctx.server()
+def cp_a_to(ctx, srv):
+    """cp -a of 24 files (6 sizes up to 1.5 MiB, modes, owners, times) in
+    4 directories onto A, mounted from srv; once A's journal is empty,
+    B must see every file as it was, with no conflict or error on A.
+    Returns A and the calls it sent, by kind."""
     a = ctx.mount(srv, "a")
     src = ctx.local("src")
     sizes = (0, 100, 5000, 20000, 70000, 1536 * 1024)
@@ -1278,16 +1274,8 @@ def cp_a_sends_each_file_made_with_its_attributes(ctx):
          for k in ("create", "creates", "createattr", "setattr", "write",
                    "writeattr")}
     print("# cp -a of %d files in 4 directories: %r" % (len(files), d))
-    # The directories' own times, owners and modes (set after their
-    # files; at most three SETATTRs each) go as SETATTRs; each file's go
-    # with its creation (the large ones' with the write after their first
-    # bytes): the previous daemon sent one SETATTR per file besides. A
-    # few late ones (a file slower than the creation's hold) are allowed.
-    expect(d["setattr"] <= 3 * 4 + len(files) // 4, "SETATTRs sent: %r" % d)
-    expect(d["createattr"] >= 1, "no CREATEATTR sent: %r" % d)
-    expect(after["wb.attrs_merged"] - before["wb.attrs_merged"] >= len(files),
-           "attribute changes merged: %d for %d files"
-           % (after["wb.attrs_merged"] - before["wb.attrs_merged"], len(files)))
+    d["attrs_merged"] = after["wb.attrs_merged"] - before["wb.attrs_merged"]
+    d["files"] = len(files)
     expect_eq(wb_status(a)["wb.conflicts"], 0, "conflicts on A")
     expect_eq(wb_status(a)["wb.errors"], 0, "write-back errors on A")
     b = ctx.mount(srv, "b")
@@ -1299,6 +1287,73 @@ def cp_a_sends_each_file_made_with_its_attributes(ctx):
                    want.st_atime_ns, want.st_size), "%s on B" % rel)
         same_bytes(read_file(b.p("dst", rel)),
                    read_file(os.path.join(src, rel)), "%s on B" % rel)
+    return a, d
+
+
+@test(timeout=120)
+def cp_a_sends_each_file_made_with_its_attributes(ctx):
+    """cp -a makes a file, writes it, then sets its times and mode: A sends
+    the creation, the first bytes and those attribute changes as one
+    CREATEATTR (the previous daemon sent a CREATE and a SETATTR per file),
+    alone or several of a directory together, also for first bytes past
+    a batch's 16 KiB. B sees every file's bytes, mode, times and owner;
+    nothing counts as a conflict or an error."""
+    a, d = cp_a_to(ctx, ctx.server())
+    # The directories' own times, owners and modes (set after their
+    # files; at most three SETATTRs each) go as SETATTRs; each file's go
+    # with its creation (the large ones' with the write after their first
+    # bytes): the previous daemon sent one SETATTR per file besides. A
+    # few late ones (a file slower than the creation's hold) are allowed.
+    expect(d["setattr"] <= 3 * 4 + d["files"] // 4, "SETATTRs sent: %r" % d)
+    expect(d["createattr"] >= 1, "no CREATEATTR sent: %r" % d)
+    expect(d["attrs_merged"] >= d["files"],
+           "attribute changes merged: %d for %d files"
+           % (d["attrs_merged"], d["files"]))
+
+
+@test(timeout=120)
+def cp_a_to_a_server_without_createattr_or_writeattr(ctx):
+    """The same cp -a onto a server from before CREATEATTR and WRITEATTR
+    (it answers both -ENOSYS, having done nothing: CAIRN_SERVE_WITHOUT):
+    A tries each once, says so in its log, and from then on sends the
+    creation (CREATE, CREATES) and the write apart from the attribute
+    changes, which go as SETATTRs. B sees every file as it was."""
+    srv = ctx.server(env={"CAIRN_SERVE_WITHOUT": "createattr,writeattr"})
+    a, d = cp_a_to(ctx, srv)
+    # Shippers that merged before the first -ENOSYS came back may each
+    # have tried once; the files made after it go apart.
+    expect(d["create"] + d["creates"] >= 1, "no CREATE or CREATES sent: %r" % d)
+    # every file's attribute changes, as SETATTRs of their own
+    expect(d["setattr"] >= d["files"], "SETATTRs sent: %r" % d)
+    log = open(os.path.join(a.cache, "cairn.log")).read()
+    for op in ("CREATEATTR", "WRITEATTR"):
+        expect_eq(log.count("the server does not take %s" % op),
+                  1 if d[op.lower()] else 0,
+                  "A's log lines saying the server lacks %s" % op)
+    # Now that A knows, a second copy tries neither.
+    before = H.mount_status(a)
+    subprocess.run(["cp", "-a", ctx.local("src"), a.p("dst2")], check=True)
+    wait_for(lambda: wb_status(a)["wb.pending_changes"] == 0, 60,
+             "A's journal sent")
+    after = H.mount_status(a)
+    for op in ("createattr", "writeattr"):
+        k = "rpc.%s.calls" % op
+        expect_eq(after.get(k, 0) - before.get(k, 0), 0,
+                  "%s calls in the second copy" % op.upper())
+    expect_eq(wb_status(a)["wb.errors"], 0, "write-back errors on A")
+    expect_eq(wb_status(a)["wb.conflicts"], 0, "conflicts on A")
+    b = ctx.mount(srv, "b2")
+    for dp, dn, fn in os.walk(ctx.local("src")):
+        for n in fn:
+            rel = os.path.relpath(os.path.join(dp, n), ctx.local("src"))
+            want, got = os.stat(os.path.join(dp, n)), os.stat(b.p("dst2", rel))
+            expect_eq((got.st_mode, got.st_uid, got.st_mtime_ns, got.st_size),
+                      (want.st_mode, want.st_uid, want.st_mtime_ns,
+                       want.st_size), "dst2/%s on B" % rel)
+    slog = open(srv.log).read()
+    expect("answering CREATEATTR -ENOSYS" in slog and
+           "answering WRITEATTR -ENOSYS" in slog,
+           "the server's log does not say what it answers -ENOSYS")
 
 
 @test(timeout=120)
