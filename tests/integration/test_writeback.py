@@ -1863,6 +1863,49 @@ def batches_sent(a, before, kind):
 
 
 @test(timeout=90)
+def creates_and_removes_to_a_server_without_batches(ctx):
+    """A server from before CREATES and REMOVES (CAIRN_SERVE_WITHOUT): the
+    files A makes and removes go one by one once it has answered a batch
+    -ENOSYS, said once in A's log, and a second round tries no batch at
+    all; B sees exactly the names left, each with its bytes."""
+    srv = ctx.server(env={"CAIRN_SERVE_WITHOUT": "creates removes createattr"})
+    a = ctx.mount(srv, "a")
+    want = {}
+    for rnd in range(2):
+        d = a.p("d%d" % rnd)
+        os.mkdir(d)
+        os.listdir(d)
+        before = H.mount_status(a)
+        got = fill_dir(a, d, 60, "f")
+        for i in range(0, 60, 3):
+            os.unlink(os.path.join(d, "f%03d" % i))
+            del got["f%03d" % i]
+        want[d] = got
+        wait_for(lambda: wb_status(a)["wb.pending_changes"] == 0, 30,
+                 "A's journal sent")
+        after = H.mount_status(a)
+        n = {k: after.get("rpc.%s.calls" % k, 0) -
+             before.get("rpc.%s.calls" % k, 0)
+             for k in ("create", "creates", "remove", "removes")}
+        print("# round %d, 60 files made, 20 removed: %r" % (rnd, n))
+        if rnd == 1:
+            expect_eq((n["creates"], n["removes"]), (0, 0),
+                      "CREATES and REMOVES in the second round")
+        expect(n["create"] >= 40, "CREATEs sent: %r" % n)
+    log = open(os.path.join(a.cache, "cairn.log")).read()
+    for op in ("CREATES", "REMOVES"):
+        expect(log.count("the server takes no %s" % op) <= 1,
+               "A's log says more than once the server takes no %s" % op)
+    expect_eq(wb_status(a)["wb.errors"], 0, "write-back errors on A")
+    b = ctx.mount(srv, "b")
+    for rnd in range(2):
+        d = a.p("d%d" % rnd)
+        same_dir(b.p("d%d" % rnd), want[d], "d%d on B" % rnd)
+        expect_eq(sorted(os.listdir(b.p("d%d" % rnd))), sorted(want[d]),
+                  "all names of d%d on B" % rnd)
+
+
+@test(timeout=90)
 def removes_answered_here_go_to_the_server_together(ctx):
     """Unlinks and rmdirs answered by A's daemon while the server is
     stopped, among them the unlink of a file A still has open, reach it
