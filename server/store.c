@@ -68,7 +68,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/fs.h>
 #include <sys/file.h>
+#include <sys/ioctl.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -1049,6 +1051,32 @@ void store_rtxn_end(struct store *st, MDB_txn *txn)
 
 /* ---- open / close ----------------------------------------------------- */
 
+/*
+ * Ask the file system to spread objects/'s subdirectories over its
+ * allocation groups (FS_TOPDIR_FL: ext4's Orlov allocator then treats them
+ * as top-level directories). A data file is made in its directory's
+ * group, so creations in different objects/XX do not contend for one
+ * group, and an ext4 without a journal, which skips inodes freed in the
+ * last minutes when it allocates, scans about 1/256 of them after a large
+ * removal (cp -R of /usr/include right after rm -rf of a copy: server
+ * CPU 1.9-2.0 s, 1.5-1.6 s spread). Best effort: other file systems have
+ * no such flag. Only directories made afterwards are placed by it.
+ */
+static void spread_subdirs(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC), fl;
+
+	if (fd < 0)
+		return;
+	if (ioctl(fd, FS_IOC_GETFLAGS, &fl) == 0 && !(fl & FS_TOPDIR_FL)) {
+		fl |= FS_TOPDIR_FL;
+		if (ioctl(fd, FS_IOC_SETFLAGS, &fl) < 0)
+			log_debug("store %s: cannot set FS_TOPDIR_FL: %s",
+				  path, strerror(errno));
+	}
+	close(fd);
+}
+
 /* mkdir -p: DATA's parents may not exist yet on first start. */
 static int mkdir_p(const char *path, mode_t mode)
 {
@@ -1491,6 +1519,8 @@ int store_open(const char *dir, struct store **out, char *err, size_t errsz)
 				 strerror(-rc));
 			goto fail;
 		}
+		if (i == -1)
+			spread_subdirs(path);
 	}
 	st->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (st->dirfd < 0) {
