@@ -1056,6 +1056,11 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 			fuse_reply_attr(req, &st, current ? FS_CACHE_TIMEOUT : 0);
 			return;
 		}
+		if (wb_gave_up(rc)) {
+			pthread_mutex_unlock(wl);
+			reply_error(req, rc);
+			return;
+		}
 	}
 	if (fs_wb_on(fs) &&
 	    dir_setattr_local(req, fs, ino, &fid, attr, valid, seq) == 0) {

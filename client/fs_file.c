@@ -797,10 +797,14 @@ void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	/* A write the kernel wants set-user-ID cleared for goes through
 	 * with the writer's credentials: the server clears it. */
 	kill = fuseio_req_kill();
-	if (fs_wb_on(fs) && !(flags & WR_SYNC) && !kill &&
-	    wb_write(fs->wbk, &fid, buf, size, (uint64_t)off) == 0) {
-		fuse_reply_write(req, size);
-		return;
+	if (fs_wb_on(fs) && !(flags & WR_SYNC) && !kill) {
+		rc = wb_write(fs->wbk, &fid, buf, size, (uint64_t)off);
+		if (rc == 0) {
+			fuse_reply_write(req, size);
+			return;
+		}
+		if (wb_gave_up(rc))
+			goto out;
 	}
 	wl = &fs->wlock[fid.vnode % FS_WLOCKS];
 	pthread_mutex_lock(wl);

@@ -374,9 +374,16 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name,
 
 	if ((rc = check_name(name, &len)))
 		goto out;
-	if (((tok && fi) || (fs_wb_on(fs) && S_ISDIR(mode) && !fi)) &&
-	    make_local(req, fs, parent, name, len, mode, fi, seq) == 0)
-		return;
+	if ((tok && fi) || (fs_wb_on(fs) && S_ISDIR(mode) && !fi)) {
+		rc = make_local(req, fs, parent, name, len, mode, fi, seq);
+		/* Not here; asking for the directory's token found the
+		 * server gone: asking again to create it would wait as
+		 * long once more. */
+		if (!rc)
+			return;
+		if (wb_gave_up(rc))
+			goto out;
+	}
 	if ((rc = create_rpc(fs, req, parent, name, len, mode, rdev,
 			     flags | (tok ? CR_TOKEN : 0), &created, &child,
 			     &dir)))

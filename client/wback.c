@@ -2794,7 +2794,7 @@ static struct wfile *hold(struct wb *w, const struct cairn_fid *fid,
 				log_debug("write-back: no token for vnode %"
 					  PRIu64 ": %s", fid->vnode,
 					  strerror(-r));
-			*rc = -ENOSYS;
+			*rc = wb_gave_up(r) ? r : -ENOSYS;
 			file_maybe_free(w, f);
 			return NULL;
 		}

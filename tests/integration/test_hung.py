@@ -240,6 +240,51 @@ def timeout_option_turns_a_stopped_server_into_eio(ctx):
             reap(p)
 
 
+CREATE_CODE = ("import errno, os, sys, time\n"
+               "t = time.time()\n"
+               "try:\n"
+               "    os.close(os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT, 0o644))\n"
+               "    print('ok %.1f' % (time.time() - t))\n"
+               "except OSError as e:\n"
+               "    print('%s %.1f' % (errno.errorcode.get(e.errno, str(e.errno)),\n"
+               "                       time.time() - t))\n")
+
+
+@test(timeout=90)
+def create_on_a_stopped_server_fails_after_one_timeout(ctx):
+    """A file made in a directory A has listed whole is answered by A
+    once it holds the directory's token, which it asks the server for.
+    With the server stopped that request fails after --timeout, and so
+    must the create: not go on to ask the server to make the file and
+    wait as long again (it took twice --timeout)."""
+    srv = ctx.server()
+    a = ctx.mount(srv, extra=["--timeout", "6"])
+    b = ctx.mount(srv, "b")
+    os.mkdir(b.p("d"))
+    os.listdir(a.p("d"))
+    p = None
+    try:
+        with Stopped(srv):
+            time.sleep(0.2)
+            p = spawn([sys.executable, "-c", CREATE_CODE,
+                       a.p("d", fresh_name("new"))])
+            elapsed, rc = wait_child(p, 6 + 6 + 3 + slack())
+        if rc is None:
+            fail("create on a stopped server: no answer within %.0f s "
+                 "with --timeout 6" % (6 + 6 + 3 + slack()))
+        out = p.stdout.read().strip().split()
+        expect_eq(out[0], "EIO", "create on a stopped server")
+        expect(3 <= elapsed <= 6 + 3 + slack(),
+               "create failed after %.1f s with --timeout 6" % elapsed)
+        # Resumed: files are made again.
+        expect_errno_within(0, lambda: open(a.p("d", "after"), "wb").close(),
+                            30, "create after SIGCONT")
+    finally:
+        os.kill(srv.proc.pid, signal.SIGCONT)
+        if p is not None:
+            reap(p)
+
+
 WB_CODE = ("import os, sys, time\n"
            "fd = os.open(sys.argv[1], os.O_WRONLY)\n"
            "t = time.time()\n"
