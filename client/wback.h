@@ -108,15 +108,6 @@ void wb_stop(struct wb *w);
 void wb_close(struct wb *w);
 
 /*
- * A WRITE of a regular file from the kernel's writeback cache: journal it
- * (0: answered), or -ENOSYS: the caller writes through (no token to be
- * had: the server's table is full, or the file is not a regular file),
- * having waited for what the journal holds for it (wb_drain). WRITEs of
- * one file may come in parallel (the kernel sends different pages).
- * When asking for the token found the server unreachable (wb_gave_up),
- * that error: the caller fails the call with it.
- */
-/*
  * rc from wb_write, wb_setattr or wb_dir_token means the server was asked
  * and could not be reached for the mount's --timeout (or the call was
  * cut short): the caller fails the call with rc rather than send the
@@ -127,6 +118,15 @@ static inline int wb_gave_up(int rc)
 	return rc == -EIO || rc == -EINTR || rc == -ESHUTDOWN;
 }
 
+/*
+ * A WRITE of a regular file from the kernel's writeback cache: journal it
+ * (0: answered), or -ENOSYS: the caller writes through (no token to be
+ * had: the server's table is full, or the file is not a regular file),
+ * having waited for what the journal holds for it (wb_drain). WRITEs of
+ * one file may come in parallel (the kernel sends different pages).
+ * When asking for the token found the server unreachable (wb_gave_up),
+ * that error: the caller fails the call with it.
+ */
 int wb_write(struct wb *w, const struct cairn_fid *fid, const char *buf,
 	     size_t n, uint64_t off);
 

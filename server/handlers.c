@@ -1818,7 +1818,8 @@ int handlers_refuse(const char *list, char *err, size_t errsz)
 			    strlen(d[i].name) == len &&
 			    strncasecmp(d[i].name, p, len) == 0)
 				break;
-		if (len && (i == n || d[i].op == OP_HELLO)) {
+		if (len && (i == n || d[i].op == OP_HELLO ||
+			    d[i].op == OP_AUTH)) {
 			snprintf(err, errsz, "%s: \"%.*s\" is not an "
 				 "operation a server may lack (docs/PROTOCOL.md)",
 				 HANDLERS_WITHOUT_ENV, (int)len, p);

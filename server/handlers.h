@@ -110,7 +110,7 @@ int handlers_check(const char **missing);
  * -ENOSYS, having done nothing. For testing clients against older
  * servers; `cairn serve` takes the list from $CAIRN_SERVE_WITHOUT. Call
  * before serving. Returns 0, or -EINVAL with err set for a name that is
- * not an operation (or is HELLO).
+ * not an operation (or is AUTH or HELLO).
  */
 #define HANDLERS_WITHOUT_ENV "CAIRN_SERVE_WITHOUT"
 int handlers_refuse(const char *list, char *err, size_t errsz);
