@@ -110,6 +110,9 @@ struct rpc {
 	uint32_t next_id;          /* mu; next call id, 0 (PING_ID) skipped */
 	struct pending *pending;   /* mu */
 	struct timespec last_rx;   /* reader only: when a frame last came */
+	int64_t down_ms;           /* mu; while DOWN: since when the server
+				    * has been out of reach (clock_mono_ms) */
+	int down_said;             /* mu; this outage's fast failure logged */
 	int ping_out;              /* reader only: a heartbeat is unanswered */
 
 	uint32_t hello_flags;      /* mu; o.hello_flags as of now */
@@ -366,8 +369,9 @@ static void fail_pending(struct rpc *r, int status)
 	}
 }
 
-/* The connection broke: drop it and wake every waiter to resend later. */
-static void conn_lost(struct rpc *r, const char *why)
+/* The connection broke: drop it and wake every waiter to resend later.
+ * The server has been out of reach for silent_ms already (0: from now). */
+static void conn_lost(struct rpc *r, const char *why, int silent_ms)
 {
 	pthread_mutex_lock(&r->send_mu);
 	pthread_mutex_lock(&r->mu);
@@ -375,6 +379,8 @@ static void conn_lost(struct rpc *r, const char *why)
 		log_warn("lost connection to server %s:%d: %s; reconnecting",
 			 r->host, r->o.port, why);
 		r->state = RPC_DOWN;
+		r->down_ms = clock_mono_ms() - silent_ms;
+		r->down_said = 0;
 	}
 	if (r->fd >= 0) {
 		close(r->fd);
@@ -482,14 +488,14 @@ static void read_loop(struct rpc *r, int fd)
 			char why[64];
 			snprintf(why, sizeof(why), "no answer for %d s",
 				 r->dead_ms / 1000);
-			conn_lost(r, why);
+			conn_lost(r, why, r->dead_ms);
 			return;
 		}
 		if (ret == 0)
 			ret = frame_read(fd, r->rx, &h, &payload);
 		if (ret == 0 && (h.status > 0 || h.status < -4095)) {
 			free(payload);
-			conn_lost(r, "server sent an invalid status");
+			conn_lost(r, "server sent an invalid status", 0);
 			return;
 		}
 		clock_gettime(CLOCK_MONOTONIC, &r->last_rx);
@@ -503,7 +509,7 @@ static void read_loop(struct rpc *r, int fd)
 				     ret == -EBADMSG ? "a frame from the server "
 						       "does not verify (altered "
 						       "on the way?)" :
-							strerror(-ret));
+							strerror(-ret), 0);
 			return;
 		}
 		if (h.flags & WF_PUSH) {
@@ -516,7 +522,7 @@ static void read_loop(struct rpc *r, int fd)
 		} else {
 			free(payload);
 			conn_lost(r, "server sent a frame that is neither "
-				     "reply nor push");
+				     "reply nor push", 0);
 			return;
 		}
 	}
@@ -638,7 +644,12 @@ void rpc_destroy(struct rpc *r)
 }
 
 /*
- * Wait (r->mu held) until the connection is UP, at most until `dl`.
+ * Wait (r->mu held) until the connection is UP, at most until `dl`
+ * (CLOCK_REALTIME), and at most until the server has been out of reach
+ * for --timeout: from then on a call fails at once instead of waiting the
+ * whole timeout again (as AFS fails calls to a server it marked down), so
+ * a close() that sends pages and then times, or a program that goes
+ * through a tree, is not made to wait once for each call.
  * Returns 0, -EIO on timeout, -EINTR when interrupted or -ESHUTDOWN.
  */
 static int wait_up(struct rpc *r, const struct timespec *dl,
@@ -646,11 +657,27 @@ static int wait_up(struct rpc *r, const struct timespec *dl,
 {
 	check_state(r);
 	while (r->state == RPC_DOWN) {
+		int64_t left = r->o.down_timeout_s * 1000LL -
+			       (clock_mono_ms() - r->down_ms);
+		struct timespec now, until = *dl;
+
 		if (ir && ir->fired)
 			return -EINTR;
-		if (pthread_cond_timedwait(&r->state_cv, &r->mu, dl) ==
-		    ETIMEDOUT && r->state == RPC_DOWN)
+		if (left <= 0) {
+			if (!r->down_said++)
+				log_warn("server %s:%d out of reach for %d s: "
+					 "calls fail with EIO at once until "
+					 "it answers again", r->host,
+					 r->o.port, r->o.down_timeout_s);
 			return -EIO;
+		}
+		clock_gettime(CLOCK_REALTIME, &now);
+		if (now.tv_sec > dl->tv_sec ||
+		    (now.tv_sec == dl->tv_sec && now.tv_nsec >= dl->tv_nsec))
+			return -EIO;
+		if (left < (int64_t)(dl->tv_sec - now.tv_sec) * 1000)
+			clock_deadline(CLOCK_REALTIME, (int)left, &until);
+		pthread_cond_timedwait(&r->state_cv, &r->mu, &until);
 	}
 	return r->state == RPC_SHUTDOWN ? -ESHUTDOWN : 0;
 }
@@ -876,7 +903,7 @@ int rpc_update_hello_flags(struct rpc *r, uint32_t mask, uint32_t value)
 		((r->said_flags ^ r->hello_flags) & mask) != 0;
 	pthread_mutex_unlock(&r->mu);
 	if (stale)
-		conn_lost(r, "HELLO flags changed");
+		conn_lost(r, "HELLO flags changed", 0);
 	return stale;
 }
 

@@ -285,6 +285,134 @@ def create_on_a_stopped_server_fails_after_one_timeout(ctx):
             reap(p)
 
 
+READ_CODE = ("import errno, os, sys\n"
+             "try:\n"
+             "    with open(sys.argv[1], 'rb') as f:\n"
+             "        f.read()\n"
+             "    print('ok')\n"
+             "except OSError as e:\n"
+             "    print(errno.errorcode.get(e.errno, str(e.errno)))\n")
+
+
+@test(timeout=90)
+def calls_fail_at_once_once_the_server_was_out_of_reach_for_timeout(ctx):
+    """The first call to a stopped server waits --timeout and fails with
+    EIO; from then on, until the server answers again, calls fail at once
+    (as AFS fails calls to a server it marked down) instead of each
+    waiting the whole timeout: a program that goes through a tree is not
+    made to wait once per file (here: reads of files A has not read). The log says so once. Resumed, the
+    mount works again by itself."""
+    srv = ctx.server()
+    a = ctx.mount(srv, extra=["--timeout", "6"])
+    b = ctx.mount(srv, "b")
+    names = ("u1", "u2", "u3")
+    for n in names:
+        with open(b.p(n), "wb") as f:
+            f.write(n.encode() * 50000)
+    for n in names:
+        os.stat(a.p(n))       # known, never read: reading needs the server
+    first_limit = 6 + 3 + slack()
+    ps = []
+    try:
+        with Stopped(srv):
+            time.sleep(0.2)
+            times = []
+            for n in names:
+                p = spawn([sys.executable, "-c", READ_CODE, a.p(n)])
+                ps.append(p)
+                elapsed, rc = wait_child(p, first_limit)
+                if rc is None:
+                    fail("read of %s on a stopped server: no answer within "
+                         "%.0f s with --timeout 6" % (n, first_limit))
+                expect_eq(p.stdout.read().strip(), "EIO",
+                          "read of %s on a stopped server" % n)
+                times.append(elapsed)
+            print("# reads on the stopped server failed after %s s" %
+                  ", ".join("%.2f" % t for t in times))
+            expect(times[0] >= 3, "the first call failed after %.1f s, well "
+                   "before --timeout 6" % times[0])
+            for t in times[1:]:
+                expect(t < 1.5 + slack() / 2,
+                       "a call after the server was out of reach for "
+                       "--timeout waited %.1f s" % t)
+        with open(a.daemon_log) as f:
+            said = [x for x in f if "out of reach for 6 s" in x]
+        expect_eq(len(said), 1, "log lines saying calls fail at once")
+        # Resumed: the mount reconnects by itself and carries on.
+        # (Until the client has reconnected, calls still fail at once.)
+        expect_errno_within(0, lambda: H.read_file(a.p("u3")), 30,
+                            "read after SIGCONT")
+        for n in names:
+            with open(a.p(n), "rb") as f:
+                expect(f.read() == n.encode() * 50000,
+                       "%s read on A after SIGCONT" % n)
+        with open(a.p("after"), "wb") as f:
+            f.write(b"after\n")
+        with open(b.p("after"), "rb") as f:
+            expect_eq(f.read(), b"after\n", "file made on A after SIGCONT, on B")
+    finally:
+        os.kill(srv.proc.pid, signal.SIGCONT)
+        for p in ps:
+            reap(p)
+
+
+CLOSE_CODE = ("import errno, os, sys, time\n"
+              "fd = os.open(sys.argv[1], os.O_WRONLY)\n"
+              "os.pwrite(fd, b'y' * 100, 0)\n"
+              "t = time.time()\n"
+              "try:\n"
+              "    os.close(fd)\n"
+              "    print('ok %.1f' % (time.time() - t))\n"
+              "except OSError as e:\n"
+              "    print('%s %.1f' % (errno.errorcode.get(e.errno, str(e.errno)),\n"
+              "                       time.time() - t))\n")
+
+
+@test(timeout=90)
+def close_on_a_stopped_server_fails_after_one_timeout(ctx):
+    """close() of a file written here whose write token A does not hold
+    sends its pages (WRITE) and then its times (SETATTR), two requests
+    that each need the token from the server. With the server stopped
+    the first fails after --timeout; the second must then fail at once,
+    not wait the timeout again (close took twice --timeout)."""
+    srv = ctx.server()
+    a = ctx.mount(srv, extra=["--timeout", "10"])
+    b = ctx.mount(srv, "b")
+    with open(b.p("f"), "wb") as f:
+        f.write(b"from b\n" * 100)
+    with open(a.p("f"), "rb") as f:
+        expect_eq(f.read(), b"from b\n" * 100, "A reads B's file")
+    limit = 2 * 10 + 5 + slack()
+    p = None
+    try:
+        with Stopped(srv):
+            time.sleep(0.2)
+            p = spawn([sys.executable, "-c", CLOSE_CODE, a.p("f")])
+            elapsed, rc = wait_child(p, limit)
+        if rc is None:
+            fail("close on a stopped server: no answer within %.0f s with "
+                 "--timeout 10" % limit)
+        out = p.stdout.read().split()
+        print("# close on the stopped server: %s after %.1f s" % (out, elapsed))
+        expect_eq(out[0], "EIO", "close of a file written on a stopped server")
+        expect(5 <= elapsed <= 10 + 2 + slack(),
+               "close failed after %.1f s with --timeout 10" % elapsed)
+        # Resumed: the close failed, so the write may be lost, or it may
+        # have reached the server (PROTOCOL.md); A and B agree.
+        expect_errno_within(0, lambda: os.stat(a.p("f")), 30, "stat after SIGCONT")
+        with open(b.p("f"), "rb") as f:
+            on_b = f.read()
+        with open(a.p("f"), "rb") as f:
+            on_a = f.read()
+        expect(on_b in (b"from b\n" * 100, b"y" * 100 + (b"from b\n" * 100)[100:]),
+               "content on B after the failed close: %r" % H.short(on_b))
+        expect_eq(H.short(on_a), H.short(on_b), "content on A after the failed close")
+    finally:
+        os.kill(srv.proc.pid, signal.SIGCONT)
+        if p is not None:
+            reap(p)
+
+
 WB_CODE = ("import os, sys, time\n"
            "fd = os.open(sys.argv[1], os.O_WRONLY)\n"
            "t = time.time()\n"
