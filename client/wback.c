@@ -153,6 +153,10 @@ struct jseg {
 	int fd;
 	uint64_t size;            /* bytes reserved */
 	uint64_t live;            /* changes in it not yet sent */
+	int full;                 /* a write to it failed (a full disk):
+				   * once nothing in it is live, the next
+				   * change starts a new segment, so this
+				   * one goes and its space with it */
 };
 
 struct wop {
@@ -283,6 +287,8 @@ struct wb {
 	int no_creates;           /* nor CREATES */
 	int stopping;
 	unsigned started;
+	uint64_t through;         /* changes written through since a journal
+				   * write last failed (0: it works) */
 	/* FIDs recalled while we did not hold their token (a grant still on
 	 * its way to us: a CREATE's), newest last: wb_created must not take
 	 * a token that went back already. */
@@ -486,7 +492,8 @@ static int reserve(struct wb *w, uint32_t len, struct jseg **seg,
 
 	while (s && s->next)
 		s = s->next;
-	if (!s || (s->size && s->size + need > WB_SEGMENT_MAX)) {
+	if (!s || (s->full && !s->live) ||
+	    (s->size && s->size + need > WB_SEGMENT_MAX)) {
 		if ((rc = seg_open(w, w->next_seg, 1, &n)) < 0)
 			return rc;
 		w->next_seg++;
@@ -2856,11 +2863,21 @@ static int journal(struct wb *w, struct wfile *f, struct jrec *h,
 			if (x->tbase == o->tbase)
 				x->tidx--;
 		f->tidx--;
+		s->full = 1;      /* (drop_op may free s) */
 		drop_op(w, f, o);
 		pthread_cond_broadcast(&w->done);
-		log_warn("write-back journal %s: %s; writing through",
-			 w->dir, strerror(-rc));
+		/* Once, not once a write: a full disk fails them all. */
+		if (w->through++ == 0)
+			log_warn("write-back journal %s: %s; writing through "
+				 "to the server until it can be written again",
+				 w->dir, strerror(-rc));
 		return rc;
+	}
+	if (w->through) {
+		log_info("write-back journal %s: written again (%" PRIu64
+			 " changes went through to the server meanwhile)",
+			 w->dir, w->through);
+		w->through = 0;
 	}
 	o->ready = 1;
 	f->last_ms = clock_mono_ms();
