@@ -1058,6 +1058,36 @@ static int rename_in(struct dcache *dc, struct dlist *l, const char *sname,
 	return dent_append(dc, l, dname, dlen, &sa, 1) ? -1 : 0;
 }
 
+int dcache_renamed_here(struct dcache *dc, uint64_t dir, const char *sname,
+			size_t slen, const char *dname, size_t dlen)
+{
+	struct dlist *l;
+	struct dent *s;
+	struct cairn_attr sa;
+	int stale, rc = -1;
+
+	dc_lock(dc);
+	own_change(dc, dir);
+	if ((l = find_list(dc, dir))) {
+		s = find_name(dc, dir, sname, slen);
+		if (!s || find_name(dc, dir, dname, dlen)) {
+			list_drop(dc, l);
+		} else {
+			sa = s->attr;
+			stale = s->stale;
+			dent_remove(dc, s);
+			if (dent_append(dc, l, dname, dlen, &sa, stale)) {
+				list_drop(dc, l);
+			} else {
+				edit_end(dc, l, l->dv);
+				rc = 0;
+			}
+		}
+	}
+	dc_unlock(dc);
+	return rc;
+}
+
 void dcache_renamed(struct dcache *dc, uint64_t sdir, const char *sname,
 		    size_t slen, uint64_t ddir, const char *dname,
 		    size_t dlen, int exchange, const struct cairn_attr *sattr,

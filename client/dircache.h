@@ -192,6 +192,15 @@ void dcache_renamed(struct dcache *dc, uint64_t sdir, const char *sname,
 		    size_t dlen, int exchange, const struct cairn_attr *sattr,
 		    const struct cairn_attr *dattr, int fresh);
 
+/*
+ * A rename within dir answered here (fs_name.c, wb_rename_created): the
+ * server will see the entry made under dname, so the listing keeps its
+ * version, and the moved entry its status. 0 when edited; -1 when dir's
+ * listing is not cached or could not be edited (then it is dropped).
+ */
+int dcache_renamed_here(struct dcache *dc, uint64_t dir, const char *sname,
+			size_t slen, const char *dname, size_t dlen);
+
 /* State, for diagnostics and tests. */
 struct dcache_stats {
 	size_t listings;        /* directories cached */

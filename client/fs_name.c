@@ -709,6 +709,44 @@ static const struct {
 	{ RENAME_EXCHANGE, RN_EXCHANGE },
 };
 
+/*
+ * A rename within one directory of an object whose creation answered
+ * here is still in the journal, to a name the directory's listing says is
+ * free (rsync, editors and compilers write a temporary name and rename
+ * it): the creation goes to the server under the new name and nothing
+ * else is sent (wb_rename_created). 0 when req was answered; -EAGAIN when
+ * it was not: send the rename.
+ */
+static int rename_local(fuse_req_t req, struct fs *fs, fuse_ino_t parent,
+			const char *name, size_t len, const char *newname,
+			size_t newlen, const struct cairn_fid *sfid,
+			uint64_t seq)
+{
+	struct cairn_attr dir, tmp;
+	struct timespec now;
+	int fresh;
+
+	if (!fs->wbk || itab_getattr(fs->itab, parent, &dir) ||
+	    !S_ISDIR(dir.mode) ||
+	    dcache_lookup(fs->dc, parent, name, len, &tmp) != 1 ||
+	    tmp.fid.vnode != sfid->vnode || tmp.fid.uniq != sfid->uniq ||
+	    tmp.fid.vol != sfid->vol ||
+	    dcache_lookup(fs->dc, parent, newname, newlen, &tmp) != 0 ||
+	    wb_rename_created(fs->wbk, &dir.fid, sfid, newname, newlen))
+		return -EAGAIN;
+	/* The kernel's clock, as for a create answered here. */
+	clock_gettime(CLOCK_REALTIME_COARSE, &now);
+	dir.mtime.sec = dir.ctime.sec = now.tv_sec;
+	dir.mtime.nsec = dir.ctime.nsec = (uint32_t)now.tv_nsec;
+	fresh = notify_reply_begin(fs->ntf, seq);
+	dcache_renamed_here(fs->dc, parent, name, len, newname, newlen);
+	itab_rename(fs->itab, parent, name, len, parent, newname, newlen, 0);
+	fs_take_attr(fs, &dir, fresh);
+	notify_reply_end(fs->ntf);
+	fuse_reply_err(req, 0);
+	return 0;
+}
+
 void fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		  fuse_ino_t newparent, const char *newname,
 		  unsigned int flags)
@@ -750,6 +788,11 @@ void fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		 itab_fid(fs->itab, (uint64_t)victim, &vfid) == 0;
 	ino = itab_entry(fs->itab, parent, name, len);
 	have_s = ino > 0 && itab_fid(fs->itab, (uint64_t)ino, &sfid) == 0;
+	/* Made here and not sent yet: made under the new name instead. */
+	if (have_s && !have_v && parent == newparent && !(rn & ~RN_NOREPLACE) &&
+	    rename_local(req, fs, parent, name, len, newname, newlen, &sfid,
+			 seq) == 0)
+		return;
 	/* renamed onto a link of itself: nothing changes */
 	same = have_s && have_v && sfid.vnode == vfid.vnode;
 	if (have_v && !same && !(rn & RN_EXCHANGE))

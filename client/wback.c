@@ -249,7 +249,7 @@ struct wb_stats {
 	uint64_t journaled, journaled_bytes, sent, sent_bytes, grants,
 		 returns, recalls, conflicts, dropped, errors, replayed,
 		 creates, dir_grants, removes, remove_batches, batched,
-		 create_batches, creates_batched, merged;
+		 create_batches, creates_batched, merged, renamed;
 };
 
 struct wb {
@@ -717,7 +717,46 @@ static void load_record(struct wb *w, struct jseg *s, uint64_t at,
 			 "skipped", s->id, h->vnode);
 		return;
 	}
-	if (!(f = file_get(w, &fid)) || !(o = op_new(f, h, s, at, data)))
+	if (!(f = file_get(w, &fid)))
+		return;
+	if (h->type == JR_CREATE && f->head) {
+		/* A creation renamed before it was sent (wb_rename_created):
+		 * journaled again, after the changes that followed it. */
+		struct crec c;
+
+		memcpy(&c, data, sizeof(c));
+		if ((o = f->head)->type == JR_CREATE) {
+			/* The daemon stopped before the first was marked
+			 * done: this one replaces it. */
+			f->bytes += (uint64_t)h->len - o->len;
+			o->seg->live--;
+			o->seg = s;
+			o->at = at;
+			o->seq = h->seq;
+			o->len = h->len;
+			s->live++;
+			o->nhash = name_hash((const char *)data + sizeof(c),
+					     c.namelen);
+			return;
+		}
+		/* Always the file's first change; the numbering of those
+		 * after it stands. */
+		if (!(o = op_new(f, h, s, at, data)))
+			return;
+		for (struct wop *p = f->head; p; p = p->next)
+			if (p->next == o) {
+				p->next = NULL;
+				f->tail = p;
+			}
+		o->next = f->head;
+		f->head = o;
+		o->ready = 1;
+		o->parent = parent;
+		ns_pending_add(w, &parent, o, (const char *)data + sizeof(c),
+			       c.namelen);
+		return;
+	}
+	if (!(o = op_new(f, h, s, at, data)))
 		return;
 	o->ready = 1;
 	f->tbase = o->tbase;
@@ -3242,8 +3281,12 @@ void wb_closed(struct wb *w, const struct cairn_fid *fid)
 		return;
 	pthread_mutex_lock(&w->lock);
 	w->closes_seen = 1;
-	/* A file created here, held back until now (it is queued). */
-	if ((f = *fslot(w, fid)))
+	/* Its writes held back for the times after them go now. A file
+	 * created here stays held (WB_CREATE_HOLD_MS from its creation):
+	 * what programs do right after the close (rsync's and cp -a's
+	 * times and modes, a rename to the final name) goes with its
+	 * creation, or instead of a request of its own. */
+	if ((f = *fslot(w, fid)) && f->head && f->head->type != JR_CREATE)
 		hurry_one(w, f);
 	if (f && f->open_dirty) {
 		f->open_dirty = 0;
@@ -3707,11 +3750,11 @@ int wb_create(struct wb *w, const struct cairn_fid *dir, uint64_t *dir_dv,
 		rc = -ENOMEM;
 	} else {
 		/* Held back before it is queued (no shipper woken for it):
-		 * a file's creation is sent at its close (wb_closed), with
-		 * its first bytes in the same CREATE, or once a request
-		 * needs it (wb_barrier), or after WB_CREATE_HOLD_MS. A
-		 * directory's at once: what is made in it waits for it
-		 * (next_ready). */
+		 * a file's creation is sent after WB_CREATE_HOLD_MS, with
+		 * its first bytes and the attribute changes after them in
+		 * the same CREATEATTR, or once a request needs it
+		 * (wb_barrier). A directory's at once: what is made in it
+		 * waits for it (next_ready). */
 		f->retry_ms = S_ISDIR(a->mode) ? 0
 			      : clock_mono_ms() + WB_CREATE_HOLD_MS;
 		if ((rc = ns_journal(w, d, f, &h, data, name, len, dir_dv))) {
@@ -3778,6 +3821,102 @@ int wb_remove(struct wb *w, const struct cairn_fid *dir, uint64_t *dir_dv,
 	return rc;
 }
 
+int wb_rename_created(struct wb *w, const struct cairn_fid *dir,
+		      const struct cairn_fid *fid, const char *name,
+		      size_t len)
+{
+	struct wfile *d, *f;
+	struct wop *o;
+	struct jseg *s, *old;
+	struct jrec h;
+	struct crec c;
+	uint8_t *odata = NULL, *data = NULL;
+	uint32_t olen, hash = name_hash(name, len);
+	uint64_t at;
+	int rc = -EAGAIN;
+
+	if (len == 0 || len > CAIRN_NAME_MAX)
+		return -EINVAL;
+	pthread_mutex_lock(&w->lock);
+	d = *fslot(w, dir);
+	f = *fslot(w, fid);
+	/* Not while anything could see the old name on the server: a send
+	 * of the file tried (it may have arrived), or on its way; nor with
+	 * an attribute change of the directory or a removal of the name
+	 * pending, which are ordered by journal position (ns_waits). */
+	if (!d || d->tok != TK_HELD || w->stopping || !f ||
+	    f->busy || f->err || f->fails || !(o = f->head) ||
+	    o->type != JR_CREATE || !o->ready ||
+	    memcmp(&o->parent, dir, sizeof(*dir)))
+		goto out;
+	for (struct wop *p = d->head; p; p = p->next)
+		if (p->dirattr)
+			goto out;
+	for (struct rmname *r = d->rmnames; r; r = r->next)
+		if (r->hash == hash)
+			goto out;
+	/* The record as written, with the name replaced. */
+	olen = o->len;
+	if (olen < sizeof(c) || !(odata = malloc(olen)) ||
+	    pread(o->seg->fd, &h, sizeof(h), (off_t)o->at) != sizeof(h) ||
+	    h.magic != JR_MAGIC || h.seq != o->seq || h.type != JR_CREATE ||
+	    h.len != olen ||
+	    pread(o->seg->fd, odata, olen, (off_t)(o->at + sizeof(h))) !=
+		    (ssize_t)olen)
+		goto out;
+	memcpy(&c, odata, sizeof(c));
+	if (c.namelen > olen - sizeof(c) ||
+	    !(data = malloc(olen - c.namelen + len)))
+		goto out;
+	memcpy(data + sizeof(c) + len, odata + sizeof(c) + c.namelen,
+	       olen - sizeof(c) - c.namelen);
+	h.len = (uint32_t)(olen - c.namelen + len);
+	c.namelen = (uint16_t)len;
+	memcpy(data, &c, sizeof(c));
+	memcpy(data + sizeof(c), name, len);
+	if ((rc = reserve(w, h.len, &s, &at)))
+		goto out;
+	h.seq = ++w->seq;
+	/* Keep shippers off f while the new record is written. */
+	f->busy = 1;
+	s->live++;
+	pthread_mutex_unlock(&w->lock);
+	rc = rec_write(s, at, &h, data);
+	pthread_mutex_lock(&w->lock);
+	f->busy = 0;
+	if (rc) {
+		/* Room reserved and never written reads as a gap. */
+		s->live--;
+		seg_maybe_drop(w, s);
+		if (f->queued)
+			pthread_cond_signal(&w->work);
+		goto out;
+	}
+	/* The new record first, then the old one done: a daemon stopped
+	 * between the two leaves both, and loading takes the later
+	 * (load_record). */
+	mark_done(w, o);
+	old = o->seg;
+	o->seg = s;
+	o->at = at;
+	o->seq = h.seq;
+	o->len = h.len;
+	o->nhash = hash;
+	f->bytes += (uint64_t)h.len - olen;
+	w->pending_bytes += (uint64_t)h.len - olen;
+	old->live--;
+	seg_maybe_drop(w, old);
+	f->last_ms = d->last_ms = clock_mono_ms();
+	w->st.renamed++;
+	if (f->queued)
+		pthread_cond_signal(&w->work);
+out:
+	pthread_mutex_unlock(&w->lock);
+	free(odata);
+	free(data);
+	return rc;
+}
+
 void wb_print_stats(void *arg, FILE *f)
 {
 	struct wb *w = arg;
@@ -3807,10 +3946,11 @@ void wb_print_stats(void *arg, FILE *f)
 		"wb.dir_grants %" PRIu64 "\nwb.removes %" PRIu64 "\n"
 		"wb.remove_batches %" PRIu64 "\nwb.removes_batched %" PRIu64
 		"\nwb.create_batches %" PRIu64 "\nwb.creates_batched %" PRIu64
-		"\nwb.attrs_merged %" PRIu64 "\n", w->dir,
+		"\nwb.attrs_merged %" PRIu64 "\nwb.renamed_here %" PRIu64
+		"\n", w->dir,
 		ops, bytes, files, held, s.journaled, s.journaled_bytes,
 		s.sent, s.sent_bytes, s.grants, s.returns, s.recalls,
 		s.conflicts, s.dropped, s.errors, s.replayed, s.creates,
 		s.dir_grants, s.removes, s.remove_batches, s.batched,
-		s.create_batches, s.creates_batched, s.merged);
+		s.create_batches, s.creates_batched, s.merged, s.renamed);
 }

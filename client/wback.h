@@ -59,8 +59,11 @@ struct fs;
  * of a file that a change of ours outside the journal is moving
  * (wb_move_begin); its end wakes the shippers sooner. */
 #define WB_MOVING_RETRY_MS  100
-/* A file created here is sent at its close (with its first bytes), or
- * when a request needs it, or at the latest after this long. */
+/* A file created here is sent this long after its creation (with its
+ * first bytes and the attribute changes after them; renamed meanwhile,
+ * under its new name: wb_rename_created), or sooner when a request needs
+ * it (wb_barrier, a recall, fsync, unmount). Not at its close: rsync and
+ * cp -a set times and modes after it, and rsync renames the file. */
 #define WB_CREATE_HOLD_MS   50
 /* A file's writes wait this long at most for what follows them: the
  * kernel writes a file's pages back at close and fsync, and its times
@@ -258,5 +261,18 @@ void wb_barrier_list(struct wb *w, const struct cairn_fid *fids, size_t n);
 int wb_remove(struct wb *w, const struct cairn_fid *dir, uint64_t *dir_dv,
 	      const char *name, size_t len, const struct cairn_fid *victim,
 	      uint32_t flags, const void *cred, size_t credlen);
+/*
+ * A rename within directory dir of fid, whose creation answered here is
+ * still in the journal and not yet on its way: the creation is journaled
+ * again under the new name (the first record marked done), and goes to
+ * the server as if made so (rsync's and editors' write to a temporary
+ * name and rename, without a round trip). Only while dir's token is
+ * held, with nothing else of dir's own waiting, no send of fid tried yet
+ * and no removal of name pending in dir: else -EAGAIN (send the rename).
+ * The caller has checked that name is free in dir's listing.
+ */
+int wb_rename_created(struct wb *w, const struct cairn_fid *dir,
+		      const struct cairn_fid *fid, const char *name,
+		      size_t len);
 
 #endif

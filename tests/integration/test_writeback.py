@@ -61,6 +61,7 @@ import subprocess
 import sys
 import threading
 import time
+import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as H  # noqa: E402
@@ -2460,6 +2461,207 @@ def kill9_after_tree_removed_here_replays_it(ctx):
               "names in d on B after A's replay")
     same_tree(b, "d", keep, "the tree kept, on B")
     expect_eq(wb_status(a)["wb.errors"], 0, "wb.errors after the replay")
+
+
+def rsync_like(d, name, data, mode, mtime_ns):
+    """What rsync does for one file: write it to a temporary name (made
+    O_EXCL, chmod 0600 before the first byte), close, set its times and
+    mode, rename it to `name` in the same directory d."""
+    tmp = os.path.join(d, ".%s.%d" % (name, os.getpid()))
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        write_all(fd, data)
+    finally:
+        os.close(fd)
+    os.utime(tmp, ns=(mtime_ns, mtime_ns))
+    os.chmod(tmp, mode)
+    os.rename(tmp, os.path.join(d, name))
+
+
+def rsync_files(n, tag):
+    """n files for rsync_like: name -> (bytes, mode, mtime in ns)."""
+    rnd = random.Random(tag)
+    return {"%s%03d" % (tag, i): (rnd.randbytes(rnd.choice((0, 10, 3000, 40000))),
+                                  rnd.choice((0o644, 0o600, 0o755)),
+                                  1600000000 * 10**9 + i * 10**9 + 123456789)
+            for i in range(n)}
+
+
+def same_files(m, d, want, what):
+    """Exactly the names of want in directory d of mount m (no temporary
+    name left), each with its bytes, mode and mtime."""
+    names = sorted(os.listdir(m.p(d)))
+    expect_eq(names, sorted(want), "names in %s" % what)
+    for name, (data, mode, mt) in sorted(want.items()):
+        st = os.stat(m.p(d, name))
+        expect_eq((read_file(m.p(d, name)), st.st_mode & 0o7777, st.st_mtime_ns),
+                  (data, mode, mt), "%s/%s: bytes, mode, mtime" % (what, name))
+
+
+@test(timeout=90)
+def renames_of_files_made_here_go_as_their_creation(ctx):
+    """rsync's pattern (rsync_like) for 30 new files and 5 files that
+    exist already, in a directory A has listed and holds the token of. A
+    file made here whose creation is still in A's journal when it is
+    renamed is made on the server under its final name: A's daemon
+    answers the rename itself (wb.renamed_here) and sends no RENAME for
+    it. Over an existing file the rename goes to the server. B sees the
+    final names only, each with its bytes, mode and mtime."""
+    srv, a = warm_dir(ctx, 0)
+    os.mkdir(a.p("d", "r"))
+    old = rsync_files(5, "u")
+    for name, (data, mode, mt) in old.items():
+        write_file(a.p("d", "r", name), b"old " + data)
+    os.listdir(a.p("d", "r"))
+    wait_for(lambda: wb_status(a)["wb.pending_changes"] == 0, 20, "A's journal sent")
+    want = rsync_files(30, "n")
+    want.update(old)
+    before = H.mount_status(a)
+    for name, (data, mode, mt) in sorted(want.items()):
+        rsync_like(a.p("d", "r"), name, data, mode, mt)
+    after = H.mount_status(a)
+    here = after["wb.renamed_here"] - before["wb.renamed_here"]
+    sent = after["rpc.rename.calls"] - before["rpc.rename.calls"]
+    print("# renames answered here %d, sent to the server %d" % (here, sent))
+    expect_eq(here + sent, len(want), "renames answered here and sent")
+    expect(here >= 1, "no rename was answered here")
+    expect(sent >= len(old), "renames over existing files sent: %d" % sent)
+    same_files(a, "d/r", want, "d/r on A")
+    wait_for(lambda: wb_status(a)["wb.pending_changes"] == 0, 20, "A's journal sent")
+    b = ctx.mount(srv, "b")
+    same_files(b, "d/r", want, "d/r on B")
+    expect_eq(wb_status(a)["wb.errors"], 0, "wb.errors")
+
+
+RSYNC_LIKE_CHILD = """
+import os, sys
+sys.path.insert(0, sys.argv[1])
+import test_writeback as T
+want = T.rsync_files(int(sys.argv[3]), "k")
+for name, (data, mode, mt) in sorted(want.items()):
+    T.rsync_like(sys.argv[2], name, data, mode, mt)
+print("done", flush=True)
+"""
+
+
+def unmark_renamed_creations(jdir, prefix):
+    """Rewrite the journal in jdir as if the daemon had stopped between
+    journaling a renamed creation again and marking the first record done
+    (wb_rename_created): every JR_DONE record of a creation under a name
+    starting with prefix becomes a JR_CREATE again. How many."""
+    n = 0
+    for name in sorted(x for x in os.listdir(jdir) if len(x) == 16):
+        path = os.path.join(jdir, name)
+        with open(path, "r+b") as f:
+            buf = bytearray(f.read())
+            at = 0
+            while at + JREC.size <= len(buf):
+                h = JREC.unpack_from(buf, at)
+                magic, hcrc, typ, ln = h[0], h[1], h[2], h[5]
+                if magic != 0x4a425743 or h[8] != at:
+                    at += 8
+                    continue
+                data = bytes(buf[at + JREC.size:at + JREC.size + ln])
+                if typ == 3 and ln >= 32:
+                    nlen = struct.unpack_from("<H", data, 24)[0]
+                    if data[32:32 + nlen].startswith(prefix):
+                        expect_eq(hcrc, zlib.crc32(bytes(buf[at + 8:at + JREC.size])),
+                                  "a journal header's CRC as the test computes it")
+                        buf[at + 8] = 4
+                        struct.pack_into("<I", buf, at + 4,
+                                         zlib.crc32(bytes(buf[at + 8:at + JREC.size])))
+                        n += 1
+                at += JREC.size + ((ln + 7) & ~7)
+            f.seek(0)
+            f.write(buf)
+    return n
+
+
+def journal_pending(jdir):
+    """How many records in the journal in jdir are changes still to send
+    (not JR_DONE)."""
+    n = 0
+    for name in sorted(x for x in os.listdir(jdir) if len(x) == 16):
+        with open(os.path.join(jdir, name), "rb") as f:
+            buf = f.read()
+        at = 0
+        while at + JREC.size <= len(buf):
+            h = JREC.unpack_from(buf, at)
+            if h[0] != 0x4a425743 or h[8] != at:
+                at += 8
+                continue
+            n += h[2] != 3
+            at += JREC.size + ((h[5] + 7) & ~7)
+    return n
+
+
+def renames_here_then_kill9(ctx, unmark):
+    srv, a = warm_dir(ctx, 2)
+    wait_for(lambda: wb_status(a)["wb.pending_changes"] == 0, 20, "A's journal sent")
+    before = H.mount_status(a)
+    n = 4
+    sig(srv.proc, 19)
+    try:
+        p = subprocess.Popen([sys.executable, "-c", RSYNC_LIKE_CHILD,
+                              os.path.dirname(os.path.abspath(__file__)),
+                              a.p("d"), str(n)],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True, start_new_session=True)
+        H._record_pid(p.pid)
+        try:
+            out, _ = p.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            out = "(still running after 20 s: a rename waited for the stopped server)"
+        made = H.mount_status(a)
+        H.kill9_daemon(a)
+        if p.poll() is None:
+            p.kill()
+            p.wait(10)
+    finally:
+        sig(srv.proc, 18)
+    expect_eq(out.strip(), "done", "the child writing the files")
+    expect_eq(made["wb.renamed_here"] - before["wb.renamed_here"], n,
+              "renames answered by A's daemon with the server stopped")
+    expect_eq(made["rpc.rename.calls"] - before["rpc.rename.calls"], 0,
+              "renames sent")
+    jdir = os.path.join(a.cache, "journal")
+    if unmark:
+        expect_eq(unmark_renamed_creations(jdir, b".k"),
+                  n, "creations under a temporary name made pending again")
+    pending = journal_pending(jdir)
+    remount(a)
+    # Each file's creation is loaded once: with both records, the later
+    # takes the earlier's place.
+    expect_eq(wb_status(a)["wb.replayed"], pending - (n if unmark else 0),
+              "changes loaded from %d pending records" % pending)
+    wait_for(lambda: wb_status(a)["wb.pending_changes"] == 0, 20, "A's journal sent")
+    b = ctx.mount(srv, "b")
+    want = rsync_files(n, "k")
+    for w in ("warm000", "warm001"):
+        st = os.stat(a.p("d", w))
+        want[w] = (read_file(a.p("d", w)), st.st_mode & 0o7777, st.st_mtime_ns)
+    same_files(b, "d", want, "d on B after A's replay")
+    expect_eq(wb_status(a)["wb.errors"], 0, "wb.errors after the replay")
+
+
+@test(timeout=120)
+def kill9_after_renames_answered_here_replays_the_final_names(ctx):
+    """The server stopped, A writes 4 files rsync's way (rsync_like),
+    each renamed while its creation is in A's journal, then A's daemon
+    is killed: the next mount makes each file on the server once, under
+    its final name (the creation journaled again at the rename, the first
+    record marked done), and B never sees a temporary name."""
+    renames_here_then_kill9(ctx, False)
+
+
+@test(timeout=120)
+def renamed_creation_found_twice_in_the_journal_is_made_once(ctx):
+    """As kill9_after_renames_answered_here_replays_the_final_names, but
+    the journal as a daemon stopped between writing a renamed creation
+    again and marking the first record done leaves it (edited so while
+    A is down): the later record, the final name, is the one made."""
+    renames_here_then_kill9(ctx, True)
 
 
 @test(timeout=90)
