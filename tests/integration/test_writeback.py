@@ -1460,25 +1460,29 @@ def kill9_during_replay_sends_once(ctx):
 JREC = struct.Struct("<IIBBHIQQQIIQQQQIIqqII")   # client/wback.c struct jrec
 
 
-def journal_writes(jdir):
-    """(segment path, record offset, header fields) of every JR_WRITE
-    record still pending in the journal in jdir, in journal order."""
-    out = []
+def journal_records(jdir):
+    """(segment path, its bytes, record offset, header fields) of every
+    record in the journal in jdir, in journal order (the bytes are the
+    same bytearray for the records of one segment)."""
     for name in sorted(n for n in os.listdir(jdir) if len(n) == 16):
         path = os.path.join(jdir, name)
         with open(path, "rb") as f:
-            buf = f.read()
+            buf = bytearray(f.read())
         at = 0
         while at + JREC.size <= len(buf):
             h = JREC.unpack_from(buf, at)
-            magic, typ, ln = h[0], h[2], h[5]
-            if magic != 0x4a425743 or h[8] != at:
+            if h[0] != 0x4a425743 or h[8] != at:
                 at += 8
                 continue
-            if typ == 1:
-                out.append((path, at, {"len": ln, "seq": h[6], "off": h[12]}))
-            at += JREC.size + ((ln + 7) & ~7)
-    return out
+            yield path, buf, at, h
+            at += JREC.size + ((h[5] + 7) & ~7)
+
+
+def journal_writes(jdir):
+    """(segment path, record offset, header fields) of every JR_WRITE
+    record still pending in the journal in jdir, in journal order."""
+    return [(path, at, {"len": h[5], "seq": h[6], "off": h[12]})
+            for path, _, at, h in journal_records(jdir) if h[2] == 1]
 
 
 @test(timeout=90)
@@ -2551,29 +2555,22 @@ def unmark_renamed_creations(jdir, prefix):
     (wb_rename_created): every JR_DONE record of a creation under a name
     starting with prefix becomes a JR_CREATE again. How many."""
     n = 0
-    for name in sorted(x for x in os.listdir(jdir) if len(x) == 16):
-        path = os.path.join(jdir, name)
+    edited = {}
+    for path, buf, at, h in journal_records(jdir):
+        data = bytes(buf[at + JREC.size:at + JREC.size + h[5]])
+        if h[2] != 3 or h[5] < 32:
+            continue
+        nlen = struct.unpack_from("<H", data, 24)[0]
+        if not data[32:32 + nlen].startswith(prefix):
+            continue
+        expect_eq(h[1], zlib.crc32(bytes(buf[at + 8:at + JREC.size])),
+                  "a journal header's CRC as the test computes it")
+        buf[at + 8] = 4
+        struct.pack_into("<I", buf, at + 4, zlib.crc32(bytes(buf[at + 8:at + JREC.size])))
+        edited[path] = buf
+        n += 1
+    for path, buf in edited.items():
         with open(path, "r+b") as f:
-            buf = bytearray(f.read())
-            at = 0
-            while at + JREC.size <= len(buf):
-                h = JREC.unpack_from(buf, at)
-                magic, hcrc, typ, ln = h[0], h[1], h[2], h[5]
-                if magic != 0x4a425743 or h[8] != at:
-                    at += 8
-                    continue
-                data = bytes(buf[at + JREC.size:at + JREC.size + ln])
-                if typ == 3 and ln >= 32:
-                    nlen = struct.unpack_from("<H", data, 24)[0]
-                    if data[32:32 + nlen].startswith(prefix):
-                        expect_eq(hcrc, zlib.crc32(bytes(buf[at + 8:at + JREC.size])),
-                                  "a journal header's CRC as the test computes it")
-                        buf[at + 8] = 4
-                        struct.pack_into("<I", buf, at + 4,
-                                         zlib.crc32(bytes(buf[at + 8:at + JREC.size])))
-                        n += 1
-                at += JREC.size + ((ln + 7) & ~7)
-            f.seek(0)
             f.write(buf)
     return n
 
@@ -2581,19 +2578,7 @@ def unmark_renamed_creations(jdir, prefix):
 def journal_pending(jdir):
     """How many records in the journal in jdir are changes still to send
     (not JR_DONE)."""
-    n = 0
-    for name in sorted(x for x in os.listdir(jdir) if len(x) == 16):
-        with open(os.path.join(jdir, name), "rb") as f:
-            buf = f.read()
-        at = 0
-        while at + JREC.size <= len(buf):
-            h = JREC.unpack_from(buf, at)
-            if h[0] != 0x4a425743 or h[8] != at:
-                at += 8
-                continue
-            n += h[2] != 3
-            at += JREC.size + ((h[5] + 7) & ~7)
-    return n
+    return sum(h[2] != 3 for _, _, _, h in journal_records(jdir))
 
 
 def renames_here_then_kill9(ctx, unmark):
