@@ -1021,6 +1021,18 @@ def wl_tree(cfg, side, R):
           "time", copy_a, settle=True, detail=writes)
     run(["rm", "-rf", dst_a], cfg["timeout"])
 
+    # rsync -a: each file written to a temporary name, its mode and times
+    # set, then renamed to its own.
+    dst_r = os.path.join(side.a, "tree-r")
+
+    def copy_r():
+        t0 = time.time()
+        run(["rsync", "-a", src + "/", dst_r + "/"], cfg["timeout"])
+        return time.time() - t0
+    phase(R, "tree", side, "copy with rsync -a (temporary names, renamed)",
+          "s", "time", copy_r, settle=True, detail=writes)
+    run(["rm", "-rf", dst_r], cfg["timeout"])
+
 
 def wl_dbench(cfg, side, R):
     t = cfg["dbench_s"]
