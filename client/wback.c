@@ -287,6 +287,7 @@ struct wb {
 	int no_creates;           /* nor CREATES */
 	int stopping;
 	unsigned started;
+	int64_t recall_ms;        /* the last CB_RECALL came then (0: none) */
 	uint64_t through;         /* changes written through since a journal
 				   * write last failed (0: it works) */
 	/* FIDs recalled while we did not hold their token (a grant still on
@@ -3231,6 +3232,7 @@ void wb_recall(void *arg, const struct cairn_fid *fid)
 		return;
 	pthread_mutex_lock(&w->lock);
 	w->st.recalls++;
+	w->recall_ms = clock_mono_ms();
 	if ((f = file_get(w, fid))) {
 		f->recalls++;
 		if (f->tok == TK_HELD) {
@@ -3285,8 +3287,13 @@ void wb_closed(struct wb *w, const struct cairn_fid *fid)
 	 * created here stays held (WB_CREATE_HOLD_MS from its creation):
 	 * what programs do right after the close (rsync's and cp -a's
 	 * times and modes, a rename to the final name) goes with its
-	 * creation, or instead of a request of its own. */
-	if ((f = *fslot(w, fid)) && f->head && f->head->type != JR_CREATE)
+	 * creation, or instead of a request of its own. But not while
+	 * another client works with what we hold (a recall lately): it
+	 * is likely to look at the file next, and would wait for it. */
+	if ((f = *fslot(w, fid)) && f->head &&
+	    (f->head->type != JR_CREATE ||
+	     (w->recall_ms &&
+	      clock_mono_ms() - w->recall_ms < WB_SHARED_MS)))
 		hurry_one(w, f);
 	if (f && f->open_dirty) {
 		f->open_dirty = 0;

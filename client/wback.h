@@ -63,8 +63,11 @@ struct fs;
  * first bytes and the attribute changes after them; renamed meanwhile,
  * under its new name: wb_rename_created), or sooner when a request needs
  * it (wb_barrier, a recall, fsync, unmount). Not at its close: rsync and
- * cp -a set times and modes after it, and rsync renames the file. */
+ * cp -a set times and modes after it, and rsync renames the file... */
 #define WB_CREATE_HOLD_MS   50
+/* ... but at its close while a recall came less than this long ago:
+ * another client works in what we hold, and may look at the file next. */
+#define WB_SHARED_MS        10000
 /* A file's writes wait this long at most for what follows them: the
  * kernel writes a file's pages back at close and fsync, and its times
  * (SETATTR) right after; held, they go with the last write in one
