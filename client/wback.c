@@ -3211,6 +3211,18 @@ static void hurry_one(struct wb *w, struct wfile *f)
 	}
 }
 
+/* f, held back, goes at most ms from now. Under lock. */
+static void hold_at_most(struct wb *w, struct wfile *f, int ms)
+{
+	int64_t t = clock_mono_ms() + ms;
+
+	if (f->retry_ms > t && !f->err) {
+		f->retry_ms = t;
+		if (f->queued && note_wake(w, t))
+			pthread_cond_signal(&w->work);
+	}
+}
+
 /* A directory's held creates. Under lock. */
 static void hurry_dir(struct wb *w, const struct wfile *d)
 {
@@ -3284,17 +3296,20 @@ void wb_closed(struct wb *w, const struct cairn_fid *fid)
 	pthread_mutex_lock(&w->lock);
 	w->closes_seen = 1;
 	/* Its writes held back for the times after them go now. A file
-	 * created here stays held (WB_CREATE_HOLD_MS from its creation):
+	 * created here stays held a little longer (WB_CLOSED_HOLD_MS):
 	 * what programs do right after the close (rsync's and cp -a's
 	 * times and modes, a rename to the final name) goes with its
 	 * creation, or instead of a request of its own. But not while
 	 * another client works with what we hold (a recall lately): it
 	 * is likely to look at the file next, and would wait for it. */
-	if ((f = *fslot(w, fid)) && f->head &&
-	    (f->head->type != JR_CREATE ||
-	     (w->recall_ms &&
-	      clock_mono_ms() - w->recall_ms < WB_SHARED_MS)))
-		hurry_one(w, f);
+	if ((f = *fslot(w, fid)) && f->head) {
+		if (f->head->type != JR_CREATE ||
+		    (w->recall_ms &&
+		     clock_mono_ms() - w->recall_ms < WB_SHARED_MS))
+			hurry_one(w, f);
+		else
+			hold_at_most(w, f, WB_CLOSED_HOLD_MS);
+	}
 	if (f && f->open_dirty) {
 		f->open_dirty = 0;
 		if (f->tok == TK_RECALLED) {

@@ -59,13 +59,18 @@ struct fs;
  * of a file that a change of ours outside the journal is moving
  * (wb_move_begin); its end wakes the shippers sooner. */
 #define WB_MOVING_RETRY_MS  100
-/* A file created here is sent this long after its creation (with its
- * first bytes and the attribute changes after them; renamed meanwhile,
- * under its new name: wb_rename_created), or sooner when a request needs
- * it (wb_barrier, a recall, fsync, unmount). Not at its close: rsync and
- * cp -a set times and modes after it, and rsync renames the file... */
+/* A file created here is sent at the latest this long after its creation
+ * (with its first bytes and the attribute changes after them; renamed
+ * meanwhile, under its new name: wb_rename_created), or sooner when a
+ * request needs it (wb_barrier, a recall, fsync, unmount). Not at once at
+ * its close: rsync and cp -a set times and modes after it, and rsync
+ * renames the file... */
 #define WB_CREATE_HOLD_MS   50
-/* ... but at its close while a recall came less than this long ago:
+/* ... and at most this long after its close (what follows a close at
+ * once, a chmod, times, a rename, still goes with it; a later fsync
+ * finds it sent), */
+#define WB_CLOSED_HOLD_MS   5
+/* ... or at its close while a recall came less than this long ago:
  * another client works in what we hold, and may look at the file next. */
 #define WB_SHARED_MS        10000
 /* A file's writes wait this long at most for what follows them: the
