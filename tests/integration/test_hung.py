@@ -190,12 +190,21 @@ def expect_errno_within(want, fn, seconds, what):
             what, H.errname(want), H.errname(got), seconds))
 
 
-STAT_CODE = ("import errno, os, sys\n"
-             "try:\n"
-             "    os.stat(sys.argv[1])\n"
-             "    print('ok')\n"
-             "except OSError as e:\n"
-             "    print(errno.errorcode.get(e.errno, str(e.errno)))\n")
+def child_code(call, setup="", timed=False):
+    """A child's python: setup, then call (one statement, on sys.argv[1]);
+    it prints "ok" or the errno's name, each followed by the seconds the
+    call took when timed."""
+    took = " %.1f' % (time.time() - t)" if timed else "'"
+    return ("import errno, os, sys, time\n" + setup +
+            "t = time.time()\n"
+            "try:\n"
+            "    " + call + "\n"
+            "    print('ok" + took + ")\n"
+            "except OSError as e:\n"
+            "    print(errno.errorcode.get(e.errno, str(e.errno)) + '" + took + ")\n")
+
+
+STAT_CODE = child_code("os.stat(sys.argv[1])")
 
 
 @test(timeout=90)
@@ -240,14 +249,8 @@ def timeout_option_turns_a_stopped_server_into_eio(ctx):
             reap(p)
 
 
-CREATE_CODE = ("import errno, os, sys, time\n"
-               "t = time.time()\n"
-               "try:\n"
-               "    os.close(os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT, 0o644))\n"
-               "    print('ok %.1f' % (time.time() - t))\n"
-               "except OSError as e:\n"
-               "    print('%s %.1f' % (errno.errorcode.get(e.errno, str(e.errno)),\n"
-               "                       time.time() - t))\n")
+CREATE_CODE = child_code("os.close(os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT, 0o644))",
+                         timed=True)
 
 
 @test(timeout=90)
@@ -285,13 +288,7 @@ def create_on_a_stopped_server_fails_after_one_timeout(ctx):
             reap(p)
 
 
-READ_CODE = ("import errno, os, sys\n"
-             "try:\n"
-             "    with open(sys.argv[1], 'rb') as f:\n"
-             "        f.read()\n"
-             "    print('ok')\n"
-             "except OSError as e:\n"
-             "    print(errno.errorcode.get(e.errno, str(e.errno)))\n")
+READ_CODE = child_code("open(sys.argv[1], 'rb').read()")
 
 
 @test(timeout=90)
@@ -356,16 +353,9 @@ def calls_fail_at_once_once_the_server_was_out_of_reach_for_timeout(ctx):
             reap(p)
 
 
-CLOSE_CODE = ("import errno, os, sys, time\n"
-              "fd = os.open(sys.argv[1], os.O_WRONLY)\n"
-              "os.pwrite(fd, b'y' * 100, 0)\n"
-              "t = time.time()\n"
-              "try:\n"
-              "    os.close(fd)\n"
-              "    print('ok %.1f' % (time.time() - t))\n"
-              "except OSError as e:\n"
-              "    print('%s %.1f' % (errno.errorcode.get(e.errno, str(e.errno)),\n"
-              "                       time.time() - t))\n")
+CLOSE_CODE = child_code("os.close(fd)", timed=True,
+                        setup="fd = os.open(sys.argv[1], os.O_WRONLY)\n"
+                              "os.pwrite(fd, b'y' * 100, 0)\n")
 
 
 @test(timeout=90)

@@ -400,12 +400,12 @@ def umount_with_the_server_replaced_and_only_tokens_held(ctx):
 
 # ----------------------------------------------------- 3. server out of space
 
-def on_small_tmpfs(ctx, fn):
-    """Run fn(ctx, dir) with dir a fresh 16 MiB tmpfs mounted here; stop
-    the test's mounts and servers and unmount the tmpfs afterwards."""
-    tdir = ctx.path("tmpfs")
+def on_tmpfs(ctx, tdir, size, fn):
+    """Run fn(ctx, tdir) with tdir (made here) a fresh tmpfs of size
+    (mount's size=); stop the test's mounts and servers and unmount the
+    tmpfs afterwards."""
     os.makedirs(tdir)
-    p = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m,mode=0755", "tmpfs", tdir],
+    p = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%s,mode=0755" % size, "tmpfs", tdir],
                        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                        stderr=subprocess.STDOUT, text=True, timeout=30)
     if p.returncode != 0:
@@ -421,6 +421,11 @@ def on_small_tmpfs(ctx, fn):
                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode:
             subprocess.run(["umount", "-l", tdir], stdin=subprocess.DEVNULL,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def on_small_tmpfs(ctx, fn):
+    """on_tmpfs of 16 MiB at the test's tmpfs/."""
+    on_tmpfs(ctx, ctx.path("tmpfs"), "16m", fn)
 
 
 def tmpfs_used(tdir):
@@ -492,55 +497,45 @@ def full_cache_dir_writes_through_and_loses_nothing(ctx):
     (write-through): every close() succeeds and B reads every byte. The
     log says so once for each time the journal filled up, not once for
     each write, and says when the journal is written again."""
+    # A's cache directory (ctx.mount's cache-a) is the tmpfs.
+    on_tmpfs(ctx, ctx.path("cache-a"), "8m", _full_cache_dir)
+
+
+def _full_cache_dir(ctx, cdir):
     srv = ctx.server()
-    cdir = ctx.path("cache-a")
-    os.makedirs(cdir)
-    p = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m,mode=0700", "tmpfs", cdir],
-                       stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                       stderr=subprocess.STDOUT, text=True, timeout=30)
-    if p.returncode != 0:
-        raise H.Skip("cannot mount a tmpfs: %s" % p.stdout.strip())
-    try:
-        a = ctx.mount(srv, "a")
-        b = ctx.mount(srv, "b")
-        rnd = random.Random(7)
-        big = rnd.randbytes(24 << 20)
-        os.mkdir(a.p("d"))
-        with open(a.p("d", "big"), "wb") as f:
-            for i in range(0, len(big), 1 << 20):
-                f.write(big[i:i + (1 << 20)])
-        small = [rnd.randbytes(64 << 10) for _ in range(160)]
-        for i, data in enumerate(small):
-            with open(a.p("d", "s%03d" % i), "wb") as f:
-                f.write(data)
-        H.wb_idle(a, 60)
-        expect(read_file(b.p("d", "big")) == big, "the 24 MiB file read on B")
-        bad = [i for i, data in enumerate(small)
-               if read_file(b.p("d", "s%03d" % i)) != data]
-        expect(not bad, "small files different on B: %s" % bad[:10])
-        expect(read_file(a.p("d", "big")) == big, "the 24 MiB file read on A")
-        st = H.mount_status(a)
-        expect_eq((st.get("wb.errors"), st.get("wb.conflicts"), st.get("wb.dropped")),
-                  (0, 0, 0), "write-back errors, conflicts, drops")
-        with open(a.daemon_log) as f:
-            log = f.read()
-        full = log.count("writing through to the server until it can be written again")
-        again = [int(x.split("(")[1].split()[0]) for x in log.splitlines()
-                 if "written again (" in x]
-        print("# journal full %d times; written again after %s changes went through"
-              % (full, again))
-        expect(full >= 1, "the log does not say the journal was full")
-        expect(full <= len(again) + 1,
-               "journal full logged %d times for %d times written again: once "
-               "a write, not once a time it filled up" % (full, len(again)))
-        expect(all(n >= 1 for n in again), "written again after %s" % again)
-    finally:
-        for m in ctx.mounts:
-            m.umount()
-        if subprocess.run(["umount", cdir], stdin=subprocess.DEVNULL,
-                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode:
-            subprocess.run(["umount", "-l", cdir], stdin=subprocess.DEVNULL,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    a = ctx.mount(srv, "a")
+    b = ctx.mount(srv, "b")
+    rnd = random.Random(7)
+    big = rnd.randbytes(24 << 20)
+    os.mkdir(a.p("d"))
+    with open(a.p("d", "big"), "wb") as f:
+        for i in range(0, len(big), 1 << 20):
+            f.write(big[i:i + (1 << 20)])
+    small = [rnd.randbytes(64 << 10) for _ in range(160)]
+    for i, data in enumerate(small):
+        with open(a.p("d", "s%03d" % i), "wb") as f:
+            f.write(data)
+    H.wb_idle(a, 60)
+    expect(read_file(b.p("d", "big")) == big, "the 24 MiB file read on B")
+    bad = [i for i, data in enumerate(small)
+           if read_file(b.p("d", "s%03d" % i)) != data]
+    expect(not bad, "small files different on B: %s" % bad[:10])
+    expect(read_file(a.p("d", "big")) == big, "the 24 MiB file read on A")
+    st = H.mount_status(a)
+    expect_eq((st.get("wb.errors"), st.get("wb.conflicts"), st.get("wb.dropped")),
+              (0, 0, 0), "write-back errors, conflicts, drops")
+    with open(a.daemon_log) as f:
+        log = f.read()
+    full = log.count("writing through to the server until it can be written again")
+    again = [int(x.split("(")[1].split()[0]) for x in log.splitlines()
+             if "written again (" in x]
+    print("# journal full %d times; written again after %s changes went through"
+          % (full, again))
+    expect(full >= 1, "the log does not say the journal was full")
+    expect(full <= len(again) + 1,
+           "journal full logged %d times for %d times written again: once "
+           "a write, not once a time it filled up" % (full, len(again)))
+    expect(all(n >= 1 for n in again), "written again after %s" % again)
 
 
 @test(timeout=90)
