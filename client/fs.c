@@ -76,7 +76,7 @@ FIRST_FID(msg_setxattr_req, fid); FIRST_FID(msg_getxattr_req, fid);
 FIRST_FID(msg_listxattr_req, fid); FIRST_FID(msg_removexattr_req, fid);
 FIRST_FID(msg_fallocate_req, fid); FIRST_FID(msg_bulkstat_req, dir);
 FIRST_FID(msg_wtoken_req, fid); FIRST_FID(msg_lock_req, fid);
-FIRST_FID(msg_writeattr_req, fid);
+FIRST_FID(msg_writeattr_req, fid); FIRST_FID(msg_lkreturn_req, fid);
 
 /*
  * What a request names, for wb_barrier: it must not reach the server
@@ -105,7 +105,8 @@ static int call_fids(uint16_t op, const void *reqm,
 	case OP_READ: case OP_WRITE: case OP_FSYNC: case OP_SETXATTR:
 	case OP_GETXATTR: case OP_LISTXATTR: case OP_REMOVEXATTR:
 	case OP_FALLOCATE: case OP_BULKSTAT: case OP_WTOKEN: case OP_LOCK:
-	case OP_GETLK: case OP_REMOVES: case OP_WRITEATTR:
+	case OP_GETLK: case OP_REMOVES: case OP_WRITEATTR: case OP_LOCKD:
+	case OP_LKRETURN:
 		/* Each of these begins with the FID it is about (a
 		 * directory for the namespace ones). */
 		out[0] = (const struct cairn_fid *)reqm;

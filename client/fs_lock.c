@@ -22,6 +22,19 @@
  * reconnect), then asks again; an interrupt (Ctrl-C) ends the wait at
  * once and cancels it on the server.
  *
+ * Delegation: a grant may come with the file's delegation (LOCKD,
+ * LKD_DELEG: no other client asked for its locks lately). This client
+ * then grants, tests and releases the file's locks among its own owners
+ * itself, with no call and no shipping at a release (SQLite's nine lock
+ * steps a transaction). When another client asks, the server recalls
+ * them (CB_LKRECALL): the reclaimer thread writes the kernel's dirty
+ * pages of the file and its journal to the server and hands back every
+ * lock held (LKRETURN); requests on the file wait for that, then go to
+ * the server. A request that would have to wait here for another owner
+ * of ours hands the delegation back first and waits at the server, which
+ * checks for deadlocks. After a reconnect every delegation is handed
+ * back in place of the reclaims; at unmount, likewise.
+ *
  * With `cairn mount --local-locks` none of this runs: the kernel keeps
  * each client's locks to itself and opens and closes never enter the
  * daemon (fs.c).
@@ -55,6 +68,11 @@
  * later ones this far apart. */
 #define LK_HELD_RETRIES 20
 #define LK_HELD_PAUSE_MS 50
+/* At unmount, delegations are handed back for at most this long (the
+ * server revokes what is left a lease after another client asks). */
+#define LK_STOP_RETURN_MS 5000
+
+enum { DG_NONE, DG_HELD, DG_RETURNING };
 
 struct fs_lkfile {
 	struct fs_lkfile *next;
@@ -63,6 +81,12 @@ struct fs_lkfile {
 	uint64_t gen;          /* CB_LOCKWAKE count */
 	int lost;              /* a lock of it could not be reclaimed */
 	int nwait;             /* requests of ours waiting on it */
+	int deleg;             /* DG_*: its locks are ours to grant */
+	int recall_due;        /* hand them back (the reclaimer) */
+	int inflight;          /* LOCKDs on their way: a recall may come
+				* before the grant it recalls */
+	int recall_early;      /* ... and one did */
+	fuse_ino_t ino;        /* for the pages at a hand-back */
 };
 
 struct fs_locks {
@@ -71,8 +95,12 @@ struct fs_locks {
 	struct fs_lkfile *b[LK_BUCKETS];
 	uint64_t gen;          /* reconnects */
 	int reclaim_due, reclaiming, stopping, started;
+	int recall_due;        /* some file's recall_due is set */
+	int no_lockd;          /* atomic: the server knows no LOCKD */
 	pthread_t reclaimer;
 	uint64_t held, waiting, lost, reclaimed, calls, wakes, pings;
+	uint64_t delegs, deleg_granted, deleg_returned, local;
+	uint64_t reconnects;
 	uint64_t next_fh;
 	int64_t last_call_ms;  /* atomic: CLOCK_MONOTONIC ms of the last call */
 };
@@ -138,7 +166,12 @@ static int held_here(struct fs_locks *L, const struct cairn_fid *fid,
 /* Forget f once it holds nothing to remember (L->lock held). */
 static void tidy(struct fs_locks *L, struct fs_lkfile *f)
 {
-	if (!f->set.n && !f->lost && !f->nwait) {
+	if (!f->set.n && !f->lost && !f->nwait && f->deleg == DG_NONE &&
+	    !f->inflight && !f->recall_due) {
+		/* Its wake-ups move the global count instead, so that
+		 * wake_gen never goes back: a waiter that read it before a
+		 * wake-up counted here still sees the change. */
+		L->gen += f->gen;
 		for (struct fs_lkfile **pp = &L->b[lk_bucket(&f->fid)]; *pp;
 		     pp = &(*pp)->next)
 			if (*pp == f) {
@@ -151,24 +184,98 @@ static void tidy(struct fs_locks *L, struct fs_lkfile *f)
 
 /* --- calls ---------------------------------------------------------------- */
 
+/*
+ * LOCK, or LOCKD when deleg is given (*deleg: the grant came with the
+ * file's delegation). A server without LOCKD is asked with LOCK from
+ * then on.
+ */
 static int lock_call(fuse_req_t req, struct fs *fs,
 		     const struct cairn_fid *fid, const struct lkent *e,
-		     uint32_t flags, struct cairn_attr *a)
+		     uint32_t flags, struct cairn_attr *a, int *deleg)
 {
+	struct fs_locks *L = fs->locks;
 	struct msg_lock_req q = {
 		.fid = *fid, .owner = e->owner, .start = e->start,
 		.end = e->end, .pid = e->pid, .type = e->type,
 		.flags = flags | (e->flock ? LK_FLOCK : 0),
 	};
-	struct msg_attr p;
+	struct msg_lockd_rep p;
 	int rc;
 
-	__atomic_add_fetch(&fs->locks->calls, 1, __ATOMIC_RELAXED);
-	__atomic_store_n(&fs->locks->last_call_ms, clock_mono_ms(), __ATOMIC_RELAXED);
-	rc = fs_rpc(req, fs, OP_LOCK, &q, &p, NULL);
+	__atomic_add_fetch(&L->calls, 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&L->last_call_ms, clock_mono_ms(), __ATOMIC_RELAXED);
+	if (deleg) {
+		*deleg = 0;
+		if (!__atomic_load_n(&L->no_lockd, __ATOMIC_RELAXED)) {
+			rc = fs_rpc(req, fs, OP_LOCKD, &q, &p, NULL);
+			if (rc != -ENOSYS) {
+				if (!rc && a)
+					*a = p.attr;
+				if (!rc)
+					*deleg = (p.flags & LKD_DELEG) != 0;
+				return rc;
+			}
+			if (!__atomic_exchange_n(&L->no_lockd, 1,
+						 __ATOMIC_RELAXED))
+				log_info("the server delegates no locks (no "
+					 "LOCKD): every lock call goes to it");
+		}
+	}
+	rc = fs_rpc(req, fs, OP_LOCK, &q, (struct msg_attr *)&p, NULL);
 	if (!rc && a)
 		*a = p.attr;
 	return rc;
+}
+
+/*
+ * Answer e here if fid's locks are delegated to us (L->lock held): 1 and
+ * *rc, or 0: ask the server. A hand-back under way is waited out; a
+ * request that would wait for another owner of ours hands the delegation
+ * back first (the server waits and checks for deadlocks).
+ */
+static int local_lock(struct fs_locks *L, const struct cairn_fid *fid,
+		      const struct lkent *e, int sleep, int *rc)
+{
+	struct fs_lkfile *f;
+	size_t n0;
+
+	for (;;) {
+		if (L->stopping || !(f = lkfile(L, fid, 0)) ||
+		    f->deleg == DG_NONE)
+			return 0;
+		if (f->deleg == DG_HELD && !(e->type != LK_UN && sleep &&
+					     lkset_conflict(&f->set, e)))
+			break;
+		if (f->deleg == DG_HELD) {
+			/* A wait: hand back, then ask the server. */
+			f->recall_due = 1;
+			L->recall_due = 1;
+			pthread_cond_broadcast(&L->cond);
+		}
+		pthread_cond_wait(&L->cond, &L->lock);
+	}
+	L->local++;
+	if (e->type != LK_UN && lkset_conflict(&f->set, e)) {
+		*rc = -EAGAIN;
+		return 1;
+	}
+	n0 = f->set.n;
+	*rc = lkset_apply(&f->set, e, NULL) ? -ENOLCK : 0;
+	L->held += f->set.n - n0;
+	tidy(L, f);
+	return 1;
+}
+
+/* The same, taking L->lock. */
+static int local_lock_call(struct fs_locks *L, const struct cairn_fid *fid,
+			   const struct lkent *e, int sleep, int *rc)
+{
+	int done;
+
+	pthread_mutex_lock(&L->lock);
+	done = local_lock(L, fid, e, sleep, rc);
+	pthread_mutex_unlock(&L->lock);
+	return done;
 }
 
 /*
@@ -217,7 +324,7 @@ static int unlock_call(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
 			 "not on the server yet (%s)", fid->vnode,
 			 strerror(-rc));
 	ret = !rc && wb_return_begin(fs->wbk, fid);
-	rc = lock_call(req, fs, fid, e, ret ? LK_RETURN : 0, NULL);
+	rc = lock_call(req, fs, fid, e, ret ? LK_RETURN : 0, NULL, NULL);
 	if (ret)
 		wb_return_end(fs->wbk, fid, rc == 0);
 	return rc;
@@ -239,6 +346,10 @@ static int release_owner(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
 		for (const struct lkent *x = f->set.head; x; x = x->next)
 			if (x->owner == owner && x->flock == flk)
 				has = 1;
+	if (has && local_lock(L, fid, &e, 0, &rc)) {
+		pthread_mutex_unlock(&L->lock);
+		return rc;
+	}
 	pthread_mutex_unlock(&L->lock);
 	if (!has)
 		return 0;
@@ -292,6 +403,107 @@ static uint64_t wake_gen(struct fs_locks *L, const struct cairn_fid *fid)
 }
 
 /*
+ * Wait for a CB_LOCKWAKE of fid (its count moved from gen), a reconnect
+ * or an interrupt, at most LK_REASK_MS. -EINTR when interrupted or
+ * stopping (the server is told we wait no more), else 0: ask again.
+ */
+static int wait_wake(fuse_req_t req, struct fs *fs,
+		     const struct cairn_fid *fid, const struct lkent *e,
+		     uint64_t gen)
+{
+	struct fs_locks *L = fs->locks;
+	struct waitctx wc = { L, 0 };
+	struct timespec until;
+
+	if (req)
+		fuse_req_interrupt_func(req, on_intr, &wc);
+	clock_deadline(CLOCK_REALTIME, LK_REASK_MS, &until);
+	pthread_mutex_lock(&L->lock);
+	struct fs_lkfile *wf = lkfile(L, fid, 1);
+
+	/* Its wake-ups are counted on its entry: keep it. One made just
+	 * now counts from 0, as wake_gen did without it; a wake-up that
+	 * found no entry moved L->gen. */
+	if (wf)
+		wf->nwait++;
+	L->waiting++;
+	while (!wc.intr && !L->stopping && wake_gen(L, fid) == gen)
+		if (pthread_cond_timedwait(&L->cond, &L->lock,
+					   &until) == ETIMEDOUT)
+			break;
+	L->waiting--;
+	if (wf) {
+		wf->nwait--;
+		tidy(L, wf);
+	}
+	pthread_mutex_unlock(&L->lock);
+	if (req)
+		fuse_req_interrupt_func(req, NULL, NULL);
+	if (wc.intr || L->stopping) {
+		/* Not waiting any more: the server may forget us. */
+		lock_call(NULL, fs, fid, e, LK_CANCEL, NULL, NULL);
+		return -EINTR;
+	}
+	return 0;
+}
+
+/* A grant came (deleg: with the file's delegation) for a request sent
+ * when L->reconnects was rc0: record it. */
+static void granted(struct fs_locks *L, const struct cairn_fid *fid,
+		    fuse_ino_t ino, const struct lkent *e, int deleg,
+		    uint64_t rc0)
+{
+	struct fs_lkfile *f;
+
+	pthread_mutex_lock(&L->lock);
+	mirror(L, fid, e);
+	if ((f = lkfile(L, fid, deleg))) {
+		f->inflight--;
+		if (deleg && f->deleg == DG_NONE) {
+			f->deleg = DG_HELD;
+			f->ino = ino;
+			L->delegs++;
+			L->deleg_granted++;
+			if (L->reconnects != rc0) {
+				/* Granted before a reconnect this grant's
+				 * thread did not see: back with the
+				 * reclaims. */
+				f->deleg = DG_RETURNING;
+				L->reclaim_due = 1;
+				L->reclaiming = 1;
+				pthread_cond_broadcast(&L->cond);
+			}
+		}
+		if (f->recall_early) {
+			/* Its recall came first. */
+			f->recall_early = 0;
+			if (f->deleg == DG_HELD) {
+				f->recall_due = 1;
+				L->recall_due = 1;
+				pthread_cond_broadcast(&L->cond);
+			}
+		}
+		tidy(L, f);
+	}
+	pthread_mutex_unlock(&L->lock);
+}
+
+/* A LOCKD of fid leaves (1) or came back without a grant (-1). */
+static void inflight(struct fs_locks *L, const struct cairn_fid *fid, int d)
+{
+	struct fs_lkfile *f;
+
+	pthread_mutex_lock(&L->lock);
+	if ((f = lkfile(L, fid, d > 0))) {
+		f->inflight += d;
+		if (!f->inflight)
+			f->recall_early = 0;
+		tidy(L, f);
+	}
+	pthread_mutex_unlock(&L->lock);
+}
+
+/*
  * Take (or release) lock e on ino: the common path of setlk and flock.
  * sleep: wait for a conflicting lock to go.
  */
@@ -299,12 +511,13 @@ static int do_lock(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
 		   struct lkent *e, int sleep)
 {
 	struct fs_locks *L = fs->locks;
-	struct waitctx wc = { L, 0 };
 	struct cairn_fid fid;
 	struct cairn_attr a;
 	int rc, refused = 0;
 
 	if ((rc = itab_fid(fs->itab, ino, &fid)) || (rc = take_lost(L, &fid)))
+		return rc;
+	if (local_lock_call(L, &fid, e, sleep, &rc))
 		return rc;
 	if (e->type == LK_UN) {
 		if ((rc = unlock_call(req, fs, ino, &fid, e, 1)))
@@ -315,20 +528,36 @@ static int do_lock(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
 		return 0;
 	}
 	for (;;) {
-		uint64_t seq = notify_seq(fs->ntf), gen;
+		uint64_t seq = notify_seq(fs->ntf), gen, rc0;
+		int deleg;
 
 		pthread_mutex_lock(&L->lock);
 		while (L->reclaiming && !L->stopping)
 			pthread_cond_wait(&L->cond, &L->lock);
 		gen = wake_gen(L, &fid);
-		pthread_mutex_unlock(&L->lock);
-		rc = lock_call(req, fs, &fid, e, sleep ? LK_WAIT : 0, &a);
-		if (!rc) {
-			pthread_mutex_lock(&L->lock);
-			mirror(L, &fid, e);
+		rc0 = L->reconnects;
+		if (local_lock(L, &fid, e, sleep, &rc)) {
+			/* Delegated to us meanwhile (another thread's
+			 * grant). */
 			pthread_mutex_unlock(&L->lock);
+			return rc;
+		}
+		pthread_mutex_unlock(&L->lock);
+		inflight(L, &fid, 1);
+		rc = lock_call(req, fs, &fid, e, sleep ? LK_WAIT : 0, &a,
+			       &deleg);
+		if (!rc) {
+			granted(L, &fid, ino, e, deleg, rc0);
 			revalidate(fs, ino, seq, &a);
 			return 0;
+		}
+		inflight(L, &fid, -1);
+		if (rc == -EINPROGRESS) {
+			/* Another client's delegation of the file is on its
+			 * way back: ask again once it is. */
+			if ((rc = wait_wake(req, fs, &fid, e, gen)))
+				return rc;
+			continue;
 		}
 		if (rc == -EAGAIN && !sleep && held_here(L, &fid, e) &&
 		    ++refused <= LK_HELD_RETRIES) {
@@ -354,35 +583,8 @@ static int do_lock(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
 			return rc;
 		/* Wait for the server's wake-up, a reconnect or an
 		 * interrupt; then ask again. */
-		fuse_req_interrupt_func(req, on_intr, &wc);
-		struct timespec until;
-
-		clock_deadline(CLOCK_REALTIME, LK_REASK_MS, &until);
-		pthread_mutex_lock(&L->lock);
-		struct fs_lkfile *wf = lkfile(L, &fid, 1);
-
-		/* Its wake-ups are counted on its entry: keep it. One made
-		 * just now counts from 0, as wake_gen did without it; a
-		 * wake-up that found no entry moved L->gen. */
-		if (wf)
-			wf->nwait++;
-		L->waiting++;
-		while (!wc.intr && !L->stopping && wake_gen(L, &fid) == gen)
-			if (pthread_cond_timedwait(&L->cond, &L->lock,
-						   &until) == ETIMEDOUT)
-				break;
-		L->waiting--;
-		if (wf) {
-			wf->nwait--;
-			tidy(L, wf);
-		}
-		pthread_mutex_unlock(&L->lock);
-		fuse_req_interrupt_func(req, NULL, NULL);
-		if (wc.intr || L->stopping) {
-			/* Not waiting any more: the server may forget us. */
-			lock_call(NULL, fs, &fid, e, LK_CANCEL, NULL);
-			return -EINTR;
-		}
+		if ((rc = wait_wake(req, fs, &fid, e, gen)))
+			return rc;
 	}
 }
 
@@ -414,15 +616,58 @@ void fs_op_getlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 				  .type = lk_type(lock->l_type) };
 	struct msg_getlk_rep p;
 	struct lkent e = { 0 };
+	struct fs_locks *L = fs->locks;
 	int rc;
 
 	if ((rc = range(lock, &e)) || (rc = itab_fid(fs->itab, ino, &q.fid)))
 		goto out;
 	q.start = e.start;
 	q.end = e.end;
-	__atomic_add_fetch(&fs->locks->calls, 1, __ATOMIC_RELAXED);
-	if ((rc = fs_rpc(req, fs, OP_GETLK, &q, &p, NULL)))
-		goto out;
+	e.owner = q.owner;
+	e.pid = q.pid;
+	e.type = (uint8_t)q.type;
+	for (;;) {
+		const struct lkent *x;
+		struct fs_lkfile *f;
+		uint64_t gen;
+
+		pthread_mutex_lock(&L->lock);
+		while ((f = lkfile(L, &q.fid, 0)) &&
+		       f->deleg == DG_RETURNING && !L->stopping)
+			pthread_cond_wait(&L->cond, &L->lock);
+		if (f && f->deleg == DG_HELD) {
+			/* Ours to answer. */
+			L->local++;
+			p = (struct msg_getlk_rep){ .type = LK_UN };
+			if ((x = lkset_conflict(&f->set, &e)))
+				p = (struct msg_getlk_rep){
+					.type = x->type, .start = x->start,
+					.end = x->end, .pid = x->pid };
+			pthread_mutex_unlock(&L->lock);
+			break;
+		}
+		gen = wake_gen(L, &q.fid);
+		pthread_mutex_unlock(&L->lock);
+		if (!__atomic_load_n(&L->no_lockd, __ATOMIC_RELAXED))
+			q.flags = LK_DELEG;
+		__atomic_add_fetch(&L->calls, 1, __ATOMIC_RELAXED);
+		rc = fs_rpc(req, fs, OP_GETLK, &q, &p, NULL);
+		if (rc == -EINVAL && q.flags) {
+			/* A server from before delegations. */
+			__atomic_store_n(&L->no_lockd, 1, __ATOMIC_RELAXED);
+			q.flags = 0;
+			continue;
+		}
+		if (rc == -EINPROGRESS) {
+			/* Another client's delegation is on its way back. */
+			if ((rc = wait_wake(req, fs, &q.fid, &e, gen)))
+				goto out;
+			continue;
+		}
+		if (rc)
+			goto out;
+		break;
+	}
 	if (p.type == LK_UN) {
 		lock->l_type = F_UNLCK;
 	} else {
@@ -548,18 +793,139 @@ static void on_wake(void *arg, const struct cairn_fid *fid)
 	pthread_mutex_unlock(&L->lock);
 }
 
+/* CB_LKRECALL of fid: the reclaimer hands it back. */
+static void on_recall(void *arg, const struct cairn_fid *fid)
+{
+	struct fs_locks *L = arg;
+	struct fs_lkfile *f;
+
+	pthread_mutex_lock(&L->lock);
+	if ((f = lkfile(L, fid, 0))) {
+		if (f->deleg == DG_HELD) {
+			f->recall_due = 1;
+			L->recall_due = 1;
+			pthread_cond_broadcast(&L->cond);
+		} else if (f->inflight) {
+			f->recall_early = 1; /* before its grant's reply */
+		}
+	}
+	pthread_mutex_unlock(&L->lock);
+}
+
 static void on_reconnect(void *arg)
 {
 	struct fs_locks *L = arg;
 
 	pthread_mutex_lock(&L->lock);
 	L->gen++;
-	if (L->held) {
+	L->reconnects++;
+	/* Delegations go back in place of their reclaims; until then
+	 * their files' requests wait. */
+	for (size_t i = 0; i < LK_BUCKETS; i++)
+		for (struct fs_lkfile *f = L->b[i]; f; f = f->next)
+			if (f->deleg == DG_HELD)
+				f->deleg = DG_RETURNING;
+	if (L->held || L->delegs) {
 		L->reclaim_due = 1;
 		L->reclaiming = 1;
 	}
 	pthread_cond_broadcast(&L->cond);
 	pthread_mutex_unlock(&L->lock);
+}
+
+/* Is rc a lost connection (the next reconnect reclaims)? */
+static int conn_error(int rc)
+{
+	return rc == -EINTR || rc == -ENOTCONN || rc == -ETIMEDOUT ||
+	       rc == -ECONNRESET || rc == -EPIPE || rc == -EIO;
+}
+
+/*
+ * Hand f's delegation back (L->lock held, f->deleg DG_RETURNING; the
+ * lock is dropped around the calls): the kernel's dirty pages and the
+ * journal's changes of the file go to the server first, then every lock
+ * we hold of it, with the write token. Returns 0, or a lost connection's
+ * error (the locks stay ours, reclaimed after the reconnect).
+ */
+static int hand_back(struct fs *fs, struct fs_lkfile *f)
+{
+	struct fs_locks *L = fs->locks;
+	struct cairn_fid fid = f->fid;
+	fuse_ino_t ino = f->ino;
+	struct msg_lkent *ents = NULL;
+	size_t n = 0;
+	int rc = 0, ret;
+
+	if (f->set.n && !(ents = calloc(f->set.n, sizeof(*ents))))
+		rc = -ENOMEM;
+	for (struct lkent *e = f->set.head; e && ents; e = e->next)
+		ents[n++] = (struct msg_lkent){
+			.owner = e->owner, .start = e->start, .end = e->end,
+			.pid = e->pid, .type = e->type,
+			.flags = e->flock ? LK_FLOCK : 0 };
+	pthread_mutex_unlock(&L->lock);
+	if (!rc) {
+		struct msg_lkreturn_req q = { .fid = fid, .count = (uint32_t)n,
+					      .ents = ents };
+		int shipped = ino ? ship(fs, ino, &fid, 1) : -ENOENT;
+
+		ret = !shipped && wb_return_begin(fs->wbk, &fid);
+		q.flags = ret ? LKR_TOKEN : 0;
+		__atomic_add_fetch(&L->calls, 1, __ATOMIC_RELAXED);
+		rc = fs_rpc(NULL, fs, OP_LKRETURN, &q, NULL, NULL);
+		if (ret)
+			wb_return_end(fs->wbk, &fid, rc == 0);
+	}
+	free(ents);
+	pthread_mutex_lock(&L->lock);
+	if (rc && !conn_error(rc)) {
+		log_error("locks of vnode %" PRIu64 " lost: the server would "
+			  "not take them back from this client (%s); the next "
+			  "lock call on the file fails with EIO", fid.vnode,
+			  strerror(-rc));
+		L->held -= f->set.n;
+		L->lost += f->set.n;
+		lkset_clear(&f->set);
+		f->lost = 1;
+		rc = 0;
+	}
+	f->deleg = DG_NONE;
+	L->delegs--;
+	if (!rc)
+		L->deleg_returned++;
+	pthread_cond_broadcast(&L->cond);
+	return rc;
+}
+
+/* Hand back every delegation recalled (L->lock held, dropped around the
+ * calls). */
+static void hand_back_recalled(struct fs *fs)
+{
+	struct fs_locks *L = fs->locks;
+
+	while (L->recall_due && !L->stopping) {
+		struct fs_lkfile *f = NULL;
+
+		L->recall_due = 0;
+		for (size_t i = 0; i < LK_BUCKETS && !f; i++)
+			for (f = L->b[i]; f; f = f->next)
+				if (f->recall_due)
+					break;
+		if (!f)
+			break;
+		f->recall_due = 0;
+		L->recall_due = 1; /* look for more */
+		if (f->deleg != DG_HELD) {
+			tidy(L, f);
+			continue;
+		}
+		f->deleg = DG_RETURNING;
+		if (hand_back(fs, f)) {
+			L->reclaim_due = 1; /* reconnecting: reclaim them */
+			L->reclaiming = 1;
+		}
+		tidy(L, f);
+	}
 }
 
 /* Ask for one file's locks again; those refused are lost. */
@@ -569,14 +935,14 @@ static void reclaim_file(struct fs *fs, struct fs_lkfile *snap)
 	size_t lost = 0, ok = 0;
 
 	for (struct lkent *e = snap->set.head; e; e = e->next) {
-		int rc = lock_call(NULL, fs, &snap->fid, e, LK_RECLAIM, NULL);
+		int rc = lock_call(NULL, fs, &snap->fid, e, LK_RECLAIM, NULL,
+				   NULL);
 
 		if (rc == 0) {
 			ok++;
 			continue;
 		}
-		if (rc == -EINTR || rc == -ENOTCONN || rc == -ETIMEDOUT ||
-		    rc == -ECONNRESET || rc == -EPIPE) {
+		if (conn_error(rc)) {
 			/* The connection went again: the next reconnect
 			 * reclaims. */
 			pthread_mutex_lock(&L->lock);
@@ -618,6 +984,11 @@ static void *reclaimer(void *arg)
 		while (!L->reclaim_due && !L->stopping) {
 			struct timespec until;
 
+			if (L->recall_due && !L->reclaiming) {
+				hand_back_recalled(fs);
+				continue;
+			}
+
 			clock_deadline(CLOCK_REALTIME, LK_RENEW_MS, &until);
 			if (pthread_cond_timedwait(&L->cond, &L->lock,
 						   &until) != ETIMEDOUT ||
@@ -638,14 +1009,34 @@ static void *reclaimer(void *arg)
 		if (L->stopping)
 			break;
 		L->reclaim_due = 0;
-		/* A copy of every file's locks: the calls run unlocked. */
+		/* Delegations first: each goes back whole. */
+		for (int again = 1; again && !L->stopping;) {
+			again = 0;
+			for (size_t i = 0; i < LK_BUCKETS && !again; i++)
+				for (struct fs_lkfile *f = L->b[i]; f;
+				     f = f->next)
+					if (f->deleg == DG_RETURNING ||
+					    (f->deleg == DG_HELD &&
+					     f->recall_due)) {
+						f->deleg = DG_RETURNING;
+						f->recall_due = 0;
+						if (hand_back(fs, f))
+							L->reclaim_due = 1;
+						tidy(L, f);
+						again = 1;
+						break;
+					}
+		}
+		/* A copy of every other file's locks: the calls run
+		 * unlocked. */
 		struct fs_lkfile *todo = NULL;
 
 		for (size_t i = 0; i < LK_BUCKETS; i++)
 			for (struct fs_lkfile *f = L->b[i]; f; f = f->next) {
 				struct fs_lkfile *c;
 
-				if (!f->set.n || !(c = calloc(1, sizeof(*c))))
+				if (!f->set.n || f->deleg != DG_NONE ||
+				    !(c = calloc(1, sizeof(*c))))
 					continue;
 				c->fid = f->fid;
 				for (struct lkent *e = f->set.head; e;
@@ -692,7 +1083,7 @@ int fs_locks_start(struct fs *fs)
 		return -EAGAIN;
 	}
 	L->started = 1;
-	notify_set_lock_hooks(fs->ntf, on_wake, on_reconnect, L);
+	notify_set_lock_hooks(fs->ntf, on_wake, on_recall, on_reconnect, L);
 	return 0;
 }
 
@@ -702,7 +1093,23 @@ void fs_locks_stop(struct fs *fs)
 
 	if (!L)
 		return;
-	notify_set_lock_hooks(fs->ntf, NULL, NULL, NULL);
+	/* The session is over: delegations go back now, so that other
+	 * clients do not wait a lease for them. */
+	pthread_mutex_lock(&L->lock);
+	for (size_t i = 0; i < LK_BUCKETS; i++)
+		for (struct fs_lkfile *f = L->b[i]; f; f = f->next)
+			if (f->deleg == DG_HELD)
+				f->recall_due = 1, L->recall_due = 1;
+	pthread_cond_broadcast(&L->cond);
+	struct timespec until;
+
+	clock_deadline(CLOCK_REALTIME, LK_STOP_RETURN_MS, &until);
+	while ((L->recall_due || L->delegs) && !L->reclaim_due)
+		if (pthread_cond_timedwait(&L->cond, &L->lock, &until) ==
+		    ETIMEDOUT)
+			break;
+	pthread_mutex_unlock(&L->lock);
+	notify_set_lock_hooks(fs->ntf, NULL, NULL, NULL, NULL);
 	pthread_mutex_lock(&L->lock);
 	L->stopping = 1;
 	pthread_cond_broadcast(&L->cond);
@@ -734,8 +1141,11 @@ void fs_lock_print_stats(void *arg, FILE *out)
 	fprintf(out, "lk.global 1\nlk.held %" PRIu64 "\nlk.waiting %" PRIu64
 		"\nlk.lost %" PRIu64 "\nlk.reclaimed %" PRIu64 "\nlk.calls %"
 		PRIu64 "\nlk.wakes %" PRIu64 "\nlk.pings %" PRIu64
-		"\nlk.reclaiming %d\n", L->held, L->waiting, L->lost,
+		"\nlk.reclaiming %d\nlk.delegated %" PRIu64 "\nlk.deleg_granted %"
+		PRIu64 "\nlk.deleg_returned %" PRIu64 "\nlk.local %" PRIu64
+		"\n", L->held, L->waiting, L->lost,
 		L->reclaimed, __atomic_load_n(&L->calls, __ATOMIC_RELAXED),
-		L->wakes, L->pings, L->reclaiming);
+		L->wakes, L->pings, L->reclaiming, L->delegs, L->deleg_granted,
+		L->deleg_returned, L->local);
 	pthread_mutex_unlock(&L->lock);
 }

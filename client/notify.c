@@ -164,6 +164,7 @@ struct notify {
 	void *wb_arg;
 	/* set once by notify_set_lock_hooks */
 	void (*lkwake_fn)(void *arg, const struct cairn_fid *fid);
+	void (*lkrecall_fn)(void *arg, const struct cairn_fid *fid);
 	void (*lkreconnected_fn)(void *arg);
 	void *lk_arg;
 	struct fuse_session *se;    /* set once by notify_start */
@@ -1054,20 +1055,24 @@ void notify_on_push(void *arg, uint16_t op, uint32_t id,
 	size_t norph = 0;
 	int rc;
 
-	if (op == OP_CB_LOCKWAKE) {
+	if (op == OP_CB_LOCKWAKE || op == OP_CB_LKRECALL) {
+		void (*fn)(void *, const struct cairn_fid *) =
+			op == OP_CB_LOCKWAKE ? n->lkwake_fn : n->lkrecall_fn;
 		struct msg_orphan_drop_req q;
 		struct cairn_fid fid;
 		struct rbuf it;
 
-		if (msg_decode(OP_CB_LOCKWAKE, 0, payload, len, &q, NULL)) {
-			log_warn("malformed CB_LOCKWAKE: ignored (lock waiters "
-				 "ask again within seconds)");
+		if (msg_decode(op, 0, payload, len, &q, NULL)) {
+			log_warn("malformed %s: ignored (%s)", msg_name(op),
+				 op == OP_CB_LOCKWAKE ? "lock waiters ask "
+				 "again within seconds" : "the server revokes "
+				 "the delegation");
 			return;
 		}
 		rbuf_init(&it, q.list.p, q.list.len);
 		while (msg_fid_next(&it, &fid))
-			if (n->lkwake_fn)
-				n->lkwake_fn(n->lk_arg, &fid);
+			if (fn)
+				fn(n->lk_arg, &fid);
 		return;
 	}
 	if (op == OP_CB_RECALL) {
@@ -1192,10 +1197,12 @@ void notify_set_wback_hooks(struct notify *n,
 
 void notify_set_lock_hooks(struct notify *n,
 			   void (*wake)(void *arg, const struct cairn_fid *fid),
+			   void (*recall)(void *arg, const struct cairn_fid *fid),
 			   void (*reconnected)(void *arg), void *arg)
 {
 	seq_take(n, SEQ_WRITE);
 	n->lkwake_fn = wake;
+	n->lkrecall_fn = recall;
 	n->lkreconnected_fn = reconnected;
 	n->lk_arg = arg;
 	seq_release(n);

@@ -106,11 +106,12 @@ void notify_set_wback_hooks(struct notify *n,
  * holds anything a WRITE of ino needs. 0 or a negative errno. */
 int notify_writeback_inode(struct notify *n, uint64_t ino);
 
-/* Locks (fs_lock.c): wake(arg, fid) for each CB_LOCKWAKE; reconnected(arg)
- * after each reconnect. Called on the rpc's reader thread: they must not
- * call the server. */
+/* Locks (fs_lock.c): wake(arg, fid) for each CB_LOCKWAKE, recall(arg,
+ * fid) for each CB_LKRECALL; reconnected(arg) after each reconnect.
+ * Called on the rpc's reader thread: they must not call the server. */
 void notify_set_lock_hooks(struct notify *n,
 			   void (*wake)(void *arg, const struct cairn_fid *fid),
+			   void (*recall)(void *arg, const struct cairn_fid *fid),
 			   void (*reconnected)(void *arg), void *arg);
 
 uint64_t notify_seq(struct notify *n);

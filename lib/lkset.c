@@ -27,11 +27,15 @@ static int touch(const struct lkent *a, const struct lkent *b)
 const struct lkent *lkset_conflict(const struct lkset *s,
 				   const struct lkent *req)
 {
+	const struct lkent *first = NULL;
+
 	for (const struct lkent *e = s->head; e; e = e->next)
 		if (e->flock == req->flock && !same_owner(e, req) &&
-		    overlap(e, req) && (e->type == LK_WR || req->type == LK_WR))
-			return e;
-	return NULL;
+		    overlap(e, req) &&
+		    (e->type == LK_WR || req->type == LK_WR) &&
+		    (!first || e->start < first->start))
+			first = e;
+	return first;
 }
 
 int lkset_apply(struct lkset *s, const struct lkent *req, int *freed)

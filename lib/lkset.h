@@ -46,8 +46,9 @@ struct lkset {
 	size_t n;
 };
 
-/* The first entry another owner holds that req (LK_RD or LK_WR) conflicts
- * with, or NULL. */
+/* The entry another owner holds that req (LK_RD or LK_WR) conflicts with,
+ * the one that starts first (F_GETLK's answer whatever order the set was
+ * built in), or NULL. */
 const struct lkent *lkset_conflict(const struct lkset *s,
 				   const struct lkent *req);
 

@@ -827,6 +827,23 @@ static int dec_lock_req(struct rbuf *r, void *m)
 	return dec_end(r);
 }
 
+static void enc_lockd_rep(struct wbuf *w, const void *m)
+{
+	const struct msg_lockd_rep *p = m;
+
+	wire_put_attr(w, &p->attr);
+	wire_put_u32(w, p->flags);
+}
+
+static int dec_lockd_rep(struct rbuf *r, void *m)
+{
+	struct msg_lockd_rep *p = m;
+
+	wire_get_attr(r, &p->attr);
+	p->flags = wire_get_u32(r);
+	return dec_end(r);
+}
+
 static void enc_getlk_rep(struct wbuf *w, const void *m)
 {
 	const struct msg_getlk_rep *q = m;
@@ -1014,6 +1031,61 @@ static int put_list(struct wbuf *w, const void *array,
 		return 0;
 	wire_put_bytes(w, list->len ? list->p : "", list->len);
 	return 1;
+}
+
+/* --- LKRETURN --------------------------------------------------------------- */
+
+#define LKENT_SIZE (8u + 8u + 8u + 4u + 4u + 4u)
+
+static void get_lkent(struct rbuf *r, void *m)
+{
+	struct msg_lkent *e = m;
+
+	e->owner = wire_get_u64(r);
+	e->start = wire_get_u64(r);
+	e->end = wire_get_u64(r);
+	e->pid = wire_get_u32(r);
+	e->type = wire_get_u32(r);
+	e->flags = wire_get_u32(r);
+}
+
+static void enc_lkreturn_req(struct wbuf *w, const void *m)
+{
+	const struct msg_lkreturn_req *q = m;
+
+	wire_put_fid(w, &q->fid);
+	wire_put_u32(w, q->flags);
+	wire_put_u32(w, q->count);
+	if (put_list(w, q->ents, &q->list))
+		return;
+	for (uint32_t i = 0; i < q->count; i++) {
+		const struct msg_lkent *e = &q->ents[i];
+
+		wire_put_u64(w, e->owner);
+		wire_put_u64(w, e->start);
+		wire_put_u64(w, e->end);
+		wire_put_u32(w, e->pid);
+		wire_put_u32(w, e->type);
+		wire_put_u32(w, e->flags);
+	}
+}
+
+static int dec_lkreturn_req(struct rbuf *r, void *m)
+{
+	struct msg_lkreturn_req *q = m;
+	struct msg_lkent e;
+
+	wire_get_fid(r, &q->fid);
+	q->flags = wire_get_u32(r);
+	q->count = wire_get_u32(r);
+	q->ents = NULL;
+	get_records(r, q->count, LKENT_SIZE, get_lkent, &e, &q->list);
+	return dec_end(r);
+}
+
+int msg_lkent_next(struct rbuf *it, struct msg_lkent *e)
+{
+	return next_record(it, get_lkent, e);
 }
 
 /* --- REMOVES ---------------------------------------------------------------- */
@@ -1538,6 +1610,19 @@ static const struct msg_desc descs[] = {
 	  "time ctime, blob data)",
 	  "attr dir, u32 count, count × (i32 status, u8 created, attr child)",
 	  CODEC(createattr_req, creates_rep) },
+	/* LOCK, and the file's locks may be delegated: the requester then
+	 * grants and releases them itself until the server recalls them
+	 * (CB_LKRECALL). Lock state only, like LOCK: a resend is harmless. */
+	{ OP_LOCKD, "LOCKD", 0,
+	  "fid, u64 owner, u64 start, u64 end, u32 pid, u32 type, u32 flags",
+	  "attr, u32 flags", CODEC(lock_req, lockd_rep) },
+	/* Every lock the requester holds on the file, replacing what the
+	 * server had of them, and the delegation's end. A resend installs
+	 * the same set again. */
+	{ OP_LKRETURN, "LKRETURN", 0,
+	  "fid, u32 flags, u32 count, count × (u64 owner, u64 start, u64 end, "
+	  "u32 pid, u32 type, u32 lock flags)",
+	  "–", CODEC(lkreturn_req, empty) },
 	{ OP_CB_BREAK, "CB_BREAK", MSG_PUSH, "u32 count, count × (fid, str name, u8 flags)",
 	  "acknowledged: an empty `WF_REPLY` frame with the push's id "
 	  "(see Callbacks)", CODEC(cb_break, empty) },
@@ -1551,6 +1636,11 @@ static const struct msg_desc descs[] = {
 	{ OP_CB_LOCKWAKE, "CB_LOCKWAKE", MSG_PUSH, "u32 count, count × (fid)",
 	  "not acknowledged: the waiting client sends its LOCK again (see "
 	  "Locks)", CODEC(orphan_drop_req, empty) },
+	/* Not acknowledged: the holder answers with LKRETURN. Its list is
+	 * ORPHAN_DROP's. */
+	{ OP_CB_LKRECALL, "CB_LKRECALL", MSG_PUSH, "u32 count, count × (fid)",
+	  "not acknowledged: the holder answers with LKRETURN (see Delegated "
+	  "locks)", CODEC(orphan_drop_req, empty) },
 };
 
 #define NDESC (sizeof(descs) / sizeof(descs[0]))

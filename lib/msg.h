@@ -329,6 +329,32 @@ struct msg_lock_req {
 	uint32_t type;           /* LK_RD, LK_WR, LK_UN */
 	uint32_t flags;          /* LK_* */
 };
+/* LOCKD reply: LOCK's, and LKD_* flags (LKD_DELEG: the file's locks are
+ * delegated to the requester now). */
+struct msg_lockd_rep {
+	struct cairn_attr attr;
+	uint32_t flags;
+};
+/*
+ * LKRETURN: the requester's locks of fid, all of them, ending its
+ * delegation of the file. To send, point ents at count entries (list is
+ * then not read); decoded, ents is NULL and list holds the entries,
+ * walked with msg_lkent_next.
+ */
+struct msg_lkent {
+	uint64_t owner;
+	uint64_t start, end;
+	uint32_t pid;
+	uint32_t type;           /* LK_RD, LK_WR */
+	uint32_t flags;          /* LK_FLOCK or 0 */
+};
+struct msg_lkreturn_req {
+	struct cairn_fid fid;
+	uint32_t flags;          /* LKR_* */
+	uint32_t count;
+	const struct msg_lkent *ents;
+	struct msg_bytes list;
+};
 /* GETLK reply: a conflicting lock, or type LK_UN when there is none. */
 struct msg_getlk_rep {
 	uint32_t type;
@@ -440,6 +466,8 @@ union msg_any {
 	struct msg_fids_rep fids_rep;
 	struct msg_lock_req lock_req;
 	struct msg_getlk_rep getlk_rep;
+	struct msg_lockd_rep lockd_rep;
+	struct msg_lkreturn_req lkreturn_req;
 	struct msg_statfs_rep statfs_rep;
 	struct msg_setxattr_req setxattr_req;
 	struct msg_getxattr_req getxattr_req;
@@ -550,6 +578,7 @@ int msg_fid_next(struct rbuf *it, struct cairn_fid *fid);
 /* Iterate a decoded REMOVES request's entries (rbuf over list), as
  * msg_dirent_next. */
 int msg_rment_next(struct rbuf *it, struct msg_rment *e);
+int msg_lkent_next(struct rbuf *it, struct msg_lkent *e);
 /* The status of entry i (< count) of a decoded REMOVES reply. */
 int32_t msg_removes_status(const struct msg_removes_rep *p, uint32_t i);
 /* Iterate a decoded CREATES request's entries, and its reply's (rbuf

@@ -87,10 +87,13 @@ enum cairn_op {
 	OP_CREATES,         /* several CR_FID CREATEs likewise */
 	OP_WRITEATTR,       /* a WRITE and the SETATTRs after it, one commit */
 	OP_CREATEATTR,      /* CREATES, each with the SETATTRs after it */
+	OP_LOCKD,           /* LOCK that may delegate the file's locks */
+	OP_LKRETURN,        /* a delegation's locks handed back */
 	OP__COUNT,          /* number of request opcodes + 1 */
 	OP_CB_BREAK = 64,
 	OP_CB_RECALL,
 	OP_CB_LOCKWAKE,
+	OP_CB_LKRECALL,
 };
 
 /* HELLO flags. */
@@ -221,6 +224,21 @@ enum { WT_RETURN = 1u << 0, WT_DV = 1u << 1 };
 enum { LK_UN = 0, LK_RD = 1, LK_WR = 2 };
 enum { LK_FLOCK = 1u << 0, LK_WAIT = 1u << 1, LK_RECLAIM = 1u << 2,
        LK_CANCEL = 1u << 3, LK_RETURN = 1u << 4 };
+/*
+ * Delegated locks (LOCKD, LKRETURN, CB_LKRECALL; docs/PROTOCOL.md
+ * "Delegated locks"). LKD_DELEG in a LOCKD reply: every lock of the file
+ * is this client's to grant itself until it is recalled. GETLK with
+ * LK_DELEG: the client understands -EINPROGRESS (another client's
+ * delegation is being recalled: ask again after CB_LOCKWAKE), as every
+ * LOCKD requester does. LKR_TOKEN on an LKRETURN: also give back the
+ * write token, as LK_RETURN does.
+ */
+enum { LKD_DELEG = 1u << 0 };
+enum { LK_DELEG = 1u << 5 };
+enum { LKR_TOKEN = 1u << 0 };
+/* Locks one LKRETURN carries at most (the client holds at most
+ * LK_MAX_PER_CLIENT in all). */
+#define CAIRN_LKRETURN_MAX 65536u
 /* BULKSTAT flags. */
 enum { BS_LIST = 1u << 0 };
 /* Largest BULKSTAT page the server builds (its entries' bytes). */

@@ -320,12 +320,19 @@ static int op_status(struct op_req *q)
 	fprintf(f, "locks %llu\nlock_waiters %llu\nlock_clients %llu\n"
 		"locks_granted %llu\nlock_conflicts %llu\nlock_wakes %llu\n"
 		"lock_reclaims %llu\nlock_expired %llu\nlock_deadlocks %llu\n"
-		"lock_grace %d\n", (unsigned long long)ls.locks,
+		"lock_grace %d\nlock_delegations %llu\nlock_delegations_granted %llu\n"
+		"lock_recalls %llu\nlock_delegations_returned %llu\n"
+		"lock_delegations_revoked %llu\n", (unsigned long long)ls.locks,
 		(unsigned long long)ls.waiters, (unsigned long long)ls.clients,
 		(unsigned long long)ls.granted,
 		(unsigned long long)ls.conflicts, (unsigned long long)ls.wakes,
 		(unsigned long long)ls.reclaims, (unsigned long long)ls.expired,
-		(unsigned long long)ls.deadlocks, ls.in_grace);
+		(unsigned long long)ls.deadlocks, ls.in_grace,
+		(unsigned long long)ls.delegs,
+		(unsigned long long)ls.delegs_granted,
+		(unsigned long long)ls.recalls,
+		(unsigned long long)ls.deleg_returned,
+		(unsigned long long)ls.deleg_revoked);
 	stats_print(ctx->stats, f);
 	if (fclose(f)) {
 		free(text);
@@ -1480,7 +1487,7 @@ static int lock_entry(const struct msg_lock_req *m, struct lkent *e)
 {
 	if (m->start > m->end || m->end > LK_EOF || m->type > LK_WR ||
 	    (m->flags & ~(uint32_t)(LK_FLOCK | LK_WAIT | LK_RECLAIM |
-				    LK_CANCEL | LK_RETURN)) ||
+				    LK_CANCEL | LK_RETURN | LK_DELEG)) ||
 	    ((m->flags & LK_RETURN) && m->type != LK_UN))
 		return -EINVAL;
 	*e = (struct lkent){ .owner = m->owner, .start = m->start,
@@ -1490,32 +1497,105 @@ static int lock_entry(const struct msg_lock_req *m, struct lkent *e)
 	return 0;
 }
 
-static int op_lock(struct op_req *q)
+/* LOCK and LOCKD (deleg: the lock may come with the file's delegation,
+ * said in *flags). */
+static int lock_common(struct op_req *q, int deleg, struct cairn_attr *a,
+		       uint32_t *flags, int *take)
 {
 	const struct msg_lock_req *m = &q->m.lock_req;
 	struct lk_client *cl = conn_lk_client(q->c);
-	int take = m->type != LK_UN && !(m->flags & LK_CANCEL);
-	struct msg_attr rep;
+	int got = 0;
 	struct lkent e;
 	int ret;
 
+	*take = m->type != LK_UN && !(m->flags & LK_CANCEL);
 	if ((ret = lock_entry(m, &e)))
 		return ret;
+	if (!deleg && (m->flags & LK_DELEG))
+		return -EINVAL; /* LOCKD's */
 	if (!cl)
 		return -ENOLCK;
-	if (take && tok_busy(q, &m->fid))
+	if (*take && tok_busy(q, &m->fid))
 		return PARKED;
-	if ((ret = store_getattr(q->ctx->st, &m->fid, &rep.attr)))
+	if ((ret = store_getattr(q->ctx->st, &m->fid, a)))
 		return ret;
-	if ((ret = lk_lock(q->ctx->lk, q->c, cl, &m->fid, &e, m->flags)))
+	if ((ret = lk_lock(q->ctx->lk, q->c, cl, &m->fid, &e,
+			   m->flags | (deleg ? LK_DELEG : 0), &got)))
 		return ret;
 	/* The releaser sent what it wrote first: whoever waits for its
 	 * token (a reader, the next holder of the lock) may run now. */
 	if (m->flags & LK_RETURN)
 		tok_return(q->ctx->tok, q->c, &m->fid);
+	*flags = got ? LKD_DELEG : 0;
+	return 0;
+}
+
+static int op_lock(struct op_req *q)
+{
+	struct msg_attr rep;
+	uint32_t flags;
+	int take, ret = lock_common(q, 0, &rep.attr, &flags, &take);
+
+	if (ret)
+		return ret;
 	reply(q, &rep);
 	if (take)
 		promise(q, &rep.attr.fid);
+	return 0;
+}
+
+static int op_lockd(struct op_req *q)
+{
+	struct msg_lockd_rep rep;
+	int take, ret = lock_common(q, 1, &rep.attr, &rep.flags, &take);
+
+	if (ret)
+		return ret;
+	reply(q, &rep);
+	if (take)
+		promise(q, &rep.attr.fid);
+	return 0;
+}
+
+/* LKRETURN (lock.h, lk_return). */
+static int op_lkreturn(struct op_req *q)
+{
+	const struct msg_lkreturn_req *m = &q->m.lkreturn_req;
+	struct lk_client *cl = conn_lk_client(q->c);
+	struct lkent *ents = NULL;
+	struct msg_lkent x;
+	struct rbuf it;
+	uint32_t n = 0;
+	int ret = 0;
+
+	if ((m->flags & ~(uint32_t)LKR_TOKEN) ||
+	    m->count > CAIRN_LKRETURN_MAX)
+		return -EINVAL;
+	if (!cl)
+		return -ENOLCK;
+	if (m->count && !(ents = calloc(m->count, sizeof(*ents))))
+		return -ENOMEM;
+	rbuf_init(&it, m->list.p, m->list.len);
+	while (n < m->count && msg_lkent_next(&it, &x)) {
+		if (x.start > x.end || x.end > LK_EOF ||
+		    (x.type != LK_RD && x.type != LK_WR) ||
+		    (x.flags & ~(uint32_t)LK_FLOCK)) {
+			ret = -EINVAL;
+			break;
+		}
+		ents[n++] = (struct lkent){ .owner = x.owner, .start = x.start,
+					    .end = x.end, .pid = x.pid,
+					    .type = (uint8_t)x.type,
+					    .flock = (x.flags & LK_FLOCK) != 0 };
+	}
+	if (!ret)
+		ret = lk_return(q->ctx->lk, cl, &m->fid, ents, n);
+	free(ents);
+	if (ret)
+		return ret;
+	if (m->flags & LKR_TOKEN)
+		tok_return(q->ctx->tok, q->c, &m->fid);
+	reply(q, &(struct msg_empty){ 0 });
 	return 0;
 }
 
@@ -1530,13 +1610,15 @@ static int op_getlk(struct op_req *q)
 
 	if ((ret = lock_entry(m, &e)))
 		return ret;
-	if (m->type == LK_UN || (m->flags & ~(uint32_t)LK_FLOCK))
+	if (m->type == LK_UN || (m->flags & ~(uint32_t)(LK_FLOCK | LK_DELEG)))
 		return -EINVAL; /* checked before lock_entry's wider mask */
 	if (!cl)
 		return -ENOLCK;
 	if ((ret = store_getattr(q->ctx->st, &m->fid, &a)))
 		return ret;
-	lk_test(q->ctx->lk, cl, &m->fid, &e, &out);
+	if ((ret = lk_test(q->ctx->lk, q->c, cl, &m->fid, &e, m->flags,
+			   &out)) < 0)
+		return ret;
 	rep = (struct msg_getlk_rep){ .type = out.type, .start = out.start,
 				      .end = out.end, .pid = out.pid };
 	reply(q, &rep);
@@ -1790,6 +1872,8 @@ static const op_fn handlers[OP__COUNT] = {
 	[OP_WRETURN] = op_wreturn,
 	[OP_LOCK] = op_lock,
 	[OP_GETLK] = op_getlk,
+	[OP_LOCKD] = op_lockd,
+	[OP_LKRETURN] = op_lkreturn,
 	[OP_FIDS] = op_fids,
 };
 

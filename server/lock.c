@@ -24,6 +24,9 @@
 
 #define NBUCKETS 4096u
 #define DEADLOCK_DEPTH 16
+/* A file whose locks two clients asked for within this long is not
+ * delegated: each would recall it from the other in turn. */
+#define LK_DELEG_QUIET_MS 10000
 
 struct lk_client {
 	struct lk_client *next;
@@ -31,6 +34,7 @@ struct lk_client {
 	int conns;
 	int64_t expire_ms;     /* no connection: locks dropped then */
 	size_t nlocks;
+	size_t ndeleg;         /* files delegated to it */
 };
 
 struct lk_file {
@@ -38,6 +42,16 @@ struct lk_file {
 	struct cairn_fid fid;
 	struct lkset set;
 	size_t nwait;          /* waiters on it */
+	/* Delegation (lock.h): the client that grants the file's locks
+	 * itself, and the connection its recall goes to (a reference). */
+	struct lk_client *deleg;
+	struct conn *dconn;
+	int64_t recall_ms;     /* recalled then (0: not recalled) */
+	/* Who asked last, and when a request last came from another
+	 * client than the one before: a file two clients lock in turn is
+	 * not delegated (LK_DELEG_QUIET_MS). */
+	const struct lk_client *last;
+	int64_t mixed_ms;
 };
 
 struct lk_waiter {
@@ -45,12 +59,16 @@ struct lk_waiter {
 	struct lk_file *f;
 	struct conn *c;        /* gets the wake-up */
 	struct lkent req;      /* client: the lk_client */
+	int recall;            /* waits for a delegation's return, not
+				* for a lock (no deadlock edge) */
 };
 
-/* Wake-ups to push once the lock is dropped. */
+/* Pushes to send once the lock is dropped (op 0: only a connection
+ * reference to drop). */
 struct wakes {
 	struct conn **c;
 	struct cairn_fid *fid;
+	uint16_t *op;
 	size_t n, cap;
 };
 
@@ -137,7 +155,7 @@ void lk_table_stopped(struct lk_table *t)
 	if (!t)
 		return;
 	pthread_mutex_lock(&t->lock);
-	held = t->st.locks;
+	held = t->st.locks + t->st.delegs; /* a holder's own grants count */
 	pthread_mutex_unlock(&t->lock);
 	if (!held && __atomic_load_n(&t->marked, __ATOMIC_ACQUIRE) &&
 	    unlink(t->marker) && errno != ENOENT)
@@ -151,6 +169,8 @@ void lk_table_destroy(struct lk_table *t)
 	for (size_t i = 0; i < NBUCKETS; i++)
 		for (struct lk_file *f = t->buckets[i], *n; f; f = n) {
 			n = f->hnext;
+			if (f->dconn)
+				conn_put(f->dconn);
 			lkset_clear(&f->set);
 			free(f);
 		}
@@ -183,10 +203,12 @@ static struct lk_file *file_find(struct lk_table *t,
 	return f;
 }
 
-/* Free f once nothing is locked or awaited in it. */
+/* Free f once nothing is locked, awaited or delegated in it, and its
+ * history says nothing any more. */
 static void file_tidy(struct lk_table *t, struct lk_file *f)
 {
-	if (f->set.n || f->nwait)
+	if (f->set.n || f->nwait || f->deleg ||
+	    (f->mixed_ms && clock_mono_ms() - f->mixed_ms < LK_DELEG_QUIET_MS))
 		return;
 	for (struct lk_file **pp = &t->buckets[bucket(&f->fid)]; *pp;
 	     pp = &(*pp)->hnext)
@@ -197,11 +219,14 @@ static void file_tidy(struct lk_table *t, struct lk_file *f)
 		}
 }
 
-static void wakes_add(struct wakes *wk, struct conn *c,
-		      const struct cairn_fid *fid)
+/* Queue push op (0: none) of fid to c. ref: take a reference on c (else
+ * the caller's is handed over). */
+static void push_add(struct wakes *wk, struct conn *c,
+		     const struct cairn_fid *fid, uint16_t op, int ref)
 {
-	for (size_t i = 0; i < wk->n; i++)
-		if (wk->c[i] == c && fid_eq(&wk->fid[i], fid))
+	for (size_t i = 0; ref && i < wk->n; i++)
+		if (wk->c[i] == c && wk->op[i] == op &&
+		    fid_eq(&wk->fid[i], fid))
 			return;
 	if (wk->n == wk->cap) {
 		size_t cap = wk->cap ? wk->cap * 2 : 8;
@@ -211,18 +236,31 @@ static void wakes_add(struct wakes *wk, struct conn *c,
 			wk->c = nc;
 		struct cairn_fid *nf = nc ? realloc(wk->fid,
 						    cap * sizeof(*nf)) : NULL;
-		if (!nf) {
-			/* The waiter is not told; its client asks again on
-			 * its next wake-up, reconnect or interrupt. */
-			log_error("lock table: out of memory for a wake-up");
-			return;
+		if (nf)
+			wk->fid = nf;
+		uint16_t *no = nf ? realloc(wk->op, cap * sizeof(*no)) : NULL;
+		if (!no) {
+			/* A waiter not told asks again on its next wake-up,
+			 * reconnect or interrupt; a holder not recalled
+			 * loses its delegation after the lease. */
+			log_error("lock table: out of memory for a push");
+			return; /* a handed-over reference leaks: no put
+				 * under the lock */
 		}
-		wk->fid = nf;
+		wk->op = no;
 		wk->cap = cap;
 	}
-	conn_get(c);
+	if (ref)
+		conn_get(c);
 	wk->c[wk->n] = c;
+	wk->op[wk->n] = op;
 	wk->fid[wk->n++] = *fid;
+}
+
+static void wakes_add(struct wakes *wk, struct conn *c,
+		      const struct cairn_fid *fid)
+{
+	push_add(wk, c, fid, OP_CB_LOCKWAKE, 1);
 }
 
 /* Remove the waiters for which pred(w, arg) holds; wake them into wk
@@ -292,14 +330,17 @@ static void wake_file(struct lk_table *t, struct lk_file *f, struct wakes *wk)
 static void send_wakes(struct lk_table *t, struct wakes *wk)
 {
 	for (size_t i = 0; i < wk->n; i++) {
-		if (conn_push_fid(wk->c[i], OP_CB_LOCKWAKE, &wk->fid[i]))
-			log_debug("peer %s: lock wake-up for vnode %" PRIu64
-				  " not sent", conn_peer(wk->c[i]),
-				  wk->fid[i].vnode);
+		if (wk->op[i] && conn_push_fid(wk->c[i], wk->op[i],
+					       &wk->fid[i]))
+			log_debug("peer %s: %s for vnode %" PRIu64 " not sent",
+				  conn_peer(wk->c[i]),
+				  wk->op[i] == OP_CB_LOCKWAKE ? "lock wake-up" :
+				  "lock recall", wk->fid[i].vnode);
 		conn_put(wk->c[i]);
 	}
 	free(wk->c);
 	free(wk->fid);
+	free(wk->op);
 }
 
 static void grace_check(struct lk_table *t, struct wakes *wk)
@@ -351,7 +392,7 @@ void lk_detach(struct lk_table *t, struct lk_client *cl, struct conn *c)
 	pthread_mutex_lock(&t->lock);
 	waiters_remove(t, of_conn, c, NULL);
 	if (--cl->conns == 0) {
-		if (cl->nlocks)
+		if (cl->nlocks || cl->ndeleg)
 			cl->expire_ms = clock_mono_ms() + t->lease_ms;
 		else
 			client_free(t, cl);
@@ -370,7 +411,7 @@ static int waits_for(struct lk_table *t, const struct lkent *who,
 	if (depth > DEADLOCK_DEPTH)
 		return 0;
 	for (struct lk_waiter *w = t->waiters; w; w = w->next) {
-		if (w->req.flock || w->req.client != who->client ||
+		if (w->recall || w->req.flock || w->req.client != who->client ||
 		    w->req.owner != who->owner)
 			continue;
 		for (const struct lkent *e = w->f->set.head; e; e = e->next) {
@@ -402,6 +443,7 @@ static int wait_add(struct lk_table *t, struct conn *c, struct lk_file *f,
 	w->f = f;
 	w->c = c;
 	w->req = *req;
+	w->recall = 0;
 	w->next = t->waiters;
 	t->waiters = w;
 	f->nwait++;
@@ -426,8 +468,138 @@ static int apply(struct lk_table *t, struct lk_client *cl, struct lk_file *f,
 	return 0;
 }
 
+/* --- delegations ----------------------------------------------------------- */
+
+/* Note who asks about f's locks (t->lock held). */
+static void note_asker(struct lk_file *f, const struct lk_client *cl)
+{
+	if (f->last && f->last != cl)
+		f->mixed_ms = clock_mono_ms();
+	f->last = cl;
+}
+
+/* May f's locks be delegated to cl, which was just granted one? Not in
+ * the grace, not while anyone waits, not when another client holds one
+ * or asked lately (t->lock held). */
+static int deleg_ok(struct lk_table *t, const struct lk_file *f,
+		    const struct lk_client *cl)
+{
+	if (t->in_grace || f->deleg || f->nwait ||
+	    (f->mixed_ms && clock_mono_ms() - f->mixed_ms < LK_DELEG_QUIET_MS))
+		return 0;
+	for (const struct lkent *e = f->set.head; e; e = e->next)
+		if (e->client != cl)
+			return 0;
+	return 1;
+}
+
+static void deleg_start(struct lk_table *t, struct lk_file *f,
+			struct lk_client *cl, struct conn *c)
+{
+	f->deleg = cl;
+	f->dconn = c;
+	conn_get(c);
+	f->recall_ms = 0;
+	cl->ndeleg++;
+	t->st.delegs++;
+	t->st.delegs_granted++;
+}
+
+/* f's delegation ends: its waiters ask again (t->lock held; the
+ * connection reference is dropped with wk). */
+static void deleg_end(struct lk_table *t, struct lk_file *f, struct wakes *wk)
+{
+	if (!f->deleg)
+		return;
+	f->deleg->ndeleg--;
+	t->st.delegs--;
+	f->deleg = NULL;
+	f->recall_ms = 0;
+	push_add(wk, f->dconn, &f->fid, 0, 0);
+	f->dconn = NULL;
+	wake_file(t, f, wk);
+}
+
+/* f is delegated to another client than req's: recall it (once) and let
+ * c wait for its return. -EINPROGRESS, or -ENOMEM (t->lock held). */
+static int deleg_busy(struct lk_table *t, struct conn *c, struct lk_file *f,
+		      const struct lkent *req, struct wakes *wk)
+{
+	if (!f->recall_ms) {
+		f->recall_ms = clock_mono_ms() | 1;
+		t->st.recalls++;
+		push_add(wk, f->dconn, &f->fid, OP_CB_LKRECALL, 1);
+	}
+	if (wait_add(t, c, f, req))
+		return -ENOMEM;
+	t->waiters->recall = 1; /* wait_add put it first */
+	return -EINPROGRESS;
+}
+
+/* Does e conflict with a lock of f held by another client than cl? */
+static int others_conflict(const struct lk_file *f, const struct lk_client *cl,
+			   const struct lkent *e)
+{
+	for (const struct lkent *x = f->set.head; x; x = x->next)
+		if (x->client != cl && x->flock == e->flock &&
+		    x->start <= e->end && e->start <= x->end &&
+		    (x->type == LK_WR || e->type == LK_WR))
+			return 1;
+	return 0;
+}
+
+int lk_return(struct lk_table *t, struct lk_client *cl,
+	      const struct cairn_fid *fid, struct lkent *ents, size_t n)
+{
+	struct wakes wk = { 0 };
+	struct lk_file *f;
+	int rc = 0;
+
+	pthread_mutex_lock(&t->lock);
+	grace_check(t, &wk);
+	if (!(f = file_find(t, fid, n > 0)))
+		goto out; /* nothing held, nothing delegated */
+	if (f->deleg != cl) {
+		/* Revoked, or a server restarted since: the locks come
+		 * back only if nobody else took theirs meanwhile. */
+		for (size_t i = 0; i < n; i++)
+			if (others_conflict(f, cl, &ents[i])) {
+				rc = -ENOLCK;
+				goto out;
+			}
+	}
+	size_t k = lkset_drop_client(&f->set, cl);
+
+	cl->nlocks -= k;
+	t->st.locks -= k;
+	for (size_t i = 0; i < n && !rc; i++) {
+		ents[i].client = cl;
+		if (cl->nlocks >= LK_MAX_PER_CLIENT)
+			rc = -ENOLCK;
+		else
+			rc = apply(t, cl, f, &ents[i], &wk);
+	}
+	if (f->deleg == cl) {
+		t->st.deleg_returned++;
+		deleg_end(t, f, &wk);
+	} else {
+		wake_file(t, f, &wk);
+	}
+out:
+	if (f)
+		file_tidy(t, f);
+	pthread_mutex_unlock(&t->lock);
+	send_wakes(t, &wk);
+	if (!rc && n)
+		mark(t);
+	return rc;
+}
+
+/* --- requests ---------------------------------------------------------------- */
+
 int lk_lock(struct lk_table *t, struct conn *c, struct lk_client *cl,
-	    const struct cairn_fid *fid, struct lkent *req, uint32_t flags)
+	    const struct cairn_fid *fid, struct lkent *req, uint32_t flags,
+	    int *deleg)
 {
 	struct wakes wk = { 0 };
 	struct lk_file *f;
@@ -435,9 +607,24 @@ int lk_lock(struct lk_table *t, struct conn *c, struct lk_client *cl,
 	int rc = 0;
 
 	req->client = cl;
+	if (deleg)
+		*deleg = 0;
 	pthread_mutex_lock(&t->lock);
 	grace_check(t, &wk);
 	f = file_find(t, fid, !(flags & LK_CANCEL) && req->type != LK_UN);
+	if (f && !(flags & LK_CANCEL))
+		note_asker(f, cl);
+	if (f && f->deleg && f->deleg != cl && req->type != LK_UN &&
+	    !(flags & (LK_CANCEL | LK_RECLAIM))) {
+		/* Another client grants the file's locks itself: it gives
+		 * them back first. A client that knows no delegations
+		 * waits as for a conflict (with LK_WAIT it is woken). */
+		t->st.conflicts++;
+		rc = deleg_busy(t, c, f, req, &wk);
+		if (rc == -EINPROGRESS && !(flags & LK_DELEG))
+			rc = -EAGAIN;
+		goto out;
+	}
 	if (flags & LK_CANCEL || req->type == LK_UN) {
 		if (f && flags & LK_CANCEL) {
 			struct same_wait sw = { c, f, req };
@@ -489,6 +676,10 @@ int lk_lock(struct lk_table *t, struct conn *c, struct lk_client *cl,
 
 		t->st.granted++;
 		waiters_remove(t, same_wait, &sw, NULL);
+		if ((flags & LK_DELEG) && deleg && deleg_ok(t, f, cl))
+			deleg_start(t, f, cl, c);
+		if (deleg)
+			*deleg = f->deleg == cl;
 	}
 out:
 	if (f)
@@ -500,10 +691,11 @@ out:
 	return rc;
 }
 
-int lk_test(struct lk_table *t, struct lk_client *cl,
+int lk_test(struct lk_table *t, struct conn *c, struct lk_client *cl,
 	    const struct cairn_fid *fid, const struct lkent *req,
-	    struct lkent *out)
+	    uint32_t flags, struct lkent *out)
 {
+	struct wakes wk = { 0 };
 	struct lkent q = *req;
 	const struct lkent *e = NULL;
 	struct lk_file *f;
@@ -511,6 +703,25 @@ int lk_test(struct lk_table *t, struct lk_client *cl,
 	q.client = cl;
 	pthread_mutex_lock(&t->lock);
 	if ((f = file_find(t, fid, 0)))
+		note_asker(f, cl);
+	if (f && f->deleg && f->deleg != cl) {
+		int rc = deleg_busy(t, c, f, &q, &wk);
+
+		if (rc != -EINPROGRESS || (flags & LK_DELEG)) {
+			pthread_mutex_unlock(&t->lock);
+			send_wakes(t, &wk);
+			return rc;
+		}
+		/* A client that knows no delegations: the holder may
+		 * hold anything. */
+		memset(out, 0, sizeof(*out));
+		out->type = LK_WR;
+		out->end = LK_EOF;
+		pthread_mutex_unlock(&t->lock);
+		send_wakes(t, &wk);
+		return 1;
+	}
+	if (f)
 		e = lkset_conflict(&f->set, &q);
 	if (e) {
 		*out = *e;
@@ -521,6 +732,8 @@ int lk_test(struct lk_table *t, struct lk_client *cl,
 		memset(out, 0, sizeof(*out));
 		out->type = LK_UN;
 	}
+	if (f)
+		file_tidy(t, f);
 	pthread_mutex_unlock(&t->lock);
 	return e != NULL;
 }
@@ -532,6 +745,30 @@ void lk_expire(struct lk_table *t)
 
 	pthread_mutex_lock(&t->lock);
 	grace_check(t, &wk);
+	/* Delegations recalled a lease ago and not returned are revoked,
+	 * with the holder's locks of the file (it learns at its return);
+	 * files kept only for their history go. */
+	for (size_t i = 0; i < NBUCKETS; i++)
+		for (struct lk_file *f = t->buckets[i], *nf; f; f = nf) {
+			nf = f->hnext;
+			if (f->deleg && f->recall_ms &&
+			    now - f->recall_ms >= (int64_t)t->lease_ms) {
+				size_t k = lkset_drop_client(&f->set,
+							     f->deleg);
+
+				log_warn("lock delegation of vnode %" PRIu64
+					 " not returned %u ms after its recall: "
+					 "revoked, %zu lock%s of its holder "
+					 "dropped", f->fid.vnode, t->lease_ms,
+					 k, k == 1 ? "" : "s");
+				f->deleg->nlocks -= k;
+				t->st.locks -= k;
+				t->st.expired += k;
+				t->st.deleg_revoked++;
+				deleg_end(t, f, &wk);
+			}
+			file_tidy(t, f);
+		}
 	for (struct lk_client **pp = &t->clients, *cl; (cl = *pp);) {
 		if (cl->conns || !cl->expire_ms || cl->expire_ms > now) {
 			pp = &cl->next;
@@ -545,10 +782,14 @@ void lk_expire(struct lk_table *t)
 				size_t k;
 
 				nf = f->hnext;
-				if (!(k = lkset_drop_client(&f->set, cl)))
-					continue;
-				n += k;
-				wake_file(t, f, &wk);
+				if (f->deleg == cl)
+					deleg_end(t, f, &wk);
+				if (f->last == cl)
+					f->last = NULL;
+				if ((k = lkset_drop_client(&f->set, cl))) {
+					n += k;
+					wake_file(t, f, &wk);
+				}
 				file_tidy(t, f);
 			}
 		log_warn("lock lease of a client with no connection ran out "

@@ -18,6 +18,15 @@
  * that would close a cycle of owners waiting for each other, across
  * clients, answers -EDEADLK instead.
  *
+ * Delegation (LOCKD): when a grant leaves every lock of a file with one
+ * client, no other client waits for one or asked for one in the last
+ * 10 s, the file's locks may be delegated to that client: it grants,
+ * tests and releases them among its own owners without asking. Another
+ * client's request then recalls them (CB_LKRECALL; it is answered
+ * -EINPROGRESS and woken by CB_LOCKWAKE once they are back), and the
+ * holder hands back every lock it holds on the file (LKRETURN). A
+ * holder that does not within the lease loses them.
+ *
  * Locking: one mutex, a leaf except that pushes are sent after it is
  * dropped (docs/LOCKING.md). Every function may be called from any thread.
  */
@@ -59,18 +68,30 @@ void lk_detach(struct lk_table *t, struct lk_client *cl, struct conn *c);
 
 /*
  * LOCK: req's owner/range/type/kind (req->client is set here). flags:
- * LK_WAIT, LK_RECLAIM, LK_CANCEL. 0: granted (released); -EAGAIN: in
- * conflict (with LK_WAIT c now waits); -EDEADLK; -ENOLCK: a reclaim the
+ * LK_WAIT, LK_RECLAIM, LK_CANCEL, and LK_DELEG (LOCKD: the file's locks
+ * may be delegated; *deleg says whether they are now). 0: granted
+ * (released); -EAGAIN: in conflict (with LK_WAIT c now waits);
+ * -EINPROGRESS (LK_DELEG only): another client's delegation is being
+ * recalled, c waits for its return; -EDEADLK; -ENOLCK: a reclaim the
  * server cannot grant, or too many locks; -ENOMEM.
  */
 int lk_lock(struct lk_table *t, struct conn *c, struct lk_client *cl,
-	    const struct cairn_fid *fid, struct lkent *req, uint32_t flags);
+	    const struct cairn_fid *fid, struct lkent *req, uint32_t flags,
+	    int *deleg);
 
 /* GETLK: 1 and *out the first conflicting lock (out->pid 0 when it is
- * another client's), or 0 and out->type LK_UN. */
-int lk_test(struct lk_table *t, struct lk_client *cl,
+ * another client's), or 0 and out->type LK_UN; with LK_DELEG in flags,
+ * -EINPROGRESS as lk_lock. */
+int lk_test(struct lk_table *t, struct conn *c, struct lk_client *cl,
 	    const struct cairn_fid *fid, const struct lkent *req,
-	    struct lkent *out);
+	    uint32_t flags, struct lkent *out);
+
+/* LKRETURN: cl's locks of fid are ents[0..n) now (their client set
+ * here), and its delegation of fid ends. 0; -ENOLCK: the file was not
+ * delegated to cl (revoked, or the server restarted) and another client
+ * holds a conflicting lock now, or too many locks; -ENOMEM. */
+int lk_return(struct lk_table *t, struct lk_client *cl,
+	      const struct cairn_fid *fid, struct lkent *ents, size_t n);
 
 /* The lease (ms), and how many lock ranges cl holds now. */
 unsigned lk_lease_ms(const struct lk_table *t);
@@ -83,6 +104,8 @@ void lk_expire(struct lk_table *t);
 struct lk_stats {
 	uint64_t locks, waiters, clients, granted, conflicts, wakes,
 		 reclaims, expired, deadlocks;
+	uint64_t delegs, delegs_granted, recalls, deleg_returned,
+		 deleg_revoked;
 	int in_grace;
 };
 void lk_get_stats(struct lk_table *t, struct lk_stats *out);

@@ -73,6 +73,9 @@ WT_RETURN, WT_DV = 1, 2
 LK_UN, LK_RD, LK_WR = 0, 1, 2
 LK_FLOCK, LK_WAIT, LK_RECLAIM, LK_CANCEL, LK_RETURN = 1, 2, 4, 8, 16
 LK_EOF = (1 << 63) - 1
+LKD_DELEG = 1
+LK_DELEG = 1 << 5
+LKR_TOKEN = 1
 SA_TOKEN = 1024
 SA_SYNC = 2048
 HELLO_REP_SA_SYNC = 4
@@ -914,6 +917,20 @@ class Conn:
         """GETLK: {type, start, end, pid} of a conflicting lock."""
         return self.request("GETLK", fid=f, owner=owner, start=start,
                             end=end, pid=pid, type=type, flags=flags)
+
+    def lockd(self, f, owner, start=0, end=LK_EOF, type=LK_WR, flags=0,
+              pid=0):
+        """LOCKD: LOCK that may delegate the file's locks; (attr,
+        delegated)."""
+        rep = self.request("LOCKD", fid=f, owner=owner, start=start,
+                           end=end, pid=pid, type=type, flags=flags)
+        return rep["attr"], bool(rep["flags"] & LKD_DELEG)
+
+    def lkreturn(self, f, locks, flags=0):
+        """LKRETURN: every lock held of f, [(owner, start, end, pid,
+        type, lock flags)], ending its delegation."""
+        self.request("LKRETURN", fid=f, flags=flags,
+                     items=[tuple(l) for l in locks])
 
     def send_op(self, op, **fields):
         """Send op without waiting; its id (finish with reply_of)."""

@@ -953,6 +953,10 @@ def grace_period_refuses_new_locks(ctx):
     a, b, a2 = lockers(("A1", A.p("f")), ("B1", B.p("f")), ("A2", A.p("g")))
     ok(b, b.lk("setlk", "w", 0, 10), "F_SETLK F_WRLCK [0,10)")
     ok(b, b.lk("setlk", "u", 0, 10), "F_SETLK F_UNLCK")
+    # B's lock came with f's delegation, which B would hand back after the
+    # restart (in the grace, like a reclaim): A's question recalls it, so
+    # that B holds nothing of f through the restart.
+    expect_eq(a.getlk("w", 0, 10)[0], "u", "A's F_GETLK of f after B unlocked (type)")
     # A lock held through the restart (of another file): the server must
     # give its holder the grace period.
     ok(a2, a2.lk("setlk", "w", 0, 1), "A2's F_SETLK on g, held through the restart")
@@ -992,6 +996,11 @@ def no_grace_after_a_stop_with_no_lock_held(ctx):
     ok(a, a.lk("setlk", "u", 0, 10), "F_SETLK F_UNLCK")
     expect(os.path.exists(os.path.join(srv.data, "locks-held")),
            "no DATA/locks-held marker while the server has granted locks")
+    # A's lock came with f's delegation: while a client holds one, the
+    # server cannot know it holds no lock, and keeps the marker. B's
+    # question recalls it.
+    expect_eq(b.getlk("w", 0, 10)[0], "u", "B's F_GETLK of f after A unlocked (type)")
+    expect_eq(skey(srv, "lock_delegations"), 0, "delegations held after B's F_GETLK")
     t_before = restart(srv)
     expect(not os.path.exists(os.path.join(srv.data, "locks-held")),
            "DATA/locks-held still there after a stop with no lock held")

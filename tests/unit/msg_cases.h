@@ -871,6 +871,76 @@ static int eq_lock_req(const void *a, const void *b)
 	       x->type == y->type && x->flags == y->flags;
 }
 
+static void fill_lockd_rep(struct fill *f, void *m)
+{
+	struct msg_lockd_rep *p = m;
+
+	fill_attr(f, &p->attr);
+	p->flags = v32(f, "flags");
+}
+
+static int eq_lockd_rep(const void *a, const void *b)
+{
+	const struct msg_lockd_rep *x = a, *y = b;
+
+	return attr_eq(&x->attr, &y->attr) && x->flags == y->flags;
+}
+
+/* LKRETURN: entries filled as an array (ents), as a client sends them. */
+static void fill_lkreturn_req(struct fill *f, void *m)
+{
+	struct msg_lkreturn_req *q = m;
+	struct msg_lkent *e;
+
+	fill_fid(f, &q->fid);
+	q->flags = v32(f, "flags");
+	q->count = nrecords(f);
+	e = fill_keep(f, xmalloc((q->count ? q->count : 1) * sizeof(*e)));
+	for (uint32_t i = 0; i < q->count; i++) {
+		e[i].owner = v64(f, "owner");
+		e[i].start = v64(f, "start");
+		e[i].end = v64(f, "end");
+		e[i].pid = v32(f, "pid");
+		e[i].type = v32(f, "type");
+		e[i].flags = v32(f, "lock flags");
+	}
+	q->ents = e;
+}
+
+/* Entry i of an LKRETURN in either form (array, or decoded list). */
+static int lkreturn_ent(const struct msg_lkreturn_req *q, uint32_t i,
+			struct msg_lkent *e)
+{
+	struct rbuf it;
+
+	if (q->ents) {
+		*e = q->ents[i];
+		return 1;
+	}
+	rbuf_init(&it, q->list.p, q->list.len);
+	for (uint32_t k = 0; k <= i; k++)
+		if (!msg_lkent_next(&it, e))
+			return 0;
+	return 1;
+}
+
+static int eq_lkreturn_req(const void *a, const void *b)
+{
+	const struct msg_lkreturn_req *x = a, *y = b;
+	struct msg_lkent ea, eb;
+
+	if (!fid_eq(&x->fid, &y->fid) || x->flags != y->flags ||
+	    x->count != y->count)
+		return 0;
+	for (uint32_t i = 0; i < x->count; i++)
+		if (!lkreturn_ent(x, i, &ea) || !lkreturn_ent(y, i, &eb) ||
+		    ea.owner != eb.owner || ea.start != eb.start ||
+		    ea.end != eb.end || ea.pid != eb.pid ||
+		    ea.type != eb.type || ea.flags != eb.flags)
+			return 0;
+	return 1;
+}
+
 static void fill_getlk_rep(struct fill *f, void *m)
 {
 	struct msg_getlk_rep *q = m;
@@ -1371,7 +1441,7 @@ SHAPE(orphan_drop_req); SHAPE(wtoken_req); SHAPE(lock_req);
 SHAPE(getlk_rep); SHAPE(auth_req); SHAPE(auth_rep); SHAPE(fids_req);
 SHAPE(fids_rep); SHAPE(removes_req); SHAPE(removes_rep);
 SHAPE(creates_req); SHAPE(creates_rep); SHAPE(writeattr_req);
-SHAPE(createattr_req);
+SHAPE(createattr_req); SHAPE(lockd_rep); SHAPE(lkreturn_req);
 
 /* The struct of each opcode's request (push) and reply (ack). Every
  * descriptor must have a row here (test_case_table). */
@@ -1414,9 +1484,12 @@ static const struct tcase {
 	{ OP_CREATES,     { &S_creates_req,     &S_creates_rep } },
 	{ OP_WRITEATTR,   { &S_writeattr_req,   &S_attrm } },
 	{ OP_CREATEATTR,  { &S_createattr_req,  &S_creates_rep } },
+	{ OP_LOCKD,       { &S_lock_req,        &S_lockd_rep } },
+	{ OP_LKRETURN,    { &S_lkreturn_req,    &S_empty } },
 	{ OP_CB_BREAK,    { &S_cb_break,        &S_empty } },
 	{ OP_CB_RECALL,   { &S_orphan_drop_req, &S_empty } },
 	{ OP_CB_LOCKWAKE, { &S_orphan_drop_req, &S_empty } },
+	{ OP_CB_LKRECALL, { &S_orphan_drop_req, &S_empty } },
 };
 #define NCASES (sizeof(cases) / sizeof(cases[0]))
 

@@ -107,7 +107,8 @@ static void test_descriptors(void)
 	CHECK(msg_desc(OP_CB_BREAK - 1) == NULL);
 	CHECK(msg_desc(OP_CB_RECALL) != NULL);
 	CHECK(msg_desc(OP_CB_LOCKWAKE) != NULL);
-	CHECK(msg_desc(OP_CB_LOCKWAKE + 1) == NULL);
+	CHECK(msg_desc(OP_CB_LKRECALL) != NULL);
+	CHECK(msg_desc(OP_CB_LKRECALL + 1) == NULL);
 	CHECK(msg_desc(0xffff) == NULL);
 	CHECK(!strcmp(msg_name(999), "unknown"));
 	CHECK(msg_has(OP_WRITE, MSG_CHANGES | MSG_DRC));
