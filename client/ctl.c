@@ -177,6 +177,8 @@ static void print_notify(struct notify *n, FILE *f)
 	fprintf(f, "cb_epoch_rescues %llu\n",
 		(unsigned long long)ns.rescues);
 	fprintf(f, "cb_barriers %llu\n", (unsigned long long)ns.barriers);
+	fprintf(f, "cb_stale_others %llu\n",
+		(unsigned long long)ns.stale_others);
 }
 
 void ctl_print_status(struct ctl *c, FILE *f)

@@ -993,6 +993,10 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		valid &= ~(uint32_t)SA_ATIME;
 	if (valid & SA_MTIME_NOW)
 		valid &= ~(uint32_t)SA_MTIME;
+	/* Size and times the kernel keeps per inode: another incarnation
+	 * of the file would not follow. */
+	if (valid & (SA_SIZE | SA_MTIME | SA_MTIME_NOW | SA_CTIME))
+		notify_stale_others(fs->ntf, ino);
 	/* With the writeback cache the kernel keeps a file's mtime and
 	 * ctime, and sends them when they are to change. */
 	if (fs->wb)

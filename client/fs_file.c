@@ -788,6 +788,9 @@ void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 
 	if ((rc = itab_fid(fs->itab, ino, &fid)))
 		goto out;
+	/* Another incarnation of the file (client/inode.h) would not see
+	 * this write's size, nor drop its pages. */
+	notify_stale_others(fs->ntf, ino);
 	/* The kernel's writeback sends a file's WRITEs in parallel: one at a
 	 * time per file, so that each learns the version it started from. */
 	/* Write-back: into the journal, answered at once (wback.h); the
@@ -936,6 +939,7 @@ void fs_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
 		rc = -EINVAL;
 		goto out;
 	}
+	notify_stale_others(fs->ntf, ino);
 	if ((rc = itab_fid(fs->itab, ino, &q.fid)) ||
 	    (rc = fs_wb_settle(fs, &q.fid)))
 		goto out;

@@ -47,6 +47,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include "fs_int.h"
 #include "inode.h"
 #include "notify.h"
@@ -294,18 +295,42 @@ static int ship(struct fs *fs, fuse_ino_t ino, const struct cairn_fid *fid,
 	return fs_wb_settle(fs, fid);
 }
 
-/* A grant: take the attributes; if the file changed since the kernel
- * cached it, its pages go. */
-static void revalidate(struct fs *fs, fuse_ino_t ino, uint64_t seq,
-		       const struct cairn_attr *a)
+/*
+ * A grant: take the attributes; if the file changed since the kernel
+ * cached it, its pages go. The kernel keeps its own size for an inode
+ * it holds (the writeback cache): a file another client made longer
+ * would still read short through a descriptor opened before, so its
+ * last byte is stored in the kernel's cache, which moves the size.
+ * (Nothing makes the kernel take a smaller size: a file another client
+ * truncated reads zeros past its end through such a descriptor.)
+ */
+static void revalidate(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
+		       uint64_t seq, const struct cairn_attr *a)
 {
 	struct cairn_attr old;
 	int current = 0;
 	int had = itab_attr_last(fs->itab, ino, &old, &current) == 0;
+	struct msg_read_req q = { .fid = a->fid, .len = 1 };
+	struct msg_read_rep p;
+	struct rpc_reply rep;
+	int rc;
 
 	fs_note_attrs(fs, seq, a, NULL);
-	if (!had || old.dv != a->dv)
-		notify_writeback_inode(fs->ntf, ino);
+	if (had && old.dv == a->dv)
+		return;
+	notify_writeback_inode(fs->ntf, ino);
+	notify_break_local(fs->ntf, a->fid.vnode);
+	if (!fs->wb || !S_ISREG(a->mode) || !a->size)
+		return;
+	q.off = a->size - 1;
+	if ((rc = fs_rpc(req, fs, OP_READ, &q, &p, &rep)))
+		return; /* a read through it fetches what it needs */
+	if (p.data.len == 1 && (rc = notify_store(fs->ntf, ino, q.off,
+						  p.data.p, 1)))
+		log_warn("could not give the kernel the size of inode %" PRIu64
+			 " (%" PRIu64 " bytes) after a lock grant: %s",
+			 (uint64_t)ino, a->size, strerror(-rc));
+	rpc_reply_free(&rep);
 }
 
 /*
@@ -548,7 +573,7 @@ static int do_lock(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
 			       &deleg);
 		if (!rc) {
 			granted(L, &fid, ino, e, deleg, rc0);
-			revalidate(fs, ino, seq, &a);
+			revalidate(req, fs, ino, seq, &a);
 			return 0;
 		}
 		inflight(L, &fid, -1);
@@ -844,10 +869,11 @@ static int conn_error(int rc)
  * Hand f's delegation back (L->lock held, f->deleg DG_RETURNING; the
  * lock is dropped around the calls): the kernel's dirty pages and the
  * journal's changes of the file go to the server first, then every lock
- * we hold of it, with the write token. Returns 0, or a lost connection's
- * error (the locks stay ours, reclaimed after the reconnect).
+ * we hold of it, with the write token. reclaim: after a reconnect (they
+ * count as reclaimed). Returns 0, or a lost connection's error (the
+ * locks stay ours, reclaimed after the reconnect).
  */
-static int hand_back(struct fs *fs, struct fs_lkfile *f)
+static int hand_back(struct fs *fs, struct fs_lkfile *f, int reclaim)
 {
 	struct fs_locks *L = fs->locks;
 	struct cairn_fid fid = f->fid;
@@ -893,6 +919,8 @@ static int hand_back(struct fs *fs, struct fs_lkfile *f)
 	L->delegs--;
 	if (!rc)
 		L->deleg_returned++;
+	if (!rc && reclaim)
+		L->reclaimed += f->set.n; /* taken back after a reconnect */
 	pthread_cond_broadcast(&L->cond);
 	return rc;
 }
@@ -920,7 +948,7 @@ static void hand_back_recalled(struct fs *fs)
 			continue;
 		}
 		f->deleg = DG_RETURNING;
-		if (hand_back(fs, f)) {
+		if (hand_back(fs, f, 0)) {
 			L->reclaim_due = 1; /* reconnecting: reclaim them */
 			L->reclaiming = 1;
 		}
@@ -1020,7 +1048,7 @@ static void *reclaimer(void *arg)
 					     f->recall_due)) {
 						f->deleg = DG_RETURNING;
 						f->recall_due = 0;
-						if (hand_back(fs, f))
+						if (hand_back(fs, f, 1))
 							L->reclaim_due = 1;
 						tidy(L, f);
 						again = 1;

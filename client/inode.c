@@ -1039,6 +1039,45 @@ int itab_break(struct itab *t, uint64_t vn, int attrs_only, itab_visit_fn fn,
 	return found ? 0 : -ENOENT;
 }
 
+int itab_has_others(struct itab *t, uint64_t ino)
+{
+	uint64_t vn = ino & ITAB_VNODE_MASK;
+	struct inode *n;
+	int others = 0;
+
+	table_lock(t);
+	FOR_INCS(t, vn, n)
+		if (n->ino != ino) {
+			others = 1;
+			break;
+		}
+	table_unlock(t);
+	return others;
+}
+
+int itab_stale_others(struct itab *t, uint64_t ino, itab_visit_fn fn,
+		      void *arg)
+{
+	uint64_t vn = ino & ITAB_VNODE_MASK;
+	struct inode *n;
+	int k = 0;
+
+	table_lock(t);
+	if (t->evict_files) {
+		FOR_INCS(t, vn, n) {
+			if (n->ino == ino || !n->isreg)
+				continue;
+			drop_names(t, n, fn, arg);
+			n->kstale = 1;
+			fn(arg, n->ino, 0, NULL, 0);
+			inode_check(n);
+			k++;
+		}
+	}
+	table_unlock(t);
+	return k;
+}
+
 void itab_set_promised(struct itab *t, uint64_t ino)
 {
 	struct inode *n;

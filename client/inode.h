@@ -238,6 +238,18 @@ int itab_break(struct itab *t, uint64_t vn, int attrs_only, itab_visit_fn fn,
  * out of date.
  */
 void itab_set_evict_files(struct itab *t, int on);
+/*
+ * The kernel changed the file through inode ino (a write, a truncate):
+ * its other incarnations (client/inode.h) hold a size and times that do
+ * not follow, and pages that are out of date. Each is passed to fn
+ * (parent 0, name NULL) and marked out of date, and its names are passed
+ * to fn and forgotten, as itab_break does. Returns how many there were
+ * (0, the common case: nothing else happens).
+ */
+int itab_stale_others(struct itab *t, uint64_t ino, itab_visit_fn fn,
+		      void *arg);
+/* Does the FID of ino have another incarnation in the table? */
+int itab_has_others(struct itab *t, uint64_t ino);
 
 /* The server promised ino in a reply that carried no attributes for it
  * (READDIR; for a negative LOOKUP, itab_add_negative does this): the

@@ -1138,6 +1138,41 @@ void notify_on_push(void *arg, uint16_t op, uint32_t id,
 	free(orph);
 }
 
+void notify_stale_others(struct notify *n, uint64_t ino)
+{
+	struct nlist work = { 0 };
+	struct kid_visit v = { &work, NULL, ino & ITAB_VNODE_MASK, 0 };
+
+	if (!n->itab || !itab_has_others(n->itab, ino))
+		return;
+	seq_take(n, SEQ_WRITE);
+	if (itab_stale_others(n->itab, ino, visit_kid, &v))
+		__atomic_add_fetch(&n->st.stale_others, 1, __ATOMIC_RELAXED);
+	enqueue(n, &work);
+	seq_release(n);
+}
+
+void notify_break_local(struct notify *n, uint64_t vn)
+{
+	struct nlist in = { 0 }, work = { 0 };
+	struct nitem *it = nitem_new(NK_INODE, vn, 0, NULL, 0);
+
+	if (!it) {
+		log_error("out of memory invalidating inode %llu",
+			  (unsigned long long)vn);
+		return;
+	}
+	nlist_add(&in, it);
+	seq_take(n, SEQ_WRITE);
+	bump_seq(n);
+	if (n->itab)
+		apply_breaks(n, &in, &work);
+	else
+		nlist_free(&in);
+	enqueue(n, &work);
+	seq_release(n);
+}
+
 int notify_writeback_inode(struct notify *n, uint64_t ino)
 {
 	int rc;
@@ -1145,6 +1180,19 @@ int notify_writeback_inode(struct notify *n, uint64_t ino)
 	if (!n->se)
 		return 0;
 	rc = fuse_lowlevel_notify_inval_inode(n->se, ino, 0, 0);
+	return rc == -ENOENT ? 0 : rc;
+}
+
+int notify_store(struct notify *n, uint64_t ino, uint64_t off,
+		 const void *data, size_t len)
+{
+	struct fuse_bufvec bv = FUSE_BUFVEC_INIT(len);
+	int rc;
+
+	if (!n->se)
+		return 0;
+	bv.buf[0].mem = (void *)data;
+	rc = fuse_lowlevel_notify_store(n->se, ino, (off_t)off, &bv, 0);
 	return rc == -ENOENT ? 0 : rc;
 }
 
@@ -1236,6 +1284,7 @@ void notify_get_stats(struct notify *n, struct notify_stats *out)
 	out->epochs = stat_get(&n->st.epochs);
 	out->rescues = stat_get(&n->st.rescues);
 	out->barriers = stat_get(&n->st.barriers);
+	out->stale_others = stat_get(&n->st.stale_others);
 	out->ack_us_total = stat_get(&n->st.ack_us_total);
 	out->ack_us_max = stat_get(&n->st.ack_us_max);
 	pthread_mutex_lock(&n->q_lock);

@@ -105,6 +105,21 @@ void notify_set_wback_hooks(struct notify *n,
  * called by a request handler (not the notifier), never while the caller
  * holds anything a WRITE of ino needs. 0 or a negative errno. */
 int notify_writeback_inode(struct notify *n, uint64_t ino);
+/* Handle a change of vnode vn learnt otherwise than by a break (a lock
+ * grant found it changed) as a break: its promise goes, and its names, so
+ * that the kernel loads it afresh at the next lookup (a new incarnation
+ * if it holds it open: client/inode.h). Not from the rpc's reader. */
+void notify_break_local(struct notify *n, uint64_t vn);
+/* The kernel changed a file through inode ino: its other incarnations go
+ * out of date (itab_stale_others), their pages and names invalidated.
+ * One table lookup when there are none. */
+void notify_stale_others(struct notify *n, uint64_t ino);
+/* Put data (len bytes at off) in inode ino's page cache. A store past
+ * the kernel's size of the file moves it there: the one way to grow the
+ * size of an inode the kernel holds under the writeback cache (it
+ * ignores the size in our attributes). Same callers as above. */
+int notify_store(struct notify *n, uint64_t ino, uint64_t off,
+		 const void *data, size_t len);
 
 /* Locks (fs_lock.c): wake(arg, fid) for each CB_LOCKWAKE, recall(arg,
  * fid) for each CB_LKRECALL; reconnected(arg) after each reconnect.
@@ -141,6 +156,8 @@ struct notify_stats {
 				 * name waited for such a change */
 	uint64_t barriers;      /* inodes not found, waited for while a
 				 * reply was being linked */
+	uint64_t stale_others; /* writes that put other incarnations of
+				 * their file out of date */
 	uint64_t ack_us_total;
 	uint64_t ack_us_max;
 	uint64_t queued;        /* work items waiting for the notifier */

@@ -59,8 +59,11 @@ from harness import test, expect, expect_eq, fail  # noqa: E402
 
 SERVER_KEYS = ("locks", "lock_waiters", "lock_clients", "locks_granted",
                "lock_conflicts", "lock_wakes", "lock_reclaims", "lock_expired",
-               "lock_deadlocks", "lock_grace")
-MOUNT_KEYS = ("lk.held", "lk.waiting", "lk.lost", "lk.reclaimed", "lk.calls")
+               "lock_deadlocks", "lock_grace", "lock_delegations",
+               "lock_delegations_granted", "lock_recalls", "lock_delegations_returned",
+               "lock_delegations_revoked")
+MOUNT_KEYS = ("lk.held", "lk.waiting", "lk.lost", "lk.reclaimed", "lk.calls",
+              "lk.delegated", "lk.deleg_granted", "lk.deleg_returned", "lk.local")
 
 LEASE_MS = 1500          # --lock-lease used where a lease matters
 GRACE_MS = 1500          # --lock-grace used where a grace matters
@@ -111,6 +114,10 @@ for line in sys.stdin:
                 if c["cmd"].endswith("getlk"):
                     t, wh, s, l, p = struct.unpack(FMT, res[:struct.calcsize(FMT)])
                     v = [NAMES.get(t, t), s, l, p]
+            elif op == "pwrite":
+                v = os.pwrite(fds[c["name"]], bytes.fromhex(c["data"]), c["off"])
+            elif op == "pread":
+                v = os.pread(fds[c["name"]], c["len"], c["off"]).hex()
             elif op == "exit":
                 reply(e=0, v=None, dt=0)
                 os._exit(0)
@@ -256,6 +263,19 @@ class Locker:
     def close(self, name="f"):
         r = self.call("close(%s)" % name, op="close", name=name)
         return r["e"]
+
+    def pwrite(self, data, off, name="f"):
+        r = self.call("pwrite(%d bytes at %d)" % (len(data), off), op="pwrite", name=name,
+                      data=data.hex(), off=off)
+        if r["e"]:
+            fail("%s: pwrite: %s" % (self.label, H.errname(r["e"])))
+
+    def pread(self, length, off, name="f"):
+        r = self.call("pread(%d bytes at %d)" % (length, off), op="pread", name=name,
+                      len=length, off=off)
+        if r["e"]:
+            fail("%s: pread: %s" % (self.label, H.errname(r["e"])))
+        return bytes.fromhex(r["v"])
 
     def _flock_desc(self, how):
         parts = [n for n, v in (("LOCK_SH", 1), ("LOCK_EX", 2), ("LOCK_UN", 8)) if how & v]
@@ -1063,12 +1083,15 @@ def unreclaimable_lock_is_lost(ctx):
 SQLITE_WORKER = r'''
 import sqlite3, sys, time, traceback
 path, n, tag = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+grow = len(sys.argv) > 4 and sys.argv[4] == "grow"
 t0 = time.time()
 try:
     con = sqlite3.connect(path, timeout=30, isolation_level=None)
     for i in range(n):
         con.execute("BEGIN IMMEDIATE")
         con.execute("UPDATE counter SET n = n + 1")
+        if grow:
+            con.execute("INSERT INTO rows VALUES (?, randomblob(3000))", (tag,))
         con.execute("COMMIT")
         if (i + 1) % 100 == 0:
             print("%s %d %.1f" % (tag, i + 1, time.time() - t0), flush=True)
@@ -1083,22 +1106,37 @@ print("%s done %.1f" % (tag, time.time() - t0), flush=True)
 
 @lock_test(timeout=200)
 def sqlite_from_two_clients(ctx):
-    import sqlite3
     # 1000 from each client (2000 in all) take about 8 s here (about 250
     # transactions a second across both); the sanitizer build, several
     # times slower, does 300 each.
-    n = int(os.environ.get("CAIRN_LOCK_SQLITE_N") or (300 if H.ASAN else 1000))
+    sqlite_two_clients(ctx, int(os.environ.get("CAIRN_LOCK_SQLITE_N") or
+                                (300 if H.ASAN else 1000)), grow=False)
+
+
+@lock_test(timeout=200)
+def sqlite_growing_from_two_clients(ctx):
+    """Each transaction also adds a 3000-byte row, so the database grows
+    under the other client's open descriptor: the size must follow the
+    lock (a descriptor opened before kept the old size, and SQLite read
+    the new pages as past the end of the file)."""
+    sqlite_two_clients(ctx, 150 if H.ASAN else 400, grow=True)
+
+
+def sqlite_two_clients(ctx, n, grow):
+    import sqlite3
     srv, A, B = setup2(ctx)
     db = A.p("counter.db")
     con = sqlite3.connect(db, isolation_level=None)
     con.execute("CREATE TABLE counter (n INTEGER)")
     con.execute("INSERT INTO counter VALUES (0)")
+    con.execute("CREATE TABLE rows (tag TEXT, b BLOB)")
     con.close()
     outs = {}
     procs = {}
     for tag, m in (("A", A), ("B", B)):
         outs[tag] = open(ctx.path("sqlite-%s.out" % tag), "w+b")
-        procs[tag] = spawn([sys.executable, "-c", SQLITE_WORKER, m.p("counter.db"), str(n), tag],
+        argv = [sys.executable, "-c", SQLITE_WORKER, m.p("counter.db"), str(n), tag]
+        procs[tag] = spawn(argv + (["grow"] if grow else []),
                            stdin=subprocess.DEVNULL, stdout=outs[tag], stderr=subprocess.STDOUT)
     t0 = time.time()
     limit = 120 * slow()
@@ -1127,10 +1165,14 @@ def sqlite_from_two_clients(ctx):
         try:
             got = con.execute("SELECT n FROM counter").fetchall()
             chk = con.execute("PRAGMA integrity_check").fetchall()
+            rows = con.execute("SELECT tag, count(*) FROM rows GROUP BY tag "
+                               "ORDER BY tag").fetchall()
         finally:
             con.close()
         expect_eq(got, [(2 * n,)], "counter read on %s after %d increments from each client "
                   "(lost updates?)" % (tag, n))
+        if grow:
+            expect_eq(rows, [("A", n), ("B", n)], "rows per client read on %s" % tag)
         expect_eq(chk, [("ok",)], "PRAGMA integrity_check on %s" % tag)
     expect(skey(srv, "lock_conflicts") >= 1, "server lock_conflicts is 0: the two SQLite "
            "workers never contended (test proves nothing)")
@@ -1179,7 +1221,189 @@ def deadlock_between_clients(ctx):
     expect_eq(skey(srv, "lock_waiters"), 0, "server lock_waiters after the deadlock resolved")
 
 
-# ------------------------------------------------------------ 14. local locks
+# ------------------------------------------------------------ 14. delegation
+#
+# A file whose locks only one client uses has them delegated to it: that
+# client answers its processes' lock calls itself until another client
+# asks, when the server recalls them (docs/PROTOCOL.md, "Delegated locks").
+
+@lock_test
+def delegated_locks_answered_here_and_recalled(ctx):
+    srv, A, B = setup2(ctx)
+    a, a2, b = lockers(("A1", A.p("f")), ("A2", A.p("f")), ("B1", B.p("f")))
+    ok(a, a.lk("setlk", "w", 0, 100), "A1's F_SETLK F_WRLCK [0,100)")
+    expect_eq(mkey(A, "lk.delegated"), 1, "A's lk.delegated after the first lock of f")
+    calls0, granted0 = mkey(A, "lk.calls"), skey(srv, "locks_granted")
+    local0 = mkey(A, "lk.local")
+    for i in range(100):
+        ok(a, a.lk("setlk", "u", 0, 100), "A1's F_SETLK F_UNLCK, round %d" % i)
+        ok(a, a.lk("setlk", "w", 0, 100), "A1's F_SETLK F_WRLCK [0,100), round %d" % i)
+    refused(a2, a2.lk("setlk", "w", 50, 10), "A2's F_SETLK [50,60) while A1 holds [0,100)")
+    expect_eq(a2.getlk("w", 0, 10), ("w", 0, 100, a.pid), "A2's F_GETLK (A1 holds)")
+    ok(a2, a2.lk("setlk", "r", 100, 10), "A2's F_SETLK F_RDLCK [100,110)")
+    expect_eq(mkey(A, "lk.calls"), calls0, "lock calls A sent for 203 lock steps of A1 and A2")
+    expect_eq(skey(srv, "locks_granted"), granted0, "server locks_granted over those steps")
+    expect(mkey(A, "lk.local") - local0 >= 203, "A's lk.local grew by %d over 203 steps"
+           % (mkey(A, "lk.local") - local0))
+    # B asks: A hands every lock back, and B's answers are the server's.
+    refused(b, b.lk("setlk", "w", 0, 100), "B's F_SETLK [0,100) while A1 holds it (delegated "
+            "to A until now)")
+    expect_eq(mkey(A, "lk.delegated"), 0, "A's lk.delegated after B asked")
+    expect_eq(b.getlk("w", 0, 10), ("w", 0, 100, 0), "B's F_GETLK [0,10): A1's lock")
+    expect_eq(b.getlk("w", 105, 1), ("r", 100, 10, 0), "B's F_GETLK [105,106): A2's lock")
+    ok(b, b.lk("setlk", "r", 100, 10), "B's F_SETLK F_RDLCK beside A2's read lock")
+    expect(skey(srv, "lock_recalls") >= 1, "server lock_recalls is 0 after B asked")
+    expect(skey(srv, "lock_delegations_returned") >= 1,
+           "server lock_delegations_returned is 0 after B asked")
+    expect_eq(skey(srv, "lock_delegations"), 0, "server lock_delegations after B asked")
+    ok(a, a.lk("setlk", "u", 0, 100), "A1's F_SETLK F_UNLCK (at the server now)")
+    ok(b, b.lk("setlk", "w", 0, 100), "B's F_SETLK [0,100) once A1 unlocked")
+    refused(a2, a2.lk("setlk", "r", 0, 1), "A2's F_SETLK while B holds [0,100)")
+
+
+@lock_test
+def data_follows_a_delegated_lock(ctx):
+    """What A wrote under a lock delegated to it, released with its file
+    still open (no close, no shipping at the release), B reads once it
+    holds the lock; and A reads B's bytes when it locks again."""
+    srv, A, B = setup2(ctx)
+    a, b = lockers(("A1", A.p("f")), ("B1", B.p("f")))
+    ok(a, a.lk("setlk", "w", 0, 0), "A's F_SETLK F_WRLCK of the whole file")
+    expect_eq(mkey(A, "lk.delegated"), 1, "A's lk.delegated after its lock")
+    da = b"A-bytes." * 1500
+    a.pwrite(da, 0)
+    ok(a, a.lk("setlk", "u", 0, 0), "A's F_SETLK F_UNLCK (answered on A)")
+    expect_eq(mkey(A, "lk.delegated"), 1, "A's lk.delegated after its unlock")
+    ok(b, b.lk("setlkw", "w", 0, 0), "B's F_SETLKW of the whole file")
+    got = b.pread(len(da) + 10, 0)
+    expect(got == da, "B read %d bytes under its lock (%r...), not A's %d (%r...)"
+           % (len(got), got[:16], len(da), da[:16]))
+    db = b"B-bytes!" * 1000
+    b.pwrite(db, 0)
+    ok(b, b.lk("setlk", "u", 0, 0), "B's F_SETLK F_UNLCK")
+    ok(a, a.lk("setlkw", "w", 0, 0), "A's F_SETLKW again")
+    got = a.pread(len(da), 0)
+    want = db + da[len(db):]
+    expect(got == want, "A read %r... under its lock, not B's bytes over its own" % got[:16])
+
+
+@lock_test
+def stat_follows_writes_through_an_older_descriptor(ctx):
+    """B's descriptor was opened before A changed the file, so B's kernel
+    keeps it on an inode of its own (a new incarnation serves new
+    lookups: client/inode.h). What B then writes through it, a stat by
+    path on B must show (the size stayed at A's: a new open read short),
+    and the file grown by A must show through B's descriptor once B
+    locks."""
+    srv, A, B = setup2(ctx)
+    a, b = lockers(("A1", A.p("f")), ("B1", B.p("f")))
+    end = 4096
+    for i in range(3):
+        ok(a, a.lk("setlkw", "w", 0, 0), "A's F_SETLKW, round %d" % i)
+        a.pwrite(b"a" * 5000, end)
+        end += 5000
+        ok(a, a.lk("setlk", "u", 0, 0), "A's F_SETLK F_UNLCK, round %d" % i)
+        ok(b, b.lk("setlkw", "w", 0, 0), "B's F_SETLKW, round %d" % i)
+        expect_eq(len(b.pread(end + 100, 0)), end, "bytes B reads through its descriptor "
+                  "under its lock after A grew the file, round %d" % i)
+        expect_eq(os.stat(B.p("f")).st_size, end, "size of f by path on B, round %d" % i)
+        b.pwrite(b"b" * 5000, end)
+        end += 5000
+        ok(b, b.lk("setlk", "u", 0, 0), "B's F_SETLK F_UNLCK, round %d" % i)
+        expect_eq(os.stat(B.p("f")).st_size, end, "size of f by path on B after B wrote "
+                  "through its descriptor, round %d" % i)
+        expect_eq(len(read_file(B.p("f"))), end, "bytes of f read by path on B, round %d" % i)
+    expect(H.mount_status(B).get("cb_stale_others", 0) >= 1,
+           "B's cb_stale_others is 0: no write went through an older incarnation (test "
+           "proves nothing)")
+
+
+@lock_test
+def local_wait_goes_to_the_server(ctx):
+    """A wait between two processes of the delegated client hands the
+    delegation back and waits at the server, which finds a deadlock
+    between them as Linux would (EDEADLK) and wakes the waiter."""
+    srv, A, B = setup2(ctx)
+    a1, a2 = lockers(("A1", A.p("f")), ("A2", A.p("f")))
+    ok(a1, a1.lk("setlk", "w", 0, 10), "A1's F_SETLK [0,10)")
+    ok(a2, a2.lk("setlk", "w", 20, 10), "A2's F_SETLK [20,30)")
+    expect_eq(mkey(A, "lk.delegated"), 1, "A's lk.delegated")
+    a1.lk_send("setlkw", "w", 20, 10)
+    a1.still_blocked(0.5 * slow())
+    expect_eq(mkey(A, "lk.delegated"), 0, "A's lk.delegated while A1 waits")
+    refused(a2, a2.lk("setlkw", "w", 0, 10), "A2's F_SETLKW [0,10), closing a cycle with A1",
+            errno.EDEADLK)
+    ok(a2, a2.lk("setlk", "u", 20, 10), "A2's F_SETLK F_UNLCK [20,30)")
+    r = a1.wait_reply(5 * slow())
+    ok(a1, r["e"], "A1's F_SETLKW [20,30) once A2 unlocked")
+
+
+@lock_test
+def clients_taking_turns_get_no_delegation(ctx):
+    srv, A, B = setup2(ctx)
+    a, b = lockers(("A1", A.p("f")), ("B1", B.p("f")))
+    for i in range(10):
+        for lk in (a, b):
+            ok(lk, lk.lk("setlkw", "w", 0, 0), "F_SETLKW, round %d" % i)
+            ok(lk, lk.lk("setlk", "u", 0, 0), "F_SETLK F_UNLCK, round %d" % i)
+    st = server_status(srv)
+    expect(st["lock_delegations_granted"] <= 1 and st["lock_recalls"] <= 1,
+           "two clients locking f in turn: %d delegations granted, %d recalled (the first, "
+           "at most)" % (st["lock_delegations_granted"], st["lock_recalls"]))
+
+
+@lock_test
+def unmount_hands_delegations_back(ctx):
+    srv, A, B = setup2(ctx)
+    a, b = lockers(("A1", A.p("f")), ("B1", B.p("f")))
+    ok(a, a.lk("setlk", "w", 0, 0), "A's F_SETLK")
+    ok(a, a.lk("setlk", "u", 0, 0), "A's F_SETLK F_UNLCK")
+    expect_eq(skey(srv, "lock_delegations"), 1, "server lock_delegations while A holds f's")
+    a.close()
+    a.exit()
+    A.umount()
+    expect_eq(skey(srv, "lock_delegations"), 0, "server lock_delegations after A's unmount")
+    t0 = time.time()
+    ok(b, b.lk("setlk", "w", 0, 0), "B's F_SETLK after A's unmount")
+    expect(time.time() - t0 < 1.0 * slow(), "B's F_SETLK took %.2f s after A's unmount"
+           % (time.time() - t0))
+
+
+@lock_test(timeout=120)
+def silent_holder_loses_its_delegation(ctx):
+    """A holder that does not answer a recall (its daemon stopped) loses
+    the delegation and its locks within the lease's bound; once it runs
+    again it learns so (lost: EIO at its next lock call), and B's lock
+    stands."""
+    srv, A, B = setup2(ctx, srv_extra=("--lock-lease", str(LEASE_MS)))
+    a, b = lockers(("A1", A.p("f")), ("B1", B.p("f")))
+    ok(a, a.lk("setlk", "w", 0, 100), "A's F_SETLK [0,100)")
+    expect_eq(mkey(A, "lk.delegated"), 1, "A's lk.delegated")
+    os.kill(A.pid, signal.SIGSTOP)
+    try:
+        t0 = time.time()
+        b.lk_send("setlkw", "w", 0, 100)
+        limit = 2 * LEASE_MS / 1000.0 + 5 * slow()
+        r = b.recv(limit)
+        dt = time.time() - t0
+        if r is None:
+            fail("B's F_SETLKW did not return within %.1f s while A's daemon was stopped "
+                 "(lease %d ms)" % (limit, LEASE_MS))
+        ok(b, r["e"], "B's F_SETLKW while A's daemon is stopped")
+        print("# B got the lock %.2f s after asking (lease %.1f s)" % (dt, LEASE_MS / 1000.0))
+        expect(dt >= LEASE_MS / 1000.0 * 0.8, "B got A's lock %.2f s after asking, before "
+               "the %d ms lease" % (dt, LEASE_MS))
+    finally:
+        os.kill(A.pid, signal.SIGCONT)
+    wait_for("A's lk.lost after its daemon resumed", lambda: mkey(A, "lk.lost"),
+             lambda v: v >= 1, 10)
+    e = a.lk("setlk", "w", 200, 10)
+    expect_eq(H.errname(e), "EIO", "A's next lock call on the file whose locks it lost")
+    refused(a, a.lk("setlk", "w", 0, 10), "A's F_SETLK [0,10) while B holds [0,100)")
+    expect_eq(b.getlk("w", 0, 10)[0], "u", "B's own F_GETLK (type)")
+
+
+# ------------------------------------------------------------ 15. local locks
 
 @lock_test
 def local_locks_mode_does_not_exclude_clients(ctx):
