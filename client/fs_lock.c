@@ -483,7 +483,8 @@ static void granted(struct fs_locks *L, const struct cairn_fid *fid,
 	pthread_mutex_lock(&L->lock);
 	mirror(L, fid, e);
 	if ((f = lkfile(L, fid, deleg))) {
-		f->inflight--;
+		if (!--f->inflight)
+			pthread_cond_broadcast(&L->cond);
 		if (deleg && f->deleg == DG_NONE) {
 			f->deleg = DG_HELD;
 			f->ino = ino;
@@ -521,8 +522,10 @@ static void inflight(struct fs_locks *L, const struct cairn_fid *fid, int d)
 	pthread_mutex_lock(&L->lock);
 	if ((f = lkfile(L, fid, d > 0))) {
 		f->inflight += d;
-		if (!f->inflight)
+		if (!f->inflight) {
 			f->recall_early = 0;
+			pthread_cond_broadcast(&L->cond);
+		}
 		tidy(L, f);
 	}
 	pthread_mutex_unlock(&L->lock);
@@ -882,6 +885,10 @@ static int hand_back(struct fs *fs, struct fs_lkfile *f, int reclaim)
 	size_t n = 0;
 	int rc = 0, ret;
 
+	/* A grant on its way may be part of what goes back: wait for it
+	 * (new requests wait for the hand-back; these come back at once). */
+	while (f->inflight && !L->stopping)
+		pthread_cond_wait(&L->cond, &L->lock);
 	if (f->set.n && !(ents = calloc(f->set.n, sizeof(*ents))))
 		rc = -ENOMEM;
 	for (struct lkent *e = f->set.head; e && ents; e = e->next)
