@@ -14,9 +14,10 @@
  * success the decoded struct is encoded again and must give back the very
  * same bytes (the encoding is canonical: one value, one byte string); the
  * streamed parts (READDIR and BULKSTAT entries, CB_BREAK records,
- * ORPHAN_DROP FIDs, REMOVES, CREATES and CREATEATTR entries) are walked
- * to the end and must yield exactly count items, and ORPHAN_DROP, REMOVES,
- * CREATES and CREATEATTR encoded from arrays of their items must be the
+ * ORPHAN_DROP FIDs, REMOVES, CREATES, CREATEATTR and LKRETURN entries)
+ * are walked to the end and must yield exactly count items, and
+ * ORPHAN_DROP, REMOVES, CREATES, CREATEATTR and LKRETURN encoded from
+ * arrays of their items must be the
  * input again; the replies the
  * server builds in place (READ, GETXATTR/LISTXATTR, READDIR, BULKSTAT,
  * CB_BREAK) are built again that
@@ -214,6 +215,36 @@ static void check_removes(const struct msg_removes_req *q, unsigned op,
 	wbuf_init(&w);
 	msg_encode(op, 0, &w, &a);
 	expect_same(&w, "encoded from an array of the entries", op, 0, p, len);
+	free(e);
+}
+
+/* LKRETURN: the locks walk to count and, sent from an array, are the
+ * input again. */
+static void check_lkreturn(const struct msg_lkreturn_req *q, unsigned op,
+			   const uint8_t *p, size_t len)
+{
+	struct msg_lkreturn_req a = { .fid = q->fid, .flags = q->flags };
+	struct msg_lkent *e = malloc((q->count ? q->count : 1) * sizeof(*e));
+	struct rbuf it;
+	struct wbuf w;
+	uint32_t n = 0;
+
+	if (!e)
+		abort();
+	if (q->ents)
+		fail("decoded with ents set", op, 0, p, len, p, len);
+	rbuf_init(&it, q->list.p, q->list.len);
+	while (n < q->count && msg_lkent_next(&it, &e[n]))
+		n++;
+	if (it.err || n != q->count || rbuf_left(&it) ||
+	    msg_lkent_next(&it, &e[0]))
+		fail("msg_lkent_next walk disagrees with count", op, 0, p, len,
+		     p, len);
+	a.count = n;
+	a.ents = e;
+	wbuf_init(&w);
+	msg_encode(op, 0, &w, &a);
+	expect_same(&w, "encoded from an array of the locks", op, 0, p, len);
 	free(e);
 }
 
@@ -433,6 +464,9 @@ static void check_parts(unsigned op, int reply, const union msg_any *m,
 		break;
 	case OP_REMOVES | 0x100u:
 		check_removes_rep(&m->removes_rep, op, p, len);
+		break;
+	case OP_LKRETURN:
+		check_lkreturn(&m->lkreturn_req, op, p, len);
 		break;
 	case OP_CREATES:
 	case OP_CREATES | 0x100u:
