@@ -1370,6 +1370,33 @@ def unmount_hands_delegations_back(ctx):
 
 
 @lock_test(timeout=120)
+def delegated_locks_survive_a_server_restart(ctx):
+    """A holds locks of a file delegated to it, which the server never
+    saw (taken after the delegation); the server restarts: A hands them
+    back during the grace, and B finds them held."""
+    srv, A, B = setup2(ctx, srv_extra=("--lock-grace", str(GRACE_MS)))
+    a, a2, b = lockers(("A1", A.p("f")), ("A2", A.p("f")), ("B1", B.p("f")))
+    ok(a, a.lk("setlk", "r", 0, 10), "A1's F_SETLK F_RDLCK [0,10)")
+    expect_eq(mkey(A, "lk.delegated"), 1, "A's lk.delegated")
+    ok(a, a.lk("setlk", "w", 100, 100), "A1's F_SETLK [100,200) (answered on A)")
+    ok(a2, a2.lk("setlk", "r", 0, 10), "A2's F_SETLK F_RDLCK [0,10) (answered on A)")
+    expect_eq(skey(srv, "locks_granted"), 1, "locks the server granted itself")
+    t_start = restart(srv)
+    wait_for("A's lk.reclaimed after the restart", lambda: mkey(A, "lk.reclaimed"),
+             lambda v: v >= 3, GRACE_MS / 1000.0 + 5)
+    left = t_start + GRACE_MS / 1000.0 + 0.5 - time.time()
+    if left > 0:
+        time.sleep(left)
+    refused(b, b.lk("setlk", "w", 150, 10), "B's F_SETLK [150,160) after the grace (A1 "
+            "holds [100,200))")
+    refused(b, b.lk("setlk", "w", 0, 1), "B's F_SETLK [0,1) (A1 and A2 hold it shared)")
+    ok(b, b.lk("setlk", "r", 0, 1), "B's F_SETLK F_RDLCK [0,1) beside A's read locks")
+    expect_eq(b.getlk("w", 100, 1), ("w", 100, 100, 0), "B's F_GETLK [100,101)")
+    expect_eq(mkey(A, "lk.lost"), 0, "A's lk.lost")
+    expect_eq(mkey(A, "lk.delegated"), 0, "A's lk.delegated after the restart")
+
+
+@lock_test(timeout=120)
 def silent_holder_loses_its_delegation(ctx):
     """A holder that does not answer a recall (its daemon stopped) loses
     the delegation and its locks within the lease's bound; once it runs
