@@ -302,7 +302,9 @@ static int ship(struct fs *fs, fuse_ino_t ino, const struct cairn_fid *fid,
  * would still read short through a descriptor opened before, so its
  * last byte is stored in the kernel's cache, which moves the size.
  * (Nothing makes the kernel take a smaller size: a file another client
- * truncated reads zeros past its end through such a descriptor.)
+ * truncated reads zeros past its end through such a descriptor.) The
+ * file's other inodes and names in the kernel went with the break that
+ * told us of the change (itab_break).
  */
 static void revalidate(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
 		       uint64_t seq, const struct cairn_attr *a)
@@ -319,7 +321,6 @@ static void revalidate(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
 	if (had && old.dv == a->dv)
 		return;
 	notify_writeback_inode(fs->ntf, ino);
-	notify_break_local(fs->ntf, a->fid.vnode);
 	if (!fs->wb || !S_ISREG(a->mode) || !a->size)
 		return;
 	q.off = a->size - 1;

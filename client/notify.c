@@ -1152,27 +1152,6 @@ void notify_stale_others(struct notify *n, uint64_t ino)
 	seq_release(n);
 }
 
-void notify_break_local(struct notify *n, uint64_t vn)
-{
-	struct nlist in = { 0 }, work = { 0 };
-	struct nitem *it = nitem_new(NK_INODE, vn, 0, NULL, 0);
-
-	if (!it) {
-		log_error("out of memory invalidating inode %llu",
-			  (unsigned long long)vn);
-		return;
-	}
-	nlist_add(&in, it);
-	seq_take(n, SEQ_WRITE);
-	bump_seq(n);
-	if (n->itab)
-		apply_breaks(n, &in, &work);
-	else
-		nlist_free(&in);
-	enqueue(n, &work);
-	seq_release(n);
-}
-
 int notify_writeback_inode(struct notify *n, uint64_t ino)
 {
 	int rc;

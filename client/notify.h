@@ -105,11 +105,6 @@ void notify_set_wback_hooks(struct notify *n,
  * called by a request handler (not the notifier), never while the caller
  * holds anything a WRITE of ino needs. 0 or a negative errno. */
 int notify_writeback_inode(struct notify *n, uint64_t ino);
-/* Handle a change of vnode vn learnt otherwise than by a break (a lock
- * grant found it changed) as a break: its promise goes, and its names, so
- * that the kernel loads it afresh at the next lookup (a new incarnation
- * if it holds it open: client/inode.h). Not from the rpc's reader. */
-void notify_break_local(struct notify *n, uint64_t vn);
 /* The kernel changed a file through inode ino: its other incarnations go
  * out of date (itab_stale_others), their pages and names invalidated.
  * One table lookup when there are none. */
