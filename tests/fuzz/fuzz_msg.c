@@ -187,30 +187,60 @@ static void check_cb_break(const struct msg_cb_break *b, unsigned op,
 		    len);
 }
 
+/*
+ * A streamed list of a decoded message walked to its end with next: an
+ * array of its count items of esz bytes each (to free). It fails unless
+ * the walk yields exactly count items and ends at the list's end.
+ */
+static void *walk_list(const struct msg_bytes *list, uint32_t count,
+		       size_t esz, int (*next)(struct rbuf *, void *),
+		       unsigned op, const uint8_t *p, size_t len)
+{
+	uint8_t *a = malloc((count ? count : 1) * esz);
+	struct rbuf it;
+	uint32_t n = 0;
+
+	if (!a)
+		abort();
+	rbuf_init(&it, list->p, list->len);
+	while (n < count && next(&it, a + (size_t)n * esz))
+		n++;
+	if (it.err || n != count || rbuf_left(&it) || next(&it, a))
+		fail("the list's walk disagrees with its count", op, 0, p, len,
+		     p, len);
+	return a;
+}
+
+static int next_fid(struct rbuf *it, void *e)
+{
+	return msg_fid_next(it, e);
+}
+
+static int next_rment(struct rbuf *it, void *e)
+{
+	return msg_rment_next(it, e);
+}
+
+static int next_lkent(struct rbuf *it, void *e)
+{
+	return msg_lkent_next(it, e);
+}
+
 /* REMOVES: the entries walk to count, their names go through the
  * server's check, and sent from an array (as a client sends them) they
  * are the input again; the reply's statuses likewise. */
 static void check_removes(const struct msg_removes_req *q, unsigned op,
 			  const uint8_t *p, size_t len)
 {
-	struct msg_removes_req a = { .dir = q->dir };
-	struct msg_rment *e = malloc((q->count ? q->count : 1) * sizeof(*e));
-	struct rbuf it;
+	struct msg_removes_req a = { .dir = q->dir, .count = q->count };
+	struct msg_rment *e;
 	struct wbuf w;
-	uint32_t n = 0;
 
-	if (!e)
-		abort();
 	if (q->ents)
 		fail("decoded with ents set", op, 0, p, len, p, len);
-	rbuf_init(&it, q->list.p, q->list.len);
-	while (n < q->count && msg_rment_next(&it, &e[n]))
-		check_name(&e[n++].name, 0);
-	if (it.err || n != q->count || rbuf_left(&it) ||
-	    msg_rment_next(&it, &e[0]))
-		fail("msg_rment_next walk disagrees with count", op, 0, p, len,
-		     p, len);
-	a.count = n;
+	e = walk_list(&q->list, q->count, sizeof(*e), next_rment, op, p, len);
+	for (uint32_t i = 0; i < q->count; i++)
+		check_name(&e[i].name, 0);
 	a.ents = e;
 	wbuf_init(&w);
 	msg_encode(op, 0, &w, &a);
@@ -223,24 +253,14 @@ static void check_removes(const struct msg_removes_req *q, unsigned op,
 static void check_lkreturn(const struct msg_lkreturn_req *q, unsigned op,
 			   const uint8_t *p, size_t len)
 {
-	struct msg_lkreturn_req a = { .fid = q->fid, .flags = q->flags };
-	struct msg_lkent *e = malloc((q->count ? q->count : 1) * sizeof(*e));
-	struct rbuf it;
+	struct msg_lkreturn_req a = { .fid = q->fid, .flags = q->flags,
+				      .count = q->count };
+	struct msg_lkent *e;
 	struct wbuf w;
-	uint32_t n = 0;
 
-	if (!e)
-		abort();
 	if (q->ents)
 		fail("decoded with ents set", op, 0, p, len, p, len);
-	rbuf_init(&it, q->list.p, q->list.len);
-	while (n < q->count && msg_lkent_next(&it, &e[n]))
-		n++;
-	if (it.err || n != q->count || rbuf_left(&it) ||
-	    msg_lkent_next(&it, &e[0]))
-		fail("msg_lkent_next walk disagrees with count", op, 0, p, len,
-		     p, len);
-	a.count = n;
+	e = walk_list(&q->list, q->count, sizeof(*e), next_lkent, op, p, len);
 	a.ents = e;
 	wbuf_init(&w);
 	msg_encode(op, 0, &w, &a);
@@ -357,25 +377,14 @@ static void check_createattr(const struct msg_createattr_req *q, unsigned op,
 static void check_orphan_drop(const struct msg_orphan_drop_req *q,
 			      unsigned op, const uint8_t *p, size_t len)
 {
-	struct msg_orphan_drop_req a = { 0 };
-	struct cairn_fid *fids = malloc((q->count ? q->count : 1) *
-					sizeof(*fids));
-	struct rbuf it;
+	struct msg_orphan_drop_req a = { .count = q->count };
+	struct cairn_fid *fids;
 	struct wbuf w;
-	uint32_t n = 0;
 
-	if (!fids)
-		abort();
 	if (q->fids)
 		fail("decoded with fids set", op, 0, p, len, p, len);
-	rbuf_init(&it, q->list.p, q->list.len);
-	while (n < q->count && msg_fid_next(&it, &fids[n]))
-		n++;
-	if (it.err || n != q->count || rbuf_left(&it) ||
-	    msg_fid_next(&it, &fids[0]))
-		fail("msg_fid_next walk disagrees with count", op, 0, p, len,
-		     p, len);
-	a.count = n;
+	fids = walk_list(&q->list, q->count, sizeof(*fids), next_fid, op, p,
+			 len);
 	a.fids = fids;
 	wbuf_init(&w);
 	msg_encode(op, 0, &w, &a);
