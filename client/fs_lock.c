@@ -546,9 +546,9 @@ static int do_lock(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
 
 	if ((rc = itab_fid(fs->itab, ino, &fid)) || (rc = take_lost(L, &fid)))
 		return rc;
-	if (local_lock_call(L, &fid, e, sleep, &rc))
-		return rc;
 	if (e->type == LK_UN) {
+		if (local_lock_call(L, &fid, e, 0, &rc))
+			return rc;
 		if ((rc = unlock_call(req, fs, ino, &fid, e, 1)))
 			return rc;
 		pthread_mutex_lock(&L->lock);
@@ -566,8 +566,8 @@ static int do_lock(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
 		gen = wake_gen(L, &fid);
 		rc0 = L->reconnects;
 		if (local_lock(L, &fid, e, sleep, &rc)) {
-			/* Delegated to us meanwhile (another thread's
-			 * grant). */
+			/* Delegated to us (possibly by another thread's
+			 * grant meanwhile): answered here. */
 			pthread_mutex_unlock(&L->lock);
 			return rc;
 		}

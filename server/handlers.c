@@ -1497,27 +1497,31 @@ static int lock_entry(const struct msg_lock_req *m, struct lkent *e)
 	return 0;
 }
 
-/* LOCK and LOCKD (deleg: the lock may come with the file's delegation,
- * said in *flags). */
-static int lock_common(struct op_req *q, int deleg, struct cairn_attr *a,
-		       uint32_t *flags, int *take)
+/* LOCK and LOCKD: LOCKD's grant may come with the file's delegation,
+ * said in its reply's flags. */
+static int op_lock(struct op_req *q)
 {
 	const struct msg_lock_req *m = &q->m.lock_req;
 	struct lk_client *cl = conn_lk_client(q->c);
-	int got = 0;
+	int deleg = q->op == OP_LOCKD, got = 0;
+	int take = m->type != LK_UN && !(m->flags & LK_CANCEL);
+	union {
+		struct msg_attr lock;
+		struct msg_lockd_rep lockd;
+	} rep;
+	struct cairn_attr a;
 	struct lkent e;
 	int ret;
 
-	*take = m->type != LK_UN && !(m->flags & LK_CANCEL);
 	if ((ret = lock_entry(m, &e)))
 		return ret;
 	if (!deleg && (m->flags & LK_DELEG))
 		return -EINVAL; /* LOCKD's */
 	if (!cl)
 		return -ENOLCK;
-	if (*take && tok_busy(q, &m->fid))
+	if (take && tok_busy(q, &m->fid))
 		return PARKED;
-	if ((ret = store_getattr(q->ctx->st, &m->fid, a)))
+	if ((ret = store_getattr(q->ctx->st, &m->fid, &a)))
 		return ret;
 	if ((ret = lk_lock(q->ctx->lk, q->c, cl, &m->fid, &e,
 			   m->flags | (deleg ? LK_DELEG : 0), &got)))
@@ -1526,34 +1530,13 @@ static int lock_common(struct op_req *q, int deleg, struct cairn_attr *a,
 	 * token (a reader, the next holder of the lock) may run now. */
 	if (m->flags & LK_RETURN)
 		tok_return(q->ctx->tok, q->c, &m->fid);
-	*flags = got ? LKD_DELEG : 0;
-	return 0;
-}
-
-static int op_lock(struct op_req *q)
-{
-	struct msg_attr rep;
-	uint32_t flags;
-	int take, ret = lock_common(q, 0, &rep.attr, &flags, &take);
-
-	if (ret)
-		return ret;
+	if (deleg)
+		rep.lockd = (struct msg_lockd_rep){ a, got ? LKD_DELEG : 0 };
+	else
+		rep.lock.attr = a;
 	reply(q, &rep);
 	if (take)
-		promise(q, &rep.attr.fid);
-	return 0;
-}
-
-static int op_lockd(struct op_req *q)
-{
-	struct msg_lockd_rep rep;
-	int take, ret = lock_common(q, 1, &rep.attr, &rep.flags, &take);
-
-	if (ret)
-		return ret;
-	reply(q, &rep);
-	if (take)
-		promise(q, &rep.attr.fid);
+		promise(q, &a.fid);
 	return 0;
 }
 
@@ -1872,7 +1855,7 @@ static const op_fn handlers[OP__COUNT] = {
 	[OP_WRETURN] = op_wreturn,
 	[OP_LOCK] = op_lock,
 	[OP_GETLK] = op_getlk,
-	[OP_LOCKD] = op_lockd,
+	[OP_LOCKD] = op_lock,
 	[OP_LKRETURN] = op_lkreturn,
 	[OP_FIDS] = op_fids,
 };

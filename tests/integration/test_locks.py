@@ -906,6 +906,13 @@ def restart(srv):
     return t
 
 
+def sleep_past_grace(t_start):
+    """Until GRACE_MS (and half a second) after a start at t_start."""
+    left = t_start + GRACE_MS / 1000.0 + 0.5 - time.time()
+    if left > 0:
+        time.sleep(left)
+
+
 @lock_test(timeout=120)
 def server_restart_reclaims_locks(ctx):
     srv, A, B = setup2(ctx, srv_extra=("--lock-grace", str(GRACE_MS)))
@@ -920,9 +927,7 @@ def server_restart_reclaims_locks(ctx):
     # A's client reclaims by itself (nothing here touches A's mount).
     wait_for("A's lk.reclaimed after the server restart", lambda: mkey(A, "lk.reclaimed"),
              lambda v: v >= 1, GRACE_MS / 1000.0 + 5)
-    left = t_start + GRACE_MS / 1000.0 + 0.5 - time.time()
-    if left > 0:
-        time.sleep(left)
+    sleep_past_grace(t_start)
     refused(b, b.lk("setlk", "w", 0, 100), "B's F_SETLK after the grace ended (A reclaimed "
             "the range)")
     refused(b, b.lk("setlk", "r", 99, 1), "B's F_SETLK F_RDLCK [99,100) after the grace")
@@ -1041,9 +1046,7 @@ def unreclaimable_lock_is_lost(ctx):
     os.kill(A.pid, signal.SIGSTOP)
     try:
         t_start = restart(srv)
-        left = t_start + GRACE_MS / 1000.0 + 0.5 - time.time()
-        if left > 0:
-            time.sleep(left)
+        sleep_past_grace(t_start)
         e = b.lk("setlk", "w", 0, 100)
         if e != 0:
             # B's first call after the restart may land in the grace.
@@ -1384,9 +1387,7 @@ def delegated_locks_survive_a_server_restart(ctx):
     t_start = restart(srv)
     wait_for("A's lk.reclaimed after the restart", lambda: mkey(A, "lk.reclaimed"),
              lambda v: v >= 3, GRACE_MS / 1000.0 + 5)
-    left = t_start + GRACE_MS / 1000.0 + 0.5 - time.time()
-    if left > 0:
-        time.sleep(left)
+    sleep_past_grace(t_start)
     refused(b, b.lk("setlk", "w", 150, 10), "B's F_SETLK [150,160) after the grace (A1 "
             "holds [100,200))")
     refused(b, b.lk("setlk", "w", 0, 1), "B's F_SETLK [0,1) (A1 and A2 hold it shared)")
