@@ -1929,22 +1929,39 @@ def creates_and_removes_to_a_server_without_batches(ctx):
     """A server from before CREATES and REMOVES (CAIRN_SERVE_WITHOUT): the
     files A makes and removes go one by one once it has answered a batch
     -ENOSYS, said once in A's log, and a second round tries no batch at
-    all; B sees exactly the names left, each with its bytes."""
+    all; B sees exactly the names left, each with its bytes. The creates
+    and the removes of each round are answered while the server is
+    stopped, so that the journal surely holds a batch of each (with the
+    server running, the shipper can keep up with them one by one and try
+    no batch in the first round)."""
     srv = ctx.server(env={"CAIRN_SERVE_WITHOUT": "creates removes createattr"})
     a = ctx.mount(srv, "a")
+    sent = lambda what: wait_for(
+        lambda: wb_status(a)["wb.pending_changes"] == 0, 30, what)
     want = {}
     for rnd in range(2):
         d = a.p("d%d" % rnd)
         os.mkdir(d)
         os.listdir(d)
         before = H.mount_status(a)
-        got = fill_dir(a, d, 60, "f")
-        for i in range(0, 60, 3):
-            os.unlink(os.path.join(d, "f%03d" % i))
-            del got["f%03d" % i]
+        # The first create takes the directory's token and FIDs ahead.
+        got = fill_dir(a, d, 1, "g")
+        sent("A's first create sent")
+        sig(srv.proc, 19)
+        try:
+            got.update(fill_dir(a, d, 60, "f"))
+        finally:
+            sig(srv.proc, 18)
+        sent("A's creates sent")
+        sig(srv.proc, 19)
+        try:
+            for i in range(0, 60, 3):
+                os.unlink(os.path.join(d, "f%03d" % i))
+                del got["f%03d" % i]
+        finally:
+            sig(srv.proc, 18)
         want[d] = got
-        wait_for(lambda: wb_status(a)["wb.pending_changes"] == 0, 30,
-                 "A's journal sent")
+        sent("A's removes sent")
         after = H.mount_status(a)
         n = {k: after.get("rpc.%s.calls" % k, 0) -
              before.get("rpc.%s.calls" % k, 0)
