@@ -249,7 +249,8 @@ struct wb_stats {
 	uint64_t journaled, journaled_bytes, sent, sent_bytes, grants,
 		 returns, recalls, conflicts, dropped, errors, replayed,
 		 creates, dir_grants, removes, remove_batches, batched,
-		 create_batches, creates_batched, merged, renamed;
+		 create_batches, creates_batched, merged, renamed,
+		 noop_modes;
 };
 
 struct wb {
@@ -3021,6 +3022,20 @@ int wb_setattr(struct wb *w, const struct cairn_fid *fid, uint32_t valid,
 	 * size, an atime, permission bits or an owner take it (cp -a, tar,
 	 * rsync -a). */
 	f = *fslot(w, fid);
+	/* A chmod to the bits a file was created with (rsync's fchmod right
+	 * after its O_CREAT), while that creation is all the journal holds
+	 * of it and is not on its way: nothing to send. The server makes
+	 * the file with those bits, later than this change, so its ctime is
+	 * no older. Journaled, the change would come between the creation
+	 * and its first bytes and keep those out of the CREATE: two
+	 * requests a file instead of one. */
+	if ((valid & ~(uint32_t)SA_CTIME) == SA_MODE && f && !f->busy &&
+	    f->nops == 1 && f->head->type == JR_CREATE &&
+	    (f->head->valid & 07777) == (mode & 07777)) {
+		w->st.noop_modes++;
+		pthread_mutex_unlock(&w->lock);
+		return 0;
+	}
 	if (!(valid & (SA_SIZE | SA_ATIME | SA_MODE | ATTRX_OWNER)) &&
 	    !(f && (f->tok == TK_HELD || f->nops))) {
 		pthread_mutex_unlock(&w->lock);
@@ -3969,10 +3984,11 @@ void wb_print_stats(void *arg, FILE *f)
 		"wb.remove_batches %" PRIu64 "\nwb.removes_batched %" PRIu64
 		"\nwb.create_batches %" PRIu64 "\nwb.creates_batched %" PRIu64
 		"\nwb.attrs_merged %" PRIu64 "\nwb.renamed_here %" PRIu64
-		"\n", w->dir,
+		"\nwb.noop_modes %" PRIu64 "\n", w->dir,
 		ops, bytes, files, held, s.journaled, s.journaled_bytes,
 		s.sent, s.sent_bytes, s.grants, s.returns, s.recalls,
 		s.conflicts, s.dropped, s.errors, s.replayed, s.creates,
 		s.dir_grants, s.removes, s.remove_batches, s.batched,
-		s.create_batches, s.creates_batched, s.merged, s.renamed);
+		s.create_batches, s.creates_batched, s.merged, s.renamed,
+		s.noop_modes);
 }

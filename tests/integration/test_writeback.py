@@ -2553,6 +2553,61 @@ def renames_of_files_made_here_go_as_their_creation(ctx):
     expect_eq(wb_status(a)["wb.errors"], 0, "wb.errors")
 
 
+@test(timeout=90)
+def chmod_to_the_created_mode_costs_no_request(ctx):
+    """rsync's fchmod of a new file to the bits it was just created with
+    (rsync_like), before the first byte: A drops it (wb.noop_modes), so
+    the file's first bytes go with its creation instead of in a
+    WRITEATTR of their own. A fchmod to other bits in the same place
+    is kept. B sees every file with its bytes, mode and mtime. (A
+    creation that left before its first byte came, on a slow machine,
+    still costs the second request: hence the bound of half.)"""
+    srv, a = warm_dir(ctx, 0)
+    os.mkdir(a.p("d", "r"))
+    os.listdir(a.p("d", "r"))
+    wait_for(lambda: wb_status(a)["wb.pending_changes"] == 0, 20, "A's journal sent")
+    rnd = random.Random("noop")
+    want = {"n%03d" % i: (rnd.randbytes(rnd.choice((10, 3000))),
+                          rnd.choice((0o644, 0o600, 0o755)),
+                          1600000000 * 10**9 + i * 10**9 + 7)
+            for i in range(30)}
+    before = H.mount_status(a)
+    for name, (data, mode, mt) in sorted(want.items()):
+        rsync_like(a.p("d", "r"), name, data, mode, mt)
+    wait_for(lambda: wb_status(a)["wb.pending_changes"] == 0, 20, "A's journal sent")
+    after = H.mount_status(a)
+    d = {k: after[k] - before[k] for k in (
+        "wb.noop_modes", "rpc.write.calls", "rpc.writeattr.calls")}
+    print("# 30 files made rsync's way: %r" % d)
+    expect(d["wb.noop_modes"] >= 15, "chmods dropped: %r" % d)
+    expect(d["rpc.write.calls"] + d["rpc.writeattr.calls"] <= 15,
+           "first bytes sent apart from their creation: %r" % d)
+    # Other bits than the creation's: kept, in order with the write.
+    other = {}
+    for i in range(5):
+        name = "o%03d" % i
+        data = b"other %d " % i * 20
+        fd = os.open(a.p("d", "r", name), os.O_WRONLY | os.O_CREAT | os.O_EXCL,
+                     0o600)
+        try:
+            os.fchmod(fd, 0o640)
+            write_all(fd, data)
+        finally:
+            os.close(fd)
+        other[name] = data
+    expect_eq(H.mount_status(a)["wb.noop_modes"], after["wb.noop_modes"],
+              "wb.noop_modes after chmods to other bits")
+    wait_for(lambda: wb_status(a)["wb.pending_changes"] == 0, 20, "A's journal sent")
+    b = ctx.mount(srv, "b")
+    for name, data in sorted(other.items()):
+        st = os.stat(b.p("d", "r", name))
+        expect_eq((read_file(b.p("d", "r", name)), st.st_mode & 0o7777),
+                  (data, 0o640), "%s on B: bytes, mode" % name)
+        os.unlink(b.p("d", "r", name))
+    same_files(b, "d/r", want, "d/r on B")
+    expect_eq(wb_status(a)["wb.errors"], 0, "wb.errors")
+
+
 RSYNC_LIKE_CHILD = """
 import os, sys
 sys.path.insert(0, sys.argv[1])
