@@ -108,6 +108,7 @@ TOTAL_PASS=0
 TOTAL_FAIL=0
 TOTAL_SKIP=0
 SUMMARY=()
+FAILS=()
 
 matches_only() {
 	[ -z "${CAIRN_TEST_ONLY:-}" ] && return 0
@@ -178,6 +179,10 @@ run_suite() {
 			# drown the report.
 			grep -v -E '^(ok - |1\.\.[0-9]+$)' "$log" | head -n 300 | sed 's/^/    | /'
 		fi
+		# What failed, in a few lines, repeated at the very end of the
+		# report (where a cut report still shows it).
+		FAILS+=("$label$extra"$'\n'"$(grep -A3 '^not ok - ' "$log" |
+			head -n 16 | sed 's/^/    /')")
 	fi
 	printf '  %-44s %3d passed, %3d failed  (%ss%s)\n' "$label" "$pass" "$fail" \
 		$((t1 - t0)) "$extra"
@@ -285,6 +290,12 @@ echo "== summary"
 for line in "${SUMMARY[@]}"; do
 	echo "  $line"
 done
+if [ "${#FAILS[@]}" != 0 ]; then
+	echo "== failed (the first lines of each; the whole output is above)"
+	for line in "${FAILS[@]}"; do
+		echo "  $line"
+	done
+fi
 [ "$TOTAL_SKIP" = 0 ] || echo "$TOTAL_SKIP skipped (not counted as passed; see the # skip lines)"
 echo "$TOTAL_PASS passed, $TOTAL_FAIL failed"
 [ "$TOTAL_FAIL" = 0 ]

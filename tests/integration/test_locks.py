@@ -1029,10 +1029,12 @@ def no_grace_after_a_stop_with_no_lock_held(ctx):
     t_before = restart(srv)
     expect(not os.path.exists(os.path.join(srv.data, "locks-held")),
            "DATA/locks-held still there after a stop with no lock held")
+    # During a grace this F_SETLK would be refused (EAGAIN), not held:
+    # granted is the proof, not how soon (a time bound failed once under
+    # ASan on a loaded machine, where the start alone takes seconds).
     ok(b, b.lk("setlk", "w", 0, 10), "B's F_SETLK right after a restart that followed a "
        "stop with no lock held (no grace needed)")
-    expect(time.time() - t_before < 3.5, "B's F_SETLK took %.2f s after the restart"
-           % (time.time() - t_before))
+    print("# B's F_SETLK granted %.2f s after the restart began" % (time.time() - t_before))
     expect_eq(skey(srv, "lock_grace"), 0, "server lock_grace after such a restart")
 
 
