@@ -234,7 +234,10 @@ class Server:
             [CAIRN, "serve", "--data", self.data, "--listen",
              "127.0.0.1:%d" % self.port] + key + self.extra,
             stdin=subprocess.DEVNULL, stdout=logf, stderr=logf,
-            start_new_session=True, env=dict(os.environ, **self.env))
+            start_new_session=True, env=dict(os.environ, **self.env),
+            # Not the test's working directory, which may be in a mount
+            # (the server would keep it busy).
+            cwd="/")
         logf.close()
         _record_pid(self.proc.pid)
         end = time.time() + timeout

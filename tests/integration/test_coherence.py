@@ -685,6 +685,98 @@ def listing_changes_on_a_seen_on_b(ctx):
     listing_on_b(ctx, d, want, "listing after 10 unlinks and 5 mkdirs on A")
 
 
+def journal_sent(m):
+    """Until every change m's daemon answered itself reached the server
+    (which returned only once the other mount had taken its break)."""
+    t0 = time.time()
+    while H.mount_status(m)["wb.pending_changes"]:
+        if time.time() - t0 > 20:
+            fail("%s's journal not sent within 20 s" % m.path)
+        time.sleep(0.02)
+
+
+def cwd_answers(here, what):
+    """getcwd() of this process is `here`, and a relative path in it
+    works."""
+    try:
+        cwd = os.getcwd()
+    except OSError as e:
+        fail("getcwd() on B %s: %s" % (what, H.errname(e.errno)))
+    expect_eq(cwd, here, "getcwd() on B %s" % what)
+    expect_eq(read_file("in"), b"inside", "a relative read on B %s" % what)
+
+
+@test(timeout=120)
+def working_directory_survives_changes_beside_it(ctx):
+    """A process on B whose working directory is a directory w of the
+    mount keeps it, as on a local disk, while A makes, removes and
+    renames other names in w's parent, and after the server restarts (B
+    reconnects): getcwd() answers and relative paths work. Each such
+    change used to drop every other name of the parent from B's kernel,
+    w's with it, and getcwd() then failed with ENOENT (and git, make or
+    rsync run there with it). Removed by A, w is gone for B too. (A
+    answers its changes itself and sends them a moment later: each check
+    waits for that.)"""
+    srv = ctx.server(data=ctx.path("data-cwd"))
+    a = ctx.mount(srv, "cwd-a")
+    b = ctx.mount(srv, "cwd-b")
+    os.mkdir(a.p("p"))
+    os.mkdir(a.p("p", "w"))
+    write_file(a.p("p", "w", "in"), b"inside")
+    write_file(a.p("p", "x"), b"x")
+    here = b.p("p", "w")
+    old = os.getcwd()
+    expect_eq(sorted(os.listdir(b.p("p"))), ["w", "x"], "B's listing of p")
+    os.chdir(here)
+    try:
+        cwd_answers(here, "in w")
+        for what, change in (
+                ("mkdir", lambda: os.mkdir(a.p("p", "m"))),
+                ("create", lambda: write_file(a.p("p", "c"), b"c")),
+                ("unlink", lambda: os.unlink(a.p("p", "x"))),
+                ("rename", lambda: os.rename(a.p("p", "c"), a.p("p", "c2")))):
+            change()
+            journal_sent(a)
+            cwd_answers(here, "after A's %s in w's parent" % what)
+            expect_eq(sorted(os.listdir(b.p("p"))),
+                      sorted({"mkdir": ["m", "w", "x"],
+                              "create": ["c", "m", "w", "x"],
+                              "unlink": ["c", "m", "w"],
+                              "rename": ["c2", "m", "w"]}[what]),
+                      "B's listing of p after A's %s" % what)
+        # The server restarts: B reconnects, and everything it cached is
+        # checked again.
+        before = H.mount_status(b)["cb_reconnect_breaks"]
+        expect_eq(srv.stop(), 0, "exit status of cairn serve after SIGTERM")
+        srv.start()
+        expect_eq(read_file(b.p("p", "c2")), b"c", "B reads c2 after the restart")
+        t0 = time.time()
+        while time.time() - t0 < 20:
+            st = H.mount_status(b)
+            if st["cb_reconnect_breaks"] > before and st["cb_queued"] == 0:
+                break
+            time.sleep(0.05)
+        else:
+            fail("B's reconnect invalidations not done within 20 s")
+        cwd_answers(here, "after the server restarted")
+        # B lists p again (its promise on p's entries went with the
+        # connection), so the removal of w reaches it.
+        expect_eq(sorted(os.listdir(b.p("p"))), ["c2", "m", "w"],
+                  "B's listing of p after the restart")
+        os.unlink(a.p("p", "w", "in"))
+        os.rmdir(a.p("p", "w"))
+        journal_sent(a)
+        try:
+            os.getcwd()
+            fail("getcwd() on B answered after A removed its working directory")
+        except OSError as e:
+            expect_eq(e.errno, errno.ENOENT, "getcwd() on B after A removed w")
+    finally:
+        os.chdir(old)
+    b.umount()
+    a.umount()
+
+
 @test
 def appends_from_both_sides(ctx):
     d = fresh(ctx)
