@@ -223,6 +223,10 @@ struct wfile {
 	uint64_t recalls;         /* CB_RECALLs seen */
 	int64_t last_ms;          /* last change journaled or sent */
 	int64_t retry_ms;         /* not before this, after an error */
+	int64_t hold_end;         /* created here: when its first hold
+				   * (WB_CREATE_HOLD_MS) ends */
+	unsigned closed_hold : 1; /* created here and closed: held at most
+				   * WB_CLOSED_HOLD_MS past its last change */
 	int waiters;              /* wb_drain calls waiting */
 	int sync_waiters;         /* of which wb_sync: the last change goes
 				   * durable (WR_SYNC, SA_SYNC) */
@@ -2949,6 +2953,28 @@ static int journal(struct wb *w, struct wfile *f, struct jrec *h,
 	return 0;
 }
 
+/*
+ * An attribute change of f, created here, closed and still held back:
+ * held WB_CLOSED_HOLD_MS more, within its first hold. rsync sets times,
+ * then the mode, then renames, one request after another: on a loaded
+ * machine these can be more than WB_CLOSED_HOLD_MS after the close, and
+ * the creation would leave before the rename (which then goes to the
+ * server too) although each came right after the one before. Not once
+ * someone waits for it (hurried: retry_ms 0). Under lock.
+ */
+static void hold_past_close(struct wb *w, struct wfile *f)
+{
+	int64_t now = clock_mono_ms(), t = now + WB_CLOSED_HOLD_MS;
+
+	if (!f->closed_hold || f->busy || f->waiters || f->err ||
+	    !f->head || f->head->type != JR_CREATE || f->retry_ms <= now)
+		return;
+	if (t > f->hold_end)
+		t = f->hold_end;
+	if (t > f->retry_ms)
+		f->retry_ms = t;
+}
+
 /* Wait while too much is not sent yet. Under lock. */
 static void throttle(struct wb *w)
 {
@@ -3067,6 +3093,8 @@ int wb_setattr(struct wb *w, const struct cairn_fid *fid, uint32_t valid,
 		x.gid = gid;
 	}
 	rc = journal(w, f, &h, h.len ? &x : NULL) ? -ENOSYS : 0;
+	if (rc == 0)
+		hold_past_close(w, f);
 	/* O_TRUNC begins a rewrite: until its close, a recall waits for
 	 * the rest of it (close_pending). truncate(2) has no close to wait
 	 * for; changes in place (ftruncate of a database, a log kept open)
@@ -3322,8 +3350,10 @@ void wb_closed(struct wb *w, const struct cairn_fid *fid)
 		    (w->recall_ms &&
 		     clock_mono_ms() - w->recall_ms < WB_SHARED_MS))
 			hurry_one(w, f);
-		else
+		else {
 			hold_at_most(w, f, WB_CLOSED_HOLD_MS);
+			f->closed_hold = 1;
+		}
 	}
 	if (f && f->open_dirty) {
 		f->open_dirty = 0;
@@ -3744,7 +3774,11 @@ static int ns_journal(struct wb *w, struct wfile *d, struct wfile *f,
 			 "instead", w->dir, strerror(-rc));
 		drop_op(w, f, o);
 		pthread_cond_broadcast(&w->done);
-		return rc;
+		/* Not the write's error: a short write is -EIO, which the
+		 * caller would take for a server out of reach (wb_gave_up)
+		 * and fail the create with (a full cache disk failed
+		 * open(O_CREAT) with EIO). */
+		return -EAGAIN;
 	}
 	o->ready = 1;
 	f->last_ms = d->last_ms = clock_mono_ms();
@@ -3794,6 +3828,7 @@ int wb_create(struct wb *w, const struct cairn_fid *dir, uint64_t *dir_dv,
 		 * waits for it (next_ready). */
 		f->retry_ms = S_ISDIR(a->mode) ? 0
 			      : clock_mono_ms() + WB_CREATE_HOLD_MS;
+		f->hold_end = f->retry_ms;
 		if ((rc = ns_journal(w, d, f, &h, data, name, len, dir_dv))) {
 			file_maybe_free(w, f);
 		} else {
