@@ -100,7 +100,6 @@ struct inode {
 	unsigned orphan : 1;          /* we removed a name of it with
 				       * RM_KEEP/RN_KEEP (itab_set_orphan) */
 	unsigned isreg : 1;           /* a regular file (S_ISREG) */
-	unsigned isdir : 1;           /* a directory (S_ISDIR) */
 	unsigned kstale : 1;          /* another client changed its data,
 				       * size or times since the kernel
 				       * loaded this incarnation */
@@ -582,7 +581,6 @@ int itab_add_entry(struct itab *t, uint64_t parent, const char *name,
 		n->ino = ino;
 		n->fid = a->fid;
 		n->isreg = S_ISREG(a->mode) != 0;
-		n->isdir = S_ISDIR(a->mode) != 0;
 		inode_link(t, n);
 	} else if (n->fid.uniq != a->fid.uniq) {
 		/* Vnode numbers are never reused, so this is a broken server;
@@ -983,7 +981,7 @@ static void drop_kids(struct itab *t, struct inode *n, itab_visit_fn fn,
 
 		if (fn)
 			fn(arg, in->owner ? in->owner->ino : 0, in->parent,
-			   in->name, in->len, in->owner && in->owner->isdir);
+			   in->name, in->len);
 		iname_drop(t, in);
 	}
 }
@@ -996,7 +994,7 @@ static void drop_names(struct itab *t, struct inode *n, itab_visit_fn fn,
 		struct iname *in = n->names;
 
 		if (fn)
-			fn(arg, n->ino, in->parent, in->name, in->len, n->isdir);
+			fn(arg, n->ino, in->parent, in->name, in->len);
 		iname_drop(t, in);
 	}
 }
@@ -1027,14 +1025,14 @@ int itab_break(struct itab *t, uint64_t vn, int attrs_only, itab_visit_fn fn,
 			 * directory our own request holds): kept here. */
 			for (struct iname *in = n->names; in && fn;
 			     in = in->next)
-				fn(arg, n->ino, in->parent, in->name, in->len, n->isdir);
+				fn(arg, n->ino, in->parent, in->name, in->len);
 		} else if (t->evict_files && n->isreg) {
 			drop_names(t, n, fn, arg);
 			n->kstale = 1;
 		}
 		/* The caller invalidates node id vn itself. */
 		if (n->ino != vn && fn)
-			fn(arg, n->ino, 0, NULL, 0, n->isdir);
+			fn(arg, n->ino, 0, NULL, 0);
 		inode_check(n);
 	}
 	table_unlock(t);
@@ -1071,7 +1069,7 @@ int itab_stale_others(struct itab *t, uint64_t ino, itab_visit_fn fn,
 				continue;
 			drop_names(t, n, fn, arg);
 			n->kstale = 1;
-			fn(arg, n->ino, 0, NULL, 0, n->isdir);
+			fn(arg, n->ino, 0, NULL, 0);
 			inode_check(n);
 			k++;
 		}
@@ -1100,13 +1098,13 @@ void itab_break_all(struct itab *t, itab_visit_fn fn, void *arg)
 			/* What changed meanwhile is unknown. */
 			if (t->evict_files && n->isreg)
 				n->kstale = 1;
-			fn(arg, n->ino, 0, NULL, 0, n->isdir);
+			fn(arg, n->ino, 0, NULL, 0);
 			for (struct iname *in = n->names; in; in = in->next)
-				fn(arg, n->ino, in->parent, in->name, in->len, n->isdir);
+				fn(arg, n->ino, in->parent, in->name, in->len);
 			for (struct iname *in = n->kids; in; in = in->knext)
 				if (!in->owner)
 					fn(arg, 0, in->parent, in->name,
-					   in->len, 0);
+					   in->len);
 		}
 	}
 	/* Every dentry is being invalidated: forget them all. */

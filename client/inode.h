@@ -203,12 +203,11 @@ void itab_set_xattr_absent(struct itab *t, uint64_t ino, unsigned mask, int v);
 
 /*
  * Visitor for invalidations: ino is the named inode (0 for a negative
- * entry), isdir whether it is a directory; name NULL (parent 0) means the
- * inode itself. It runs with the table's lock held: it must only copy and
- * queue.
+ * entry); name NULL (parent 0) means the inode itself. It runs with the
+ * table's lock held: it must only copy and queue.
  */
 typedef void (*itab_visit_fn)(void *arg, uint64_t ino, uint64_t parent,
-			      const char *name, size_t len, int isdir);
+			      const char *name, size_t len);
 
 /*
  * A callback break on the object of vnode vn (for an entry break, on its

@@ -325,7 +325,7 @@ struct visit_count {
 };
 
 static void count_visit(void *arg, uint64_t ino, uint64_t parent,
-			const char *name, size_t len, int isdir)
+			const char *name, size_t len)
 {
 	struct visit_count *c = arg;
 
@@ -502,7 +502,7 @@ static void t_orphan(void)
 }
 
 static void visit_nothing(void *arg, uint64_t ino, uint64_t parent,
-			  const char *name, size_t len, int isdir)
+			  const char *name, size_t len)
 {
 }
 
@@ -717,7 +717,7 @@ static void t_concurrent(void)
 /* A visitor breaking its contract ("runs with the table's lock held: it
  * must only copy and queue"): it asks the table for a count. */
 static void reentering_visit(void *arg, uint64_t ino, uint64_t parent,
-			     const char *name, size_t len, int isdir)
+			     const char *name, size_t len)
 {
 	(void)itab_count(arg);
 	(void)ino;
@@ -789,7 +789,7 @@ struct visit_log {
 };
 
 static void log_visit(void *arg, uint64_t ino, uint64_t parent,
-		      const char *name, size_t len, int isdir)
+		      const char *name, size_t len)
 {
 	struct visit_log *v = arg;
 
