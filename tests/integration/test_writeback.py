@@ -1269,9 +1269,22 @@ def change_that_arrived_with_fewer_merged_is_not_a_conflict(ctx):
     merges the write with all three attribute changes, finds the server
     past the version it expects by the changes that did arrive, and sends
     only the rest: B sees A's bytes, mode and times, no conflict copy
-    (the previous daemon wanted all of them there or none)."""
-    srv = ctx.server()
-    a = ctx.mount(srv, "a")
+    (the previous daemon wanted all of them there or none). Whether the
+    server reads the rewrite before it sees the connection end is a race
+    the test cannot steer: an attempt where it did not (the replay then
+    sends everything, and B must still see all of it) is followed by
+    another, at most three."""
+    for attempt in range(3):
+        if fewer_merged_attempt(ctx, attempt):
+            return
+        print("# attempt %d: the server had not applied the rewrite when "
+              "A's daemon died; again" % attempt)
+    fail("in 3 attempts the replay never found the rewrite on the server")
+
+
+def fewer_merged_attempt(ctx, attempt):
+    srv = ctx.server(data=ctx.path("data%d" % attempt))
+    a = ctx.mount(srv, "a%d" % attempt)
     f = a.p("f")
     write_file(f, b"old" * 1000)
     wait_for(lambda: wb_status(a)["wb.pending_changes"] == 0, 30, "A's journal sent")
@@ -1294,15 +1307,14 @@ def change_that_arrived_with_fewer_merged_is_not_a_conflict(ctx):
     expect(pending >= 3, "only %d changes pending when A was killed" % pending)
     remount(a)
     wait_for(lambda: wb_status(a)["wb.pending_changes"] == 0, 30, "A's journal sent")
-    b = ctx.mount(srv, "b")
+    b = ctx.mount(srv, "b%d" % attempt)
     same_bytes(read_file(b.p("f")), bytes(new), "f on B after A's replay")
     st = os.stat(b.p("f"))
     expect_eq(st.st_mode & 0o7777, 0o600, "mode on B")
     expect_eq(int(st.st_mtime), 1400000000, "mtime on B")
     expect_eq(wb_status(a)["wb.conflicts"], 0, "conflicts after the replay")
     log = open(os.path.join(a.cache, "cairn.log")).read()
-    expect("had reached the server" in log,
-           "the replay did not find the rewrite on the server")
+    return "had reached the server" in log
 
 
 def cp_a_to(ctx, srv):
