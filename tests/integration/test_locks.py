@@ -1030,7 +1030,7 @@ def no_grace_after_a_stop_with_no_lock_held(ctx):
     expect(not os.path.exists(os.path.join(srv.data, "locks-held")),
            "DATA/locks-held still there after a stop with no lock held")
     # During a grace this F_SETLK would be refused (EAGAIN), not held:
-    # granted is the proof, not how soon (a time bound failed once under
+    # granted is the proof, not how soon (a time bound can fail under
     # ASan on a loaded machine, where the start alone takes seconds).
     ok(b, b.lk("setlk", "w", 0, 10), "B's F_SETLK right after a restart that followed a "
        "stop with no lock held (no grace needed)")
