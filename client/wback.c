@@ -2100,12 +2100,40 @@ static int nb_waits(struct wb *w, const struct wfile *f)
 	return d && d->ns_sending;
 }
 
+/* Does f, whose hold ended (WB_CREATE_HOLD_MS, WB_CLOSED_HOLD_MS), wait
+ * WB_GATHER_MS more for the creations after it in its directory, to go in
+ * one CREATES with them? Not once hurried (retry_ms 0: someone needs it)
+ * or waited for. Under lock. */
+static int gathering(const struct wb *w, const struct wfile *f, int64_t now)
+{
+	return f->retry_ms && now < f->retry_ms + WB_GATHER_MS &&
+	       !f->waiters && !f->must_return && !w->stopping &&
+	       nb_kind(w, f) == NB_CREATE;
+}
+
+static struct wfile *unqueue(struct wb *w, struct wfile **p,
+			     struct wfile *prev)
+{
+	struct wfile *f = *p;
+
+	*p = f->qnext;
+	if (w->qtail == f)
+		w->qtail = prev;
+	f->queued = 0;
+	f->qnext = NULL;
+	return f;
+}
+
 /* The next file a shipper should serve, or NULL: one whose retry time
  * came, and whose next change does not wait for others (ns_waits; what
- * it waits for is sent first, and wakes the shippers). Under lock. */
+ * it waits for is sent first, and wakes the shippers). A creation that
+ * gathers others (gathering) goes once a whole batch of them is ready in
+ * its directory, or when its time is up. Under lock. */
 static struct wfile *next_ready(struct wb *w)
 {
 	int64_t now = clock_mono_ms();
+	struct wfile **gp = NULL, *gprev = NULL;
+	unsigned gn = 0;
 
 	w->wake_ms = 0;
 	for (struct wfile **p = &w->qhead, *prev = NULL; *p;
@@ -2121,12 +2149,19 @@ static struct wfile *next_ready(struct wb *w)
 		}
 		if (f->busy || ns_waits(w, f) || nb_waits(w, f))
 			continue;
-		*p = f->qnext;
-		if (w->qtail == f)
-			w->qtail = prev;
-		f->queued = 0;
-		f->qnext = NULL;
-		return f;
+		if (gathering(w, f, now)) {
+			note_wake(w, f->retry_ms + WB_GATHER_MS);
+			if (!gp) {
+				gp = p;
+				gprev = prev;
+			}
+			if (!memcmp(&f->head->parent, &(*gp)->head->parent,
+				    sizeof(f->head->parent)) &&
+			    ++gn >= CAIRN_REMOVES_MAX)
+				return unqueue(w, gp, gprev);
+			continue;
+		}
+		return unqueue(w, p, prev);
 	}
 	return NULL;
 }
