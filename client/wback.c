@@ -378,6 +378,8 @@ static void file_maybe_free(struct wb *w, struct wfile *f)
 	free(f);
 }
 
+static int64_t wake_at(const struct wb *w, const struct wfile *f);
+
 /* Is f held back now (WB_CREATE_HOLD_MS, WB_WRITE_HOLD_MS, a retry
  * after an error)? Under lock. */
 static int held_back(const struct wb *w, const struct wfile *f, int64_t now)
@@ -417,7 +419,7 @@ static void enqueue(struct wb *w, struct wfile *f, int front)
 	 * its time comes (woken here only to wait less long), or when
 	 * something hurries it. */
 	if (f->retry_ms && held_back(w, f, clock_mono_ms()) &&
-	    !note_wake(w, f->retry_ms))
+	    !note_wake(w, wake_at(w, f)))
 		return;
 	pthread_cond_signal(&w->work);
 }
@@ -2111,6 +2113,15 @@ static int gathering(const struct wb *w, const struct wfile *f, int64_t now)
 	       nb_kind(w, f) == NB_CREATE;
 }
 
+/* When a shipper has to look at f, held back, again: when its hold ends,
+ * or, when it will gather then, when its gathering ends (or a full batch
+ * of others is ready: next_ready) -- not woken for in between, which
+ * would be a wake-up a file while cp -R makes them. Under lock. */
+static int64_t wake_at(const struct wb *w, const struct wfile *f)
+{
+	return f->retry_ms + (gathering(w, f, f->retry_ms) ? WB_GATHER_MS : 0);
+}
+
 static struct wfile *unqueue(struct wb *w, struct wfile **p,
 			     struct wfile *prev)
 {
@@ -2144,7 +2155,7 @@ static struct wfile *next_ready(struct wb *w)
 		 * file queued to send) or sent; it is taken after that. A
 		 * change not written yet (not ready) stops ship_file. */
 		if (held_back(w, f, now)) {
-			note_wake(w, f->retry_ms);
+			note_wake(w, wake_at(w, f));
 			continue;
 		}
 		if (f->busy || ns_waits(w, f) || nb_waits(w, f))
@@ -3296,7 +3307,7 @@ static void hold_at_most(struct wb *w, struct wfile *f, int ms)
 
 	if (f->retry_ms > t && !f->err) {
 		f->retry_ms = t;
-		if (f->queued && note_wake(w, t))
+		if (f->queued && note_wake(w, wake_at(w, f)))
 			pthread_cond_signal(&w->work);
 	}
 }
