@@ -586,6 +586,13 @@ void fs_take_attr(struct fs *fs, const struct cairn_attr *a, int fresh)
 	dcache_follow(fs->dc, a, fresh);
 }
 
+void fs_take_dir_attr(struct fs *fs, const struct cairn_attr *a, int current,
+		      int fresh)
+{
+	itab_update(fs->itab, a, current);
+	dcache_follow(fs->dc, a, fresh);
+}
+
 void fs_note_attrs(struct fs *fs, uint64_t seq, const struct cairn_attr *a,
 		   const struct cairn_attr *b)
 {

@@ -227,6 +227,11 @@ void fs_fill_entry(struct fuse_entry_param *e, uint64_t nodeid,
 /* Record attributes a from a reply, inside its reply section (fresh as
  * notify_reply_begin said): the inode table and the directory cache. */
 void fs_take_attr(struct fs *fs, const struct cairn_attr *a, int fresh);
+/* A directory's attributes from a reply: current for the inode table
+ * (current), and for its cached listing only when fresh (a listing holds
+ * its entries' attributes, which a break on one of them concerns). */
+void fs_take_dir_attr(struct fs *fs, const struct cairn_attr *a, int current,
+		      int fresh);
 /* Record attributes (a and b may be NULL) from a reply that answers the
  * kernel with no attributes. */
 void fs_note_attrs(struct fs *fs, uint64_t seq, const struct cairn_attr *a,

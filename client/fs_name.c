@@ -520,7 +520,10 @@ static void removed(struct fs *fs, uint64_t seq, fuse_ino_t parent,
 		    const struct cairn_fid *victim, uint64_t vino, int last,
 		    struct cairn_attr *before, const struct cairn_attr *dir)
 {
-	int fresh = notify_reply_begin(fs->ntf, seq);
+	/* The server breaks our promise on the victim (not in the reply):
+	 * that leaves the directory's attributes current. */
+	int afresh = notify_reply_begin_except(fs->ntf, seq, &victim->vnode, 1);
+	int fresh = afresh == 2;
 	int64_t ino;
 
 	/* The object lost a link (nlink, ctime): not in the reply. */
@@ -538,7 +541,7 @@ static void removed(struct fs *fs, uint64_t seq, fuse_ino_t parent,
 	}
 	dcache_removed(fs->dc, parent, name, len, dir, fresh);
 	itab_remove_entry(fs->itab, parent, name, len);
-	fs_take_attr(fs, dir, fresh);
+	fs_take_dir_attr(fs, dir, afresh > 0, fresh);
 	notify_reply_end(fs->ntf);
 }
 
@@ -759,7 +762,8 @@ void fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	size_t len, newlen;
 	struct cairn_fid vfid, sfid;
 	int64_t ino, victim;
-	int fresh, rc, have_s, have_v, same, smoving, vmoving;
+	int fresh, afresh, rc, have_s, have_v, same, smoving, vmoving, nv;
+	uint64_t vn[2];
 
 	for (size_t i = 0; i < sizeof(rename_bits) / sizeof(rename_bits[0]);
 	     i++) {
@@ -818,7 +822,15 @@ void fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	wb_move_end(fs->wbk, &vfid, vmoving, rc == 0);
 	if (rc)
 		goto out;
-	fresh = notify_reply_begin(fs->ntf, seq);
+	/* The server breaks our promise on the objects (not in the reply):
+	 * those breaks leave the directories' attributes current. */
+	nv = 0;
+	if (have_s)
+		vn[nv++] = sfid.vnode;
+	if (have_v)
+		vn[nv++] = vfid.vnode;
+	afresh = notify_reply_begin_except(fs->ntf, seq, vn, nv);
+	fresh = afresh == 2;
 	/* The objects moved (ctime) and a replaced one (nlink): not in the
 	 * reply. */
 	if ((ino = itab_entry(fs->itab, parent, name, len)) > 0)
@@ -832,8 +844,8 @@ void fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		       (rn & RN_EXCHANGE) != 0, &p.a, &p.b, fresh);
 	itab_rename(fs->itab, parent, name, len, newparent, newname, newlen,
 		    (rn & RN_EXCHANGE) != 0);
-	fs_take_attr(fs, &p.a, fresh);
-	fs_take_attr(fs, &p.b, fresh);
+	fs_take_dir_attr(fs, &p.a, afresh > 0, fresh);
+	fs_take_dir_attr(fs, &p.b, afresh > 0, fresh);
 	notify_reply_end(fs->ntf);
 out:
 	reply_error(req, rc);

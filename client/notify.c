@@ -150,9 +150,21 @@ struct dworker {
 				     * item's directory began: stop waiting */
 };
 
+/* What the break that made seq was about (notify_reply_begin_except):
+ * the objects of its records, or any (wild: a record naming an entry,
+ * more than NLOG_VN objects, everything). */
+#define NOTIFY_LOG 64
+#define NLOG_VN 2
+struct nlog {
+	uint64_t seq;
+	uint64_t vn[NLOG_VN];
+	int nv;                     /* -1: wild */
+};
+
 struct notify {
 	pthread_rwlock_t seq_lock;
 	uint64_t seq;               /* written under seq_lock (write), atomic */
+	struct nlog log[NOTIFY_LOG]; /* by seq % NOTIFY_LOG; seq_lock */
 	struct itab *itab;          /* set once by notify_start */
 	struct dcache *dc;          /* set once by notify_set_dircache */
 	/* set once by notify_set_orphan_hook */
@@ -878,10 +890,29 @@ void notify_destroy(struct notify *n)
 	free(n);
 }
 
+/* A break: seq moves on, and what it was about is logged (l, its
+ * records; NULL: anything). */
+static void bump_seq_for(struct notify *n, const struct nlist *l)
+{
+	uint64_t seq = n->seq + 1;
+	struct nlog *e = &n->log[seq % NOTIFY_LOG];
+
+	RWLOCK_ASSERT_WRHELD(&n->seq_lock);
+	e->seq = seq;
+	e->nv = l ? 0 : -1;
+	for (const struct nitem *it = l ? l->head : NULL; it && e->nv >= 0;
+	     it = it->next) {
+		if (it->kind != NK_INODE || e->nv == NLOG_VN)
+			e->nv = -1;
+		else
+			e->vn[e->nv++] = it->ino;
+	}
+	__atomic_store_n(&n->seq, seq, __ATOMIC_RELEASE);
+}
+
 static void bump_seq(struct notify *n)
 {
-	RWLOCK_ASSERT_WRHELD(&n->seq_lock);
-	__atomic_store_n(&n->seq, n->seq + 1, __ATOMIC_RELEASE);
+	bump_seq_for(n, NULL);
 }
 
 /* Reconnect visitor: runs under the table's lock, only allocates. */
@@ -1119,7 +1150,7 @@ void notify_on_push(void *arg, uint16_t op, uint32_t id,
 		break_everything(n, &work);
 	} else {
 		__atomic_add_fetch(&n->st.breaks, parsed.n, __ATOMIC_RELAXED);
-		bump_seq(n);
+		bump_seq_for(n, &parsed);
 		if (n->itab)
 			apply_breaks(n, &parsed, &work);
 		else
@@ -1244,6 +1275,31 @@ int notify_reply_begin(struct notify *n, uint64_t seq)
 {
 	seq_take(n, SEQ_READ);
 	return n->seq == seq;
+}
+
+int notify_reply_begin_except(struct notify *n, uint64_t seq,
+			      const uint64_t *vnodes, int nv)
+{
+	seq_take(n, SEQ_READ);
+	if (n->seq == seq)
+		return 2;
+	if (n->seq - seq > NOTIFY_LOG)
+		return 0;
+	for (uint64_t s = seq + 1; s <= n->seq; s++) {
+		const struct nlog *e = &n->log[s % NOTIFY_LOG];
+
+		if (e->seq != s || e->nv < 0)
+			return 0;
+		for (int i = 0; i < e->nv; i++) {
+			int j = 0;
+
+			while (j < nv && vnodes[j] != e->vn[i])
+				j++;
+			if (j == nv)
+				return 0;
+		}
+	}
+	return 1;
 }
 
 void notify_reply_end(struct notify *n)

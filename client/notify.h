@@ -129,6 +129,16 @@ uint64_t notify_seq(struct notify *n);
  * Must be paired with notify_reply_end() on the same thread; sections do
  * not nest, and nothing inside one waits for the server. */
 int notify_reply_begin(struct notify *n, uint64_t seq);
+/* The same, for a reply whose attributes are of other objects than
+ * vnodes[0..nv): 2 when no break came since `seq` (as 1 above); 1 when
+ * every break since was about those objects alone (the server breaks
+ * the changer's own promise on an object its change touched but whose
+ * attributes the reply lacks: a rename's moved file, an unlink's
+ * victim), as far as the last NOTIFY_LOG breaks tell: the reply's
+ * attributes are current, but not what this client keeps of those
+ * objects (a listing holding them); else 0. */
+int notify_reply_begin_except(struct notify *n, uint64_t seq,
+			      const uint64_t *vnodes, int nv);
 void notify_reply_end(struct notify *n);
 
 /*

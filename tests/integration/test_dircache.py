@@ -201,6 +201,34 @@ def own_changes_edit_the_cached_listing(ctx):
 
 
 @test
+def renames_on_the_server_keep_the_directory_current(ctx):
+    """A rename that goes to the server (the files are there already:
+    B listed them) makes the server break A's promise on the moved file,
+    whose attributes the reply lacks. That break is no reason to take the
+    directory's attributes in the same reply for out of date: the next
+    rename's permission check on the directory costs no GETATTR (one
+    each before). B then lists the new names."""
+    d = fresh(ctx, "mv")
+    for i in range(20):
+        write_file(ctx.A.p(d, "f%02d" % i), b"%d" % i)
+    expect_eq(sorted(os.listdir(ctx.B.p(d))),
+              ["f%02d" % i for i in range(20)], "listing on B")
+    c0 = calls(ctx)
+    for i in range(20):
+        os.rename(ctx.A.p(d, "f%02d" % i), ctx.A.p(d, "g%02d" % i))
+    c1 = calls(ctx)
+    dl = delta(c0, c1)
+    print("# 20 renames: %s" % dl)
+    expect_eq(dl.get("rename", 0), 20, "RENAMEs")
+    expect(not dl.get("getattr"), "GETATTRs with the renames: %s" % dl)
+    expect_eq(sorted(os.listdir(ctx.B.p(d))),
+              ["g%02d" % i for i in range(20)], "listing on B")
+    for i in (0, 7, 19):
+        with open(ctx.B.p(d, "g%02d" % i), "rb") as f:
+            expect_eq(f.read(), b"%d" % i, "g%02d on B" % i)
+
+
+@test
 def listing_and_lookup_counts_balance(ctx):
     d = fresh(ctx, "big")
     # 2,000 entries, made straight on the server (faster than FUSE).
