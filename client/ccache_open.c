@@ -16,6 +16,7 @@
 #include <unistd.h>
 #include "ccache_int.h"
 #include "../lib/log.h"
+#include "../lib/flock.h"
 
 /* Virtual size of the index map; the file grows only as used (about 150
  * bytes per chunk, so this bounds the cache at millions of chunks). */
@@ -421,7 +422,7 @@ static int open_locked(struct ccache *c)
 	c->lockfd = openat(c->dfd, "lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	if (c->lockfd < 0)
 		return -errno;
-	if (flock(c->lockfd, LOCK_EX | LOCK_NB) < 0)
+	if (flock_wait(c->lockfd, FLOCK_WAIT_MS) < 0)
 		return errno == EWOULDBLOCK ? -EBUSY : -errno;
 	if ((mkdirat(c->dfd, "tmp", 0700) < 0 && errno != EEXIST) ||
 	    (mkdirat(c->dfd, "index", 0700) < 0 && errno != EEXIST))

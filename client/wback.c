@@ -68,6 +68,7 @@
 #include "notify.h"
 #include "wback.h"
 #include "../lib/clock.h"
+#include "../lib/flock.h"
 #include "../lib/debug.h"
 #include "../lib/log.h"
 
@@ -948,7 +949,7 @@ int wb_open(const char *cache_dir, struct fs *fs, struct wb **out,
 	}
 	snprintf(path, sizeof(path), "%s/lock", w->dir);
 	w->lockfd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-	if (w->lockfd < 0 || flock(w->lockfd, LOCK_EX | LOCK_NB) < 0) {
+	if (w->lockfd < 0 || flock_wait(w->lockfd, FLOCK_WAIT_MS) < 0) {
 		rc = -errno;
 		snprintf(err, errsz, "%s: %s", path,
 			 errno == EWOULDBLOCK ? "in use by another cairn mount"
@@ -1241,8 +1242,8 @@ static int send_createattr(struct wb *w, const struct msg_create_req *q,
  * merged in ma (CREATEATTR). No lock; f busy. */
 static int send_create(struct wb *w, struct wfile *f, const struct wop *o,
 		       const struct wop *first, const struct wop *ma,
-		       unsigned nattr, uint8_t *buf, struct cairn_attr *a,
-		       uint8_t *created)
+		       unsigned nattr, int sync, uint8_t *buf,
+		       struct cairn_attr *a, uint8_t *created)
 {
 	struct crec c;
 	struct msg_create_req q;
@@ -1266,7 +1267,7 @@ static int send_create(struct wb *w, struct wfile *f, const struct wop *o,
 		.dir = o->parent,
 		.name = { (const char *)buf + sizeof(c), c.namelen },
 		.mode = o->valid, .uid = c.uid, .gid = c.gid,
-		.flags = CR_EXCL | CR_FID | CR_TOKEN,
+		.flags = CR_EXCL | CR_FID | CR_TOKEN | (sync ? CR_SYNC : 0),
 		.fid = f->fid, .time = o->mtime,
 		.data = { data, first ? first->len : 0 },
 	};
@@ -1377,7 +1378,7 @@ static int send_op(struct wb *w, struct wfile *f, const struct wop *o,
 		/* The directory's attributes in the reply are not noted:
 		 * ours count the creates not sent yet too; nor those of a
 		 * directory made here, for the same reason. */
-		if ((rc = send_create(w, f, o, NULL, NULL, 0, buf, a,
+		if ((rc = send_create(w, f, o, NULL, NULL, 0, 0, buf, a,
 				      created)))
 			return rc;
 		if (!S_ISDIR(a->mode))
@@ -1771,7 +1772,7 @@ static void ship_file(struct wb *w, struct wfile *f, uint8_t *buf)
 		struct cairn_attr a;
 		uint8_t created = CREATED | CREATED_TOKEN;
 		unsigned steps, nca = 0;
-		int rc, sync;
+		int rc, sync, csync;
 
 		if (w->stopping > 1)
 			return;
@@ -1862,12 +1863,17 @@ static void ship_file(struct wb *w, struct wfile *f, uint8_t *buf)
 		       (o->type == JR_WRITE ||
 			(o->type == JR_ATTR &&
 			 rpc_hello_flag(w->fs->rpc, HELLO_REP_SA_SYNC)));
+		/* A creation that takes everything the file holds: it goes
+		 * durable, as its first bytes and attributes with it. */
+		csync = (first || nca) && f->sync_waiters &&
+			f->nops == 1 + (first != NULL) + nca &&
+			rpc_hello_flag(w->fs->rpc, HELLO_REP_CR_SYNC);
 		pthread_mutex_unlock(&w->lock);
 		if (first || nca) {
 			uint64_t seq = notify_seq(w->fs->ntf);
 
-			rc = send_create(w, f, o, first, &ca, nca, buf, &a,
-					 &created);
+			rc = send_create(w, f, o, first, &ca, nca, csync, buf,
+					 &a, &created);
 			if (rc == 0)
 				fs_note_attrs(w->fs, seq, &a, NULL);
 		} else {
@@ -1881,6 +1887,7 @@ static void ship_file(struct wb *w, struct wfile *f, uint8_t *buf)
 		if (rc == 0 && (first || nca)) {
 			create_sent(w, f, o, first,
 				    (created & CREATED_ATTRS) ? nca : 0, &a);
+			f->synced = csync && !f->nops;
 			continue;
 		}
 		if (rc == 0) {

@@ -125,6 +125,8 @@ enum {
 	HELLO_REP_SA_SYNC = 1u << 2,
 	/* The server takes SA_STEPS in SETATTR. */
 	HELLO_REP_SA_STEPS = 1u << 3,
+	/* The server takes CR_SYNC in CREATE, CREATES and CREATEATTR. */
+	HELLO_REP_CR_SYNC = 1u << 4,
 };
 
 /* SETATTR valid mask. */
@@ -164,8 +166,14 @@ enum {
  * out, and the request's time as its atime, mtime and ctime (and the
  * directory's mtime and ctime); a CR_FID CREATE whose object exists
  * already is answered as done and changes nothing (docs/PROTOCOL.md,
- * "Objects named ahead"). */
-enum { CR_EXCL = 1u << 0, CR_TOKEN = 1u << 1, CR_FID = 1u << 2 };
+ * "Objects named ahead").
+ * CR_SYNC: once made (or found made by an earlier copy), the object and
+ * its directory entry, with its first bytes, are on stable storage when
+ * the reply arrives, as after an FSYNC of it (a client's fsync of a file
+ * it created, in one round trip); in CREATEATTR and CREATES an entry's.
+ * Servers that take it say so in HELLO (HELLO_REP_CR_SYNC). */
+enum { CR_EXCL = 1u << 0, CR_TOKEN = 1u << 1, CR_FID = 1u << 2,
+       CR_SYNC = 1u << 3 };
 /* CREATE reply's `created`: CREATED (the request made the object; 0: the
  * name existed), with CREATED_TOKEN when its token came (CR_TOKEN), and
  * (CREATEATTR) CREATED_ATTRS when the entry's attribute changes were

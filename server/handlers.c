@@ -252,7 +252,7 @@ static int op_hello(struct op_req *q)
 		rep.flags |= HELLO_REP_RO;
 	if (q->ctx->no_root_squash)
 		rep.flags |= HELLO_REP_ROOT;
-	rep.flags |= HELLO_REP_SA_SYNC | HELLO_REP_SA_STEPS;
+	rep.flags |= HELLO_REP_SA_SYNC | HELLO_REP_SA_STEPS | HELLO_REP_CR_SYNC;
 	reply(q, &rep);
 	promise(q, &rep.root.fid);
 	log_info("peer %s: hello, client %02x%02x%02x%02x%02x%02x%02x%02x%s%s%s",
@@ -303,6 +303,8 @@ static int op_status(struct op_req *q)
 		(unsigned long long)cb_ack_cycles(ctx->cb));
 	fprintf(f, "epoch %016llx\n", (unsigned long long)ctx->epoch);
 	drc_counts(server_drc(ctx->srv), &drc_clients, &drc_entries);
+	fprintf(f, "store_syncs %llu\n",
+		(unsigned long long)store_syncs(ctx->st));
 	fprintf(f, "drc_hits %llu\n",
 		(unsigned long long)drc_hits(server_drc(ctx->srv)));
 	fprintf(f, "drc_clients %ld\n", drc_clients);
@@ -559,12 +561,14 @@ static int op_create(struct op_req *q)
 	const struct msg_create_req *m = &q->m.create_req;
 	char name[CAIRN_NAME_MAX + 1];
 	struct msg_create_rep rep;
+	uint32_t flags;
 	int ret, created = 0;
 
 	if ((ret = name_get(&m->name, name)))
 		return ret;
-	if (m->flags & ~(uint32_t)(CR_EXCL | CR_TOKEN | CR_FID))
+	if (m->flags & ~(uint32_t)(CR_EXCL | CR_TOKEN | CR_FID | CR_SYNC))
 		return -EINVAL;
+	flags = m->flags & ~(uint32_t)CR_SYNC;
 	if (m->data.len && (!(m->flags & CR_FID) || !S_ISREG(m->mode) ||
 			    m->data.len > CAIRN_MAX_IO))
 		return -EINVAL;
@@ -580,12 +584,12 @@ static int op_create(struct op_req *q)
 	 * write them. */
 	if (m->data.len)
 		ret = store_create_data(q->ctx->st, &m->dir, name, m->mode,
-					uid, gid, m->flags, &m->fid, m->time,
+					uid, gid, flags, &m->fid, m->time,
 					m->data.p, (uint32_t)m->data.len, NULL,
 					&created, &rep.child, &rep.dir);
 	else
 		ret = store_create_fid(q->ctx->st, &m->dir, name, m->mode,
-				       uid, gid, m->rdev, m->flags,
+				       uid, gid, m->rdev, flags,
 				       m->flags & CR_FID ? &m->fid : NULL,
 				       m->time, &created, &rep.child,
 				       &rep.dir);
@@ -594,6 +598,9 @@ static int op_create(struct op_req *q)
 		/* CR_FID, made by an earlier copy of this request: done,
 		 * nothing changed, and no token comes with it (the creator
 		 * takes it again with WT_DV, as for any token lost). */
+		if ((m->flags & CR_SYNC) &&
+		    (ret = store_fsync(q->ctx->st, &rep.child.fid, 0)))
+			return ret;
 		rep.created = 1;
 		reply(q, &rep);
 		promise(q, &rep.child.fid);
@@ -612,6 +619,9 @@ static int op_create(struct op_req *q)
 		    (ret = store_write(q->ctx->st, &rep.child.fid, 0,
 				       m->data.p, (uint32_t)m->data.len,
 				       WR_KEEPTIME, &rep.child)))
+			return ret;
+		if ((m->flags & CR_SYNC) &&
+		    (ret = store_fsync(q->ctx->st, &rep.child.fid, 0)))
 			return ret;
 		rep.created = ap.created ? 1 : 0;
 		reply(q, &rep);
@@ -637,11 +647,19 @@ static int op_create(struct op_req *q)
 				&fresh) == 0)
 			rep.created |= CREATED_TOKEN;
 	}
+	if (created)
+		change(q, &m->dir, &m->name, CB_OTHERS);
+	/* The client's fsync of a file it made, in one round trip. Failed:
+	 * the file stands all the same (broken for the others; a resend
+	 * finds it made), and the error is the reply. */
+	if ((m->flags & CR_SYNC) &&
+	    (ret = store_fsync(q->ctx->st, &rep.child.fid, 0))) {
+		q->out->changed = 1;
+		return ret;
+	}
 	reply(q, &rep);
 	promise(q, &rep.child.fid);
 	promise(q, &rep.dir.fid);
-	if (created)
-		change(q, &m->dir, &m->name, CB_OTHERS);
 	return 0;
 }
 
@@ -658,6 +676,7 @@ struct creates {
 	struct store_cent e[CAIRN_CREATES_MAX];
 	struct msg_str ns[CAIRN_CREATES_MAX];
 	struct store_setattr sa[CAIRN_CREATES_MAX];
+	uint8_t sync[CAIRN_CREATES_MAX];  /* the entry's CR_SYNC */
 };
 
 /* Entry i of a CREATES or CREATEATTR request, c, with first bytes of at
@@ -672,13 +691,15 @@ static int creates_entry(struct op_req *q, const struct cairn_fid *dir,
 		return ret;
 	if (!(c->flags & CR_FID) ||
 	    ((c->mode & S_IFMT) && !S_ISREG(c->mode)) ||
-	    (c->flags & ~(uint32_t)(CR_EXCL | CR_TOKEN | CR_FID)) ||
+	    (c->flags & ~(uint32_t)(CR_EXCL | CR_TOKEN | CR_FID | CR_SYNC)) ||
 	    c->data.len > max)
 		return -EINVAL;
 	k->ns[i] = c->name;
+	k->sync[i] = (c->flags & CR_SYNC) != 0;
 	k->e[i] = (struct store_cent){
 		.name = k->names[i], .mode = c->mode, .uid = c->uid,
-		.gid = c->gid, .flags = c->flags, .fid = c->fid,
+		.gid = c->gid, .flags = c->flags & ~(uint32_t)CR_SYNC,
+		.fid = c->fid,
 		.t = c->time, .data = c->data.p,
 		.len = (uint32_t)c->data.len,
 	};
@@ -733,6 +754,12 @@ static int creates_run(struct op_req *q, const struct cairn_fid *dir,
 	/* Those made alone moved the directory on. */
 	if (alone && (ret = store_getattr(q->ctx->st, dir, &rep.dir)))
 		return ret;
+	/* CR_SYNC (as CREATE's): the entry's status is the sync's error,
+	 * the file stands all the same (broken for the others below). */
+	for (i = 0; i < count; i++)
+		if (!e[i].rc && k->sync[i] &&
+		    (ret = store_fsync(q->ctx->st, &e[i].out.fid, 0)))
+			out[i] = (struct msg_crep){ .status = ret };
 	reply(q, &rep);
 	promise(q, &rep.dir.fid);
 	for (i = 0; i < count; i++) {

@@ -894,6 +894,7 @@ int store_sync(struct store *st)
 				  mdb_strerror(rc));
 		return -EIO;
 	}
+	__atomic_add_fetch(&st->syncs, 1, __ATOMIC_RELAXED);
 	done = __atomic_load_n(&st->synced, __ATOMIC_SEQ_CST);
 	while (done < want &&
 	       !__atomic_compare_exchange_n(&st->synced, &done, want, 0,
@@ -901,6 +902,11 @@ int store_sync(struct store *st)
 					    __ATOMIC_SEQ_CST))
 		;
 	return 0;
+}
+
+uint64_t store_syncs(struct store *st)
+{
+	return __atomic_load_n(&st->syncs, __ATOMIC_RELAXED);
 }
 
 void store_tick(struct store *st)

@@ -299,6 +299,8 @@ int store_applied_expire(struct store *st, int64_t before, size_t *n);
  * file; nothing when nothing was committed since the last). 0 or -EIO;
  * a failure is sticky (every later call fails) and logged. */
 int store_sync(struct store *st);
+/* How many store_syncs synced something (STATUS store_syncs). */
+uint64_t store_syncs(struct store *st);
 /* Once a second: store_sync, and keep data.mdb's reserve for commits on a
  * full disk (store.c). */
 void store_tick(struct store *st);

@@ -125,6 +125,7 @@ struct store {
 	 * completed store_sync covered; sync_failed (sticky) once a sync of
 	 * the LMDB file failed. All read and written with __atomic. */
 	uint64_t commits, synced;
+	uint64_t syncs;            /* store_sync's mdb_env_syncs (atomic) */
 	int sync_failed;
 	int reserve_failed; /* the last meta_reserve failed (__atomic) */
 

@@ -81,6 +81,8 @@ SA_SYNC = 2048
 HELLO_REP_SA_SYNC = 4
 SA_STEPS = 4096
 HELLO_REP_SA_STEPS = 8
+HELLO_REP_CR_SYNC = 16
+CR_SYNC = 8
 SA_MTIME, SA_CTIME, SA_KEEPTIME = 32, 256, 512
 FS_DATASYNC = 1
 XA_CREATE, XA_REPLACE = 1, 2
@@ -1383,6 +1385,31 @@ def _selftest(host, port):
           res[0][2]["fid"] == ids[0] and res[0][2]["size"] == 3, res)
     expect_err("CREATES without CR_FID EINVAL", _errno.EINVAL, a.creates,
                d["fid"], [("c9", 0o100644, CR_EXCL, (0, 0, 0), (0, 0), b"")])
+    # CR_SYNC: the creation durable before its reply (a client's fsync
+    # of a file it made, in one round trip); any further bit EINVAL.
+    check("HELLO says CREATE takes CR_SYNC",
+          a.hello_flags & HELLO_REP_CR_SYNC, a.hello_flags)
+    sids = a.fids(3)
+    cs = a.create(d["fid"], "cs1", 0o100644, flags=CR_EXCL | CR_FID | CR_SYNC,
+                  fid=sids[0], time=(5, 6), data=b"synced")
+    check("CREATE with CR_SYNC makes the file with its first bytes",
+          cs["created"] & CREATED and cs["child"]["fid"] == sids[0] and
+          cs["child"]["size"] == 6 and
+          a.read(sids[0], 0, 100)["data"] == b"synced", cs)
+    cs = a.create(d["fid"], "cs1", 0o100644, flags=CR_EXCL | CR_FID | CR_SYNC,
+                  fid=sids[0], time=(5, 6), data=b"synced")
+    check("CREATE with CR_SYNC resent: the file made before",
+          cs["created"] == CREATED and cs["child"]["fid"] == sids[0], cs)
+    _, res = a.creates(d["fid"], [("cs2", 0o100644, CR_EXCL | CR_FID | CR_SYNC,
+                                   sids[1], (5, 6), b"two")])
+    check("CREATES entry with CR_SYNC", res[0][0] == 0 and
+          res[0][2]["fid"] == sids[1] and res[0][2]["size"] == 3, res)
+    expect_err("CREATE with flag 16 EINVAL", _errno.EINVAL, a.create,
+               d["fid"], "cs3", 0o100644, flags=CR_EXCL | CR_FID | 16,
+               fid=sids[2], time=(5, 6))
+    expect_err("CREATES entry with flag 16 EINVAL", _errno.EINVAL, a.creates,
+               d["fid"], [("cs3", 0o100644, CR_EXCL | CR_FID | 16, sids[2],
+                           (5, 6), b"")])
     expect_err("CREATES of a directory EINVAL", _errno.EINVAL, a.creates,
                d["fid"], [("c9", 0o040755, CR_EXCL | CR_FID, ids[1], (0, 0),
                            b"")])
@@ -1484,7 +1511,7 @@ def _selftest(host, port):
     for n in ("ca1", "ca2", "ca3", "ca4"):
         a.remove(cd["fid"], n)
     a.remove(d["fid"], "ca", RM_DIR)
-    for n in ("c1", "c2", "c3"):
+    for n in ("c1", "c2", "c3", "cs1", "cs2"):
         a.remove(d["fid"], n)
     expect_err("rmdir not empty", _errno.ENOTEMPTY, a.remove, root["fid"],
                tag, RM_DIR)

@@ -2209,6 +2209,57 @@ def fsync_sends_the_last_change_durable(ctx):
     expect_eq(read_file(b.p("d", "f")), bytes(want), "f on B")
 
 
+def server_status(srv):
+    import proto_client as P
+    c = P.Conn("127.0.0.1", srv.port)
+    try:
+        c.hello()
+        return c.status()
+    finally:
+        c.close()
+
+
+@test(timeout=90)
+def fsync_of_a_file_made_here_sends_its_creation_durable(ctx):
+    """A file created here, written and fsync'd: its creation, with its
+    first bytes, goes with CR_SYNC (the server syncs it before it
+    answers) and no FSYNC follows (rpc.fsync.calls: at most a few in 20,
+    where a shipper sent the creation before the fsync came; 20 before),
+    small files and one past the inline size alike. The server synced
+    once for each (store_syncs), and after kill -9 of A's daemon and of
+    the server every file is there, whole, for B."""
+    srv = ctx.server()
+    a = ctx.mount(srv, "a")
+    os.mkdir(a.p("d"))
+    os.listdir(a.p("d"))
+    wait_for(lambda: wb_status(a)["wb.pending_changes"] == 0, 20, "A's journal sent")
+    before, sbefore = H.mount_status(a), server_status(srv)
+    want = {}
+    for i in range(20):
+        name = "s%02d" % i
+        want[name] = os.urandom(40000 if i == 7 else 100 + i)
+        fd = os.open(a.p("d", name), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            os.write(fd, want[name])
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    after, safter = H.mount_status(a), server_status(srv)
+    d = {k: after["rpc.%s.calls" % k] - before["rpc.%s.calls" % k]
+         for k in ("create", "createattr", "creates", "fsync")}
+    syncs = safter["store_syncs"] - sbefore["store_syncs"]
+    print("# 20 files made and fsync'd: %s, store_syncs %d" % (d, syncs))
+    expect(d["fsync"] <= 4, "%d FSYNCs after 20 create+write+fsync" % d["fsync"])
+    expect(syncs >= 20 - d["fsync"], "the server synced %d times for 20 fsyncs"
+           % syncs)
+    H.kill9_daemon(a)
+    srv.kill9()
+    a.umount()
+    srv.start()
+    b = ctx.mount(srv, "b")
+    same_dir(b.p("d"), want, "d on B after kill -9 of A and the server")
+
+
 @test(timeout=90)
 def attribute_changes_of_a_file_go_as_one_setattr(ctx):
     """What cp -a and tar do after writing a file (chmod, chown,
