@@ -763,7 +763,9 @@ void fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct cairn_fid vfid, sfid;
 	int64_t ino, victim;
 	int fresh, afresh, rc, have_s, have_v, same, smoving, vmoving, nv;
+	int vlast;
 	uint64_t vn[2];
+	struct cairn_attr va;
 
 	for (size_t i = 0; i < sizeof(rename_bits) / sizeof(rename_bits[0]);
 	     i++) {
@@ -814,6 +816,13 @@ void fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		settle_sticky(fs, parent, &sfid);
 	if (have_v)
 		settle_sticky(fs, newparent, &vfid);
+	/* A replaced file's last link, as the kernel knows it now: once
+	 * gone, the kernel's write-back of its ctime needs no server call
+	 * (itab_set_gone, as for an unlink). */
+	vlast = have_v && !same && !(rn & RN_EXCHANGE) &&
+		itab_getattr(fs->itab, (uint64_t)victim, &va) == 0 &&
+		S_ISREG(va.mode) && va.nlink == 1 &&
+		va.fid.uniq == vfid.uniq;
 	/* Both objects move a version (ctime; a replaced one's nlink). */
 	smoving = have_s && !same && wb_move_begin(fs->wbk, &sfid);
 	vmoving = have_v && !same && wb_move_begin(fs->wbk, &vfid);
@@ -839,6 +848,10 @@ void fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		itab_attr_stale(fs->itab, (uint64_t)victim);
 	if (rn & RN_KEEP)
 		fs_orphan_release(fs, &vfid);
+	if (vlast && victim > 0) {
+		va.nlink = 0;
+		itab_set_gone(fs->itab, (uint64_t)victim, &va);
+	}
 	/* The reply: the source directory, then the destination. */
 	dcache_renamed(fs->dc, parent, name, len, newparent, newname, newlen,
 		       (rn & RN_EXCHANGE) != 0, &p.a, &p.b, fresh);

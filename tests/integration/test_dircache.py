@@ -229,6 +229,35 @@ def renames_on_the_server_keep_the_directory_current(ctx):
 
 
 @test
+def replaced_file_costs_no_setattr(ctx):
+    """rename() over an existing file (an editor's save, git's
+    index.lock): the kernel then writes back the replaced file's ctime
+    (a SETATTR), as after an unlink. That file has no name left: it is
+    answered here, as for an unlink (one SETATTR a rename before: the
+    replaced file's; the moved file's ctime still goes, from the
+    journal). B reads the new contents."""
+    d = fresh(ctx, "over")
+    for i in range(20):
+        write_file(ctx.A.p(d, "f%02d" % i), b"old %d" % i)
+    expect_eq(len(os.listdir(ctx.B.p(d))), 20, "files on B")
+    c0 = calls(ctx)
+    for i in range(20):
+        tmp = ctx.A.p(d, "t%02d.tmp" % i)
+        write_file(tmp, b"new %d" % i)
+        os.rename(tmp, ctx.A.p(d, "f%02d" % i))
+    got = sorted(os.listdir(ctx.B.p(d)))
+    c1 = calls(ctx)
+    dl = delta(c0, c1)
+    print("# 20 renames over existing files: %s" % dl)
+    expect_eq(dl.get("rename", 0), 20, "RENAMEs")
+    expect(dl.get("setattr", 0) <= 20, "SETATTRs with 20 renames: %s" % dl)
+    expect_eq(got, ["f%02d" % i for i in range(20)], "listing on B")
+    for i in range(20):
+        with open(ctx.B.p(d, "f%02d" % i), "rb") as f:
+            expect_eq(f.read(), b"new %d" % i, "f%02d on B" % i)
+
+
+@test
 def listing_and_lookup_counts_balance(ctx):
     d = fresh(ctx, "big")
     # 2,000 entries, made straight on the server (faster than FUSE).
