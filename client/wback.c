@@ -2168,7 +2168,7 @@ static struct wfile *next_ready(struct wb *w)
 		if (f->busy || ns_waits(w, f) || nb_waits(w, f))
 			continue;
 		if (gathering(w, f, now)) {
-			note_wake(w, f->retry_ms + WB_GATHER_MS);
+			note_wake(w, wake_at(w, f));
 			if (!gp) {
 				gp = p;
 				gprev = prev;

@@ -556,6 +556,14 @@ static int op_setattr(struct op_req *q)
 	return 0;
 }
 
+/* CR_SYNC in flags: the object fid made durable before the reply, as
+ * FSYNC makes it (0, or the sync's error). */
+static int cr_sync(struct op_req *q, uint32_t flags,
+		   const struct cairn_fid *fid)
+{
+	return (flags & CR_SYNC) ? store_fsync(q->ctx->st, fid, 0) : 0;
+}
+
 static int op_create(struct op_req *q)
 {
 	const struct msg_create_req *m = &q->m.create_req;
@@ -598,8 +606,7 @@ static int op_create(struct op_req *q)
 		/* CR_FID, made by an earlier copy of this request: done,
 		 * nothing changed, and no token comes with it (the creator
 		 * takes it again with WT_DV, as for any token lost). */
-		if ((m->flags & CR_SYNC) &&
-		    (ret = store_fsync(q->ctx->st, &rep.child.fid, 0)))
+		if ((ret = cr_sync(q, m->flags, &rep.child.fid)))
 			return ret;
 		rep.created = 1;
 		reply(q, &rep);
@@ -620,8 +627,7 @@ static int op_create(struct op_req *q)
 				       m->data.p, (uint32_t)m->data.len,
 				       WR_KEEPTIME, &rep.child)))
 			return ret;
-		if ((m->flags & CR_SYNC) &&
-		    (ret = store_fsync(q->ctx->st, &rep.child.fid, 0)))
+		if ((ret = cr_sync(q, m->flags, &rep.child.fid)))
 			return ret;
 		rep.created = ap.created ? 1 : 0;
 		reply(q, &rep);
@@ -652,8 +658,7 @@ static int op_create(struct op_req *q)
 	/* The client's fsync of a file it made, in one round trip. Failed:
 	 * the file stands all the same (broken for the others; a resend
 	 * finds it made), and the error is the reply. */
-	if ((m->flags & CR_SYNC) &&
-	    (ret = store_fsync(q->ctx->st, &rep.child.fid, 0))) {
+	if ((ret = cr_sync(q, m->flags, &rep.child.fid))) {
 		q->out->changed = 1;
 		return ret;
 	}
@@ -676,7 +681,7 @@ struct creates {
 	struct store_cent e[CAIRN_CREATES_MAX];
 	struct msg_str ns[CAIRN_CREATES_MAX];
 	struct store_setattr sa[CAIRN_CREATES_MAX];
-	uint8_t sync[CAIRN_CREATES_MAX];  /* the entry's CR_SYNC */
+	uint32_t sync[CAIRN_CREATES_MAX]; /* the entry's CR_SYNC bit */
 };
 
 /* Entry i of a CREATES or CREATEATTR request, c, with first bytes of at
@@ -695,7 +700,7 @@ static int creates_entry(struct op_req *q, const struct cairn_fid *dir,
 	    c->data.len > max)
 		return -EINVAL;
 	k->ns[i] = c->name;
-	k->sync[i] = (c->flags & CR_SYNC) != 0;
+	k->sync[i] = c->flags & CR_SYNC;
 	k->e[i] = (struct store_cent){
 		.name = k->names[i], .mode = c->mode, .uid = c->uid,
 		.gid = c->gid, .flags = c->flags & ~(uint32_t)CR_SYNC,
@@ -757,8 +762,7 @@ static int creates_run(struct op_req *q, const struct cairn_fid *dir,
 	/* CR_SYNC (as CREATE's): the entry's status is the sync's error,
 	 * the file stands all the same (broken for the others below). */
 	for (i = 0; i < count; i++)
-		if (!e[i].rc && k->sync[i] &&
-		    (ret = store_fsync(q->ctx->st, &e[i].out.fid, 0)))
+		if (!e[i].rc && (ret = cr_sync(q, k->sync[i], &e[i].out.fid)))
 			out[i] = (struct msg_crep){ .status = ret };
 	reply(q, &rep);
 	promise(q, &rep.dir.fid);
