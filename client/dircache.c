@@ -37,8 +37,14 @@
 #include <sys/stat.h>
 #include <time.h>
 #include "dircache.h"
+#include "inode.h"
 #include "../lib/clock.h"
 #include "../lib/debug.h"
+
+/* Listings are the directory's, not one kernel inode's: a directory the
+ * kernel holds under two node ids (a later incarnation, inode.h) has one
+ * listing, keyed by its vnode number. */
+#define DKEY(ino) ((ino) & ITAB_VNODE_MASK)
 
 struct dlist;
 
@@ -526,6 +532,7 @@ static int fetch_begin(struct dcache *dc, uint64_t dir, int absent)
 
 int dcache_fetch_wait(struct dcache *dc, uint64_t dir, int timeout_ms)
 {
+	dir = DKEY(dir);
 	struct timespec until;
 	struct dmark *m;
 	int rc;
@@ -543,11 +550,13 @@ int dcache_fetch_wait(struct dcache *dc, uint64_t dir, int timeout_ms)
 
 int dcache_fetch_begin(struct dcache *dc, uint64_t dir)
 {
+	dir = DKEY(dir);
 	return fetch_begin(dc, dir, 0);
 }
 
 int dcache_fetch_begin_absent(struct dcache *dc, uint64_t dir)
 {
+	dir = DKEY(dir);
 	return fetch_begin(dc, dir, 1);
 }
 
@@ -617,6 +626,7 @@ int dcache_fetch_end(struct dcache *dc, uint64_t dir,
 		     struct dcache_listing *l, uint64_t dv,
 		     uint64_t new_cookie, int fresh, int toobig)
 {
+	dir = DKEY(dir);
 	struct dmark *m, **pm;
 	int ok = l && listing_ok(dc, l, new_cookie), broken = 1;
 
@@ -656,6 +666,7 @@ int dcache_fetch_end(struct dcache *dc, uint64_t dir,
 int dcache_lookup(struct dcache *dc, uint64_t dir, const char *name,
 		  size_t len, struct cairn_attr *a)
 {
+	dir = DKEY(dir);
 	struct dlist *l;
 	struct dent *d;
 	int rc;
@@ -684,6 +695,7 @@ int dcache_lookup(struct dcache *dc, uint64_t dir, const char *name,
 size_t dcache_take_subdirs(struct dcache *dc, uint64_t dir,
 			   unsigned min_hits, struct cairn_fid *out, size_t max)
 {
+	dir = DKEY(dir);
 	struct dlist *l;
 	size_t n = 0;
 
@@ -705,6 +717,7 @@ size_t dcache_take_subdirs(struct dcache *dc, uint64_t dir,
 
 int dcache_cached(struct dcache *dc, uint64_t dir)
 {
+	dir = DKEY(dir);
 	int rc;
 
 	dc_lock(dc);
@@ -732,6 +745,7 @@ static size_t first_after(const struct dlist *l, uint64_t cookie)
 int dcache_read(struct dcache *dc, uint64_t dir, uint64_t cookie, size_t max,
 		struct dcache_ent **out, size_t *n, int *eof)
 {
+	dir = DKEY(dir);
 	struct dlist *l;
 	struct dcache_ent *e = NULL;
 	size_t i0, cnt = 0, names = 0;
@@ -878,6 +892,7 @@ void dcache_stale(struct dcache *dc, uint64_t vnode)
 void dcache_stale_name(struct dcache *dc, uint64_t dir, const char *name,
 		       size_t len)
 {
+	dir = DKEY(dir);
 	struct dent *d;
 
 	dc_lock(dc);
@@ -959,6 +974,7 @@ static int dent_append(struct dcache *dc, struct dlist *l, const char *name,
 void dcache_touched(struct dcache *dc, uint64_t dir,
 		    const struct cairn_attr *dattr)
 {
+	dir = DKEY(dir);
 	struct dlist *l;
 
 	dc_lock(dc);
@@ -972,6 +988,7 @@ void dcache_added(struct dcache *dc, uint64_t dir, const char *name,
 		  size_t len, const struct cairn_attr *child,
 		  const struct cairn_attr *dattr, int fresh)
 {
+	dir = DKEY(dir);
 	struct dlist *l;
 	struct dent *d;
 
@@ -1006,6 +1023,7 @@ out:
 void dcache_removed(struct dcache *dc, uint64_t dir, const char *name,
 		    size_t len, const struct cairn_attr *dattr, int fresh)
 {
+	dir = DKEY(dir);
 	struct dlist *l;
 	struct dent *d;
 	uint64_t vnode;
@@ -1061,6 +1079,7 @@ static int rename_in(struct dcache *dc, struct dlist *l, const char *sname,
 int dcache_renamed_here(struct dcache *dc, uint64_t dir, const char *sname,
 			size_t slen, const char *dname, size_t dlen)
 {
+	dir = DKEY(dir);
 	struct dlist *l;
 	struct dent *s;
 	struct cairn_attr sa;
@@ -1093,6 +1112,8 @@ void dcache_renamed(struct dcache *dc, uint64_t sdir, const char *sname,
 		    size_t dlen, int exchange, const struct cairn_attr *sattr,
 		    const struct cairn_attr *dattr, int fresh)
 {
+	sdir = DKEY(sdir);
+	ddir = DKEY(ddir);
 	struct dlist *sl, *dl;
 	struct dent *s, *t;
 
@@ -1170,6 +1191,7 @@ void dcache_get_stats(struct dcache *dc, struct dcache_stats *out)
 
 long dcache_count(struct dcache *dc, uint64_t dir)
 {
+	dir = DKEY(dir);
 	struct dlist *l;
 	long n;
 

@@ -36,8 +36,9 @@
  *
  * Locking: one mutex inside, a leaf: no function calls out or blocks
  * while holding it (docs/LOCKING.md). Nothing here talks to the kernel
- * or the server; inode numbers are vnode numbers (inode.h), so this
- * module does not depend on libfuse.
+ * or the server. Directories are keyed by vnode number: a node id the
+ * functions take may be a later incarnation's (inode.h), which means the
+ * same directory. The module does not depend on libfuse.
  */
 #ifndef CAIRN_CLIENT_DIRCACHE_H
 #define CAIRN_CLIENT_DIRCACHE_H

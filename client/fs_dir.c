@@ -121,7 +121,7 @@ static const char *bad_dirent(const char *name, size_t len, uint64_t vnode,
 		return "name contains '/'";
 	if (vnode == 0)
 		return "vnode 0";
-	if (vnode == dir)
+	if (vnode == (dir & ITAB_VNODE_MASK))
 		return "the directory itself";
 	if (vnode == ITAB_ROOT_INO)
 		return "the root";

@@ -73,6 +73,9 @@ struct iname {
 	struct inode *dir;            /* parent inode while on its kids */
 	uint64_t parent;
 	uint16_t len;
+	unsigned expired : 1;         /* a directory's name the kernel was
+				       * told to expire, not drop (kept:
+				       * the kernel's dentry still stands) */
 	char name[];                  /* len bytes + NUL */
 };
 
@@ -100,6 +103,7 @@ struct inode {
 	unsigned orphan : 1;          /* we removed a name of it with
 				       * RM_KEEP/RN_KEEP (itab_set_orphan) */
 	unsigned isreg : 1;           /* a regular file (S_ISREG) */
+	unsigned isdir : 1;           /* a directory (S_ISDIR) */
 	unsigned kstale : 1;          /* another client changed its data,
 				       * size or times since the kernel
 				       * loaded this incarnation */
@@ -548,6 +552,15 @@ void itab_destroy(struct itab *t)
 	free(t);
 }
 
+/* Does the kernel maybe hold directory n under an expired name? */
+static int has_expired_name(const struct inode *n)
+{
+	for (const struct iname *in = n->names; in; in = in->next)
+		if (in->expired)
+			return 1;
+	return 0;
+}
+
 int itab_add_entry(struct itab *t, uint64_t parent, const char *name,
 		   size_t len, const struct cairn_attr *a, int promise,
 		   int *dir_promise, uint64_t *nodeid)
@@ -568,9 +581,16 @@ int itab_add_entry(struct itab *t, uint64_t parent, const char *name,
 	}
 	table_lock(t);
 	n = newest_inc(t, vn);
+	old = find_entry(t, parent, name, len);
 	/* The kernel's inode of it is out of date in what the kernel keeps
-	 * itself: hand out a new one, under a new node id. */
-	if (n && n->kstale && vn <= ITAB_VNODE_MASK &&
+	 * itself, or it is a directory the kernel may still hold under a
+	 * name it was told to expire, and this is another name: hand out a
+	 * new one, under a new node id. (The kernel keeps one dentry per
+	 * directory inode and would move the old one here, which it cannot
+	 * do inside a rename: ESTALE.) */
+	if (n && (n->kstale || (n->isdir && !(old && old->owner == n) &&
+				has_expired_name(n))) &&
+	    vn <= ITAB_VNODE_MASK &&
 	    (n->ino >> ITAB_GEN_SHIFT) < ITAB_GEN_MAX) {
 		ino = n->ino + (1ull << ITAB_GEN_SHIFT);
 		n = NULL;
@@ -581,6 +601,7 @@ int itab_add_entry(struct itab *t, uint64_t parent, const char *name,
 		n->ino = ino;
 		n->fid = a->fid;
 		n->isreg = S_ISREG(a->mode) != 0;
+		n->isdir = S_ISDIR(a->mode) != 0;
 		inode_link(t, n);
 	} else if (n->fid.uniq != a->fid.uniq) {
 		/* Vnode numbers are never reused, so this is a broken server;
@@ -598,8 +619,8 @@ int itab_add_entry(struct itab *t, uint64_t parent, const char *name,
 			apply_attr(m, a, promise);
 
 	dir = find(t, parent);
-	old = find_entry(t, parent, name, len);
 	if (old && old->owner == n) {
+		old->expired = 0; /* looked up again: current */
 		free(in);
 	} else {
 		/* A negative entry, or a name that now means another inode. */
@@ -972,17 +993,29 @@ void itab_set_xattr_absent(struct itab *t, uint64_t ino, unsigned mask, int v)
 	table_unlock(t);
 }
 
+/* An entry the kernel is told to forget (lock held). A directory's name
+ * is only expired there (notify.c): the kernel's dentry stays until its
+ * next use looks it up again, so the name stays here too, marked. */
+static void drop_or_expire(struct itab *t, struct iname *in)
+{
+	if (in->owner && in->owner->isdir)
+		in->expired = 1;
+	else
+		iname_drop(t, in);
+}
+
 /* Visit and drop every entry in directory n (lock held). */
 static void drop_kids(struct itab *t, struct inode *n, itab_visit_fn fn,
 		      void *arg)
 {
-	while (n->kids) {
-		struct iname *in = n->kids;
+	struct iname *in = n->kids, *next;
 
+	for (; in; in = next) {
+		next = in->knext;
 		if (fn)
 			fn(arg, in->owner ? in->owner->ino : 0, in->parent,
-			   in->name, in->len);
-		iname_drop(t, in);
+			   in->name, in->len, in->owner && in->owner->isdir);
+		drop_or_expire(t, in);
 	}
 }
 
@@ -994,7 +1027,7 @@ static void drop_names(struct itab *t, struct inode *n, itab_visit_fn fn,
 		struct iname *in = n->names;
 
 		if (fn)
-			fn(arg, n->ino, in->parent, in->name, in->len);
+			fn(arg, n->ino, in->parent, in->name, in->len, n->isdir);
 		iname_drop(t, in);
 	}
 }
@@ -1025,14 +1058,14 @@ int itab_break(struct itab *t, uint64_t vn, int attrs_only, itab_visit_fn fn,
 			 * directory our own request holds): kept here. */
 			for (struct iname *in = n->names; in && fn;
 			     in = in->next)
-				fn(arg, n->ino, in->parent, in->name, in->len);
+				fn(arg, n->ino, in->parent, in->name, in->len, n->isdir);
 		} else if (t->evict_files && n->isreg) {
 			drop_names(t, n, fn, arg);
 			n->kstale = 1;
 		}
 		/* The caller invalidates node id vn itself. */
 		if (n->ino != vn && fn)
-			fn(arg, n->ino, 0, NULL, 0);
+			fn(arg, n->ino, 0, NULL, 0, n->isdir);
 		inode_check(n);
 	}
 	table_unlock(t);
@@ -1069,7 +1102,7 @@ int itab_stale_others(struct itab *t, uint64_t ino, itab_visit_fn fn,
 				continue;
 			drop_names(t, n, fn, arg);
 			n->kstale = 1;
-			fn(arg, n->ino, 0, NULL, 0);
+			fn(arg, n->ino, 0, NULL, 0, n->isdir);
 			inode_check(n);
 			k++;
 		}
@@ -1098,19 +1131,30 @@ void itab_break_all(struct itab *t, itab_visit_fn fn, void *arg)
 			/* What changed meanwhile is unknown. */
 			if (t->evict_files && n->isreg)
 				n->kstale = 1;
-			fn(arg, n->ino, 0, NULL, 0);
+			fn(arg, n->ino, 0, NULL, 0, n->isdir);
 			for (struct iname *in = n->names; in; in = in->next)
-				fn(arg, n->ino, in->parent, in->name, in->len);
+				fn(arg, n->ino, in->parent, in->name, in->len, n->isdir);
 			for (struct iname *in = n->kids; in; in = in->knext)
 				if (!in->owner)
 					fn(arg, 0, in->parent, in->name,
-					   in->len);
+					   in->len, 0);
 		}
 	}
-	/* Every dentry is being invalidated: forget them all. */
+	/* Every dentry is being invalidated (directories' expired):
+	 * forget them all. */
 	for (size_t i = 0; i < t->inodes.n; i++)
-		for (struct inode *n = t->inodes.b[i]; n; n = n->hnext)
-			drop_entries(t, n);
+		for (struct inode *n = t->inodes.b[i]; n; n = n->hnext) {
+			struct iname *in, *next;
+
+			for (in = n->kids; in; in = next) {
+				next = in->knext;
+				drop_or_expire(t, in);
+			}
+			for (in = n->names; in; in = next) {
+				next = in->next;
+				drop_or_expire(t, in);
+			}
+		}
 	table_unlock(t);
 }
 

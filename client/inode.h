@@ -4,10 +4,14 @@
  * The FUSE inode number (node id) of an object is its FID's vnode number
  * (the root, vnode 1, is FUSE_ROOT_ID) and the FUSE generation is the
  * FID's uniq, so the table maps ino -> FID without any allocation of
- * numbers. The exception is a regular file whose kernel inode went out of
- * date while the kernel still held it (itab_set_evict_files): it is handed
- * out again as a new *incarnation*, node id vnode | gen << ITAB_GEN_SHIFT,
- * and the old node id lives on until the kernel forgets it. Every
+ * numbers. The exceptions are a regular file whose kernel inode went out
+ * of date while the kernel still held it (itab_set_evict_files), and a
+ * directory found under another name while the kernel may still hold it
+ * under one a break expired (another client moved it: the kernel would
+ * have to move that dentry, and cannot inside a rename). Such an object
+ * is handed out again as a new *incarnation*, node id vnode | gen <<
+ * ITAB_GEN_SHIFT, and the old node id lives on until the kernel forgets
+ * it. Every
  * incarnation has its own entry here; what the server says about the FID
  * (breaks, attributes, orphans) applies to all of them. Per inode it
  * keeps:
@@ -19,7 +23,9 @@
  *   - names: the (parent ino, name) pairs the kernel got it under (at most
  *     ITAB_NAMES_MAX, oldest dropped), and for a directory every entry
  *     (positive or negative) handed out in it, so that a break or a lost
- *     connection can invalidate the dentries the kernel caches.
+ *     connection can invalidate the dentries the kernel caches. Those of
+ *     directories are only expired in the kernel (notify.c), and stay
+ *     here marked so until looked up again or replaced.
  *   - the callback state: whether the server's promise stands, the last
  *     known data version and attributes (GETATTR is answered from them
  *     while they are current), and whether the kernel's page cache holds
@@ -203,18 +209,20 @@ void itab_set_xattr_absent(struct itab *t, uint64_t ino, unsigned mask, int v);
 
 /*
  * Visitor for invalidations: ino is the named inode (0 for a negative
- * entry); name NULL (parent 0) means the inode itself. It runs with the
- * table's lock held: it must only copy and queue.
+ * entry), isdir whether it is a directory; name NULL (parent 0) means the
+ * inode itself. It runs with the table's lock held: it must only copy and
+ * queue.
  */
 typedef void (*itab_visit_fn)(void *arg, uint64_t ino, uint64_t parent,
-			      const char *name, size_t len);
+			      const char *name, size_t len, int isdir);
 
 /*
  * A callback break on the object of vnode vn (for an entry break, on its
  * directory), applied to every incarnation: the promise and the page cache
  * are gone, and since the server covers a directory's entries with the
  * directory's promise, every entry recorded in it is uncovered: each is
- * passed to fn (may be NULL) and forgotten. An incarnation whose node id
+ * passed to fn (may be NULL) and forgotten, but a directory's is kept,
+ * marked expired (see names above). An incarnation whose node id
  * is not vn is passed to fn itself (parent 0, name NULL); node id vn is
  * the caller's to invalidate. With itab_set_evict_files on, a regular
  * file's own names go the same way, and its kernel inodes are out of date:
@@ -259,7 +267,7 @@ void itab_set_promised(struct itab *t, uint64_t ino);
 /*
  * Every promise is gone (reconnect). Clears all callback state, calls fn
  * once per inode (parent 0, name NULL) and once per recorded entry, and
- * forgets every entry.
+ * forgets every entry (directories' are kept, marked expired).
  */
 void itab_break_all(struct itab *t, itab_visit_fn fn, void *arg);
 

@@ -73,6 +73,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
@@ -109,6 +110,11 @@ enum nkind {
  * CB_ATTRS_ONLY break, writeback cache): skipped rather than advancing the
  * dentry epoch when one of our requests holds its directory. */
 #define NI_BEST_EFFORT 0x80u
+/* A directory's name that may well still name the same directory:
+ * expired, not dropped (expire_entry). Files' names are dropped: the
+ * kernel must let go of a file's inode to take its new size and times
+ * (writeback cache) and to forget an unlinked one (orphans). */
+#define NI_EXPIRE 0x40u
 
 struct nitem {
 	struct nitem *next;
@@ -549,10 +555,54 @@ static void own_end(void *arg, void *cookie)
 
 /* --- running the queue ------------------------------------------------------- */
 
+/*
+ * Expire a dentry instead of dropping it: its next use revalidates it (a
+ * LOOKUP), and it stays if the name still names the same node id. A
+ * dropped (unhashed) directory dentry breaks every process whose working
+ * directory it is (getcwd() fails with ENOENT until something looks the
+ * name up again) and detaches what is mounted on it; so the names under
+ * a directory another client changed, which are mostly unchanged, are
+ * only expired. FUSE_NOTIFY_INVAL_ENTRY with FUSE_EXPIRE_ONLY (Linux
+ * 6.2, protocol 7.38; libfuse 3.14 cannot send the flag, and its headers
+ * still call the field padding). Only where the kernel advances dentry
+ * epochs (6.16), which implies it.
+ */
+#define NOTIFY_INVAL_ENTRY 3
+#define NOTIFY_EXPIRE_ONLY 1u
+
+struct inval_entry_out {
+	uint64_t parent;
+	uint32_t namelen;
+	uint32_t flags;
+};
+
+static int expire_entry(struct notify *n, const struct nitem *it)
+{
+	struct inval_entry_out e = { .parent = it->parent,
+				     .namelen = it->len,
+				     .flags = NOTIFY_EXPIRE_ONLY };
+	struct fuse_out_header oh = {
+		.len = (uint32_t)(sizeof(oh) + sizeof(e) + it->len + 1u),
+		.error = NOTIFY_INVAL_ENTRY,
+	};
+	struct iovec iov[3] = {
+		{ &oh, sizeof(oh) }, { &e, sizeof(e) },
+		{ (void *)it->name, (size_t)it->len + 1u },
+	};
+	ssize_t w = writev(fuse_session_fd(n->se), iov, 3);
+
+	if (w == (ssize_t)oh.len)
+		return 0;
+	return w < 0 ? -errno : -EIO;
+}
+
 static void inval_entry(struct notify *n, const struct nitem *it)
 {
-	int rc = fuse_lowlevel_notify_inval_entry(n->se, it->parent, it->name,
-						  it->len);
+	int rc = it->kind == NK_DENTRY && (it->flags & NI_EXPIRE) &&
+		 n->epoch_ok
+		 ? expire_entry(n, it)
+		 : fuse_lowlevel_notify_inval_entry(n->se, it->parent,
+						    it->name, it->len);
 	count_result(n, rc, it->parent, it->name);
 }
 
@@ -917,15 +967,17 @@ static void bump_seq(struct notify *n)
 
 /* Reconnect visitor: runs under the table's lock, only allocates. */
 static void visit_all(void *arg, uint64_t ino, uint64_t parent,
-		      const char *name, size_t len)
+		      const char *name, size_t len, int isdir)
 {
 	struct nlist *l = arg;
 	struct nitem *it;
 
 	if (name)
-		it = nitem_new(NK_DENTRY, 0, parent, name, len);
+		it = nitem_new(NK_DENTRY, ino, parent, name, len);
 	else
 		it = nitem_new(NK_INODE, ino, 0, NULL, 0);
+	if (it && name && isdir)
+		it->flags |= NI_EXPIRE;
 	if (it)
 		nlist_add(l, it);
 	else
@@ -1024,10 +1076,23 @@ struct kid_visit {
 	const struct nitem *skip;
 	uint64_t vn;      /* the broken object */
 	int attrs_only;   /* its record had CB_ATTRS_ONLY */
+	const uint64_t *objs; /* the objects the push breaks (their own */
+	size_t nobjs;         /* records), or NULL: unknown */
 };
 
+/* Does the push v belongs to break object vn itself? Unknown: yes. */
+static int push_breaks(const struct kid_visit *v, uint64_t vn)
+{
+	if (!v->objs)
+		return 1;
+	for (size_t i = 0; i < v->nobjs; i++)
+		if (v->objs[i] == vn)
+			return 1;
+	return 0;
+}
+
 static void visit_kid(void *arg, uint64_t ino, uint64_t parent,
-		      const char *name, size_t len)
+		      const char *name, size_t len, int isdir)
 {
 	struct kid_visit *v = arg;
 	struct nitem *it;
@@ -1041,6 +1106,11 @@ static void visit_kid(void *arg, uint64_t ino, uint64_t parent,
 	if (it && name && v->attrs_only && ino &&
 	    (ino & ITAB_VNODE_MASK) == v->vn)
 		it->flags = NI_BEST_EFFORT;
+	/* A directory's name in a broken directory (drop_kids), unless
+	 * this push breaks that directory itself. */
+	if (it && name && isdir && (ino & ITAB_VNODE_MASK) != v->vn &&
+	    !push_breaks(v, ino & ITAB_VNODE_MASK))
+		it->flags |= NI_EXPIRE;
 	if (it)
 		nlist_add(v->out, it);
 	else
@@ -1053,13 +1123,18 @@ static void visit_kid(void *arg, uint64_t ino, uint64_t parent,
 static void apply_breaks(struct notify *n, struct nlist *in, struct nlist *out)
 {
 	struct nitem *it, *next;
+	uint64_t *objs = in->n ? malloc(in->n * sizeof(*objs)) : NULL;
+	size_t nobjs = 0;
 
 	RWLOCK_ASSERT_WRHELD(&n->seq_lock);
+	for (it = in->head; it && objs; it = it->next)
+		if (it->kind == NK_INODE)
+			objs[nobjs++] = it->ino;
 	for (it = in->head; it; it = next) {
 		uint64_t ino = it->kind == NK_INODE ? it->ino : it->parent;
 		int attrs_only = it->kind == NK_INODE &&
 				 (it->flags & CB_ATTRS_ONLY);
-		struct kid_visit v = { out, it, ino, attrs_only };
+		struct kid_visit v = { out, it, ino, attrs_only, objs, nobjs };
 
 		next = it->next;
 		it->next = NULL;
@@ -1072,6 +1147,7 @@ static void apply_breaks(struct notify *n, struct nlist *in, struct nlist *out)
 		else
 			free(it);
 	}
+	free(objs);
 	in->head = in->tail = NULL;
 	in->n = 0;
 }
@@ -1172,7 +1248,7 @@ void notify_on_push(void *arg, uint16_t op, uint32_t id,
 void notify_stale_others(struct notify *n, uint64_t ino)
 {
 	struct nlist work = { 0 };
-	struct kid_visit v = { &work, NULL, ino & ITAB_VNODE_MASK, 0 };
+	struct kid_visit v = { &work, NULL, ino & ITAB_VNODE_MASK, 0, NULL, 0 };
 
 	if (!n->itab || !itab_has_others(n->itab, ino))
 		return;

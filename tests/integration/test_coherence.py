@@ -718,12 +718,11 @@ def working_directory_survives_changes_beside_it(ctx):
     answers its changes itself and sends them a moment later: each check
     waits for that.)
 
-    Known to fail: skipped until fixed. Expiring such names instead of
-    dropping them (FUSE_EXPIRE_ONLY) made this pass, but test_model then
-    got ESTALE from a rename on the other client (CAIRN_MODEL_SEED=
-    2929835734, step 2264), not understood yet."""
-    raise H.Skip("known bug: a directory's name dropped by a break beside "
-                 "it breaks getcwd() there (docs/ARCHITECTURE.md)")
+    Expiring those names instead (FUSE_EXPIRE_ONLY) keeps w, but then a
+    directory another client moved could be found under its new name
+    while the kernel still held it under the old one: a rename there
+    failed with ESTALE (test_model, CAIRN_MODEL_SEED=2929835734, step
+    2264); such a directory now gets a new node id (client/inode.h)."""
     srv = ctx.server(data=ctx.path("data-cwd"))
     a = ctx.mount(srv, "cwd-a")
     b = ctx.mount(srv, "cwd-b")
@@ -1071,6 +1070,52 @@ def a_client_killed_with_promises_delays_a_change_at_most_the_ack_timeout(ctx):
     finally:
         c.close()
 
+
+@test(timeout=120)
+def directory_moved_by_the_other_client_renames_on_this_one(ctx):
+    """A directory B's kernel holds as d0/n0 is moved by A to d1/n7; B
+    then renames d1/n7 (back) into d0, and the other way round, with a
+    process sitting in it. B's kernel keeps the old name only expired
+    (so that getcwd() there still answers), and found under its new
+    name the directory must not be the same kernel inode: the kernel
+    would have to move the old dentry inside the rename and fails it
+    with ESTALE instead (test_model, CAIRN_MODEL_SEED=2929835734)."""
+    srv = ctx.server(data=ctx.path("data-mv"))
+    a = ctx.mount(srv, "mv-a")
+    b = ctx.mount(srv, "mv-b")
+    for d in ("d0", "d1"):
+        os.mkdir(a.p(d))
+    os.mkdir(a.p("d0", "n0"))
+    write_file(a.p("d0", "n0", "in"), b"inside")
+    journal_sent(a)
+    old = os.getcwd()
+    try:
+        for i, (src, dst) in enumerate(((("d0", "n0"), ("d1", "n7")),
+                                        (("d0", "n0"), ("d1", "n7")),
+                                        (("d0", "n0"), ("d0", "n5")))):
+            expect_eq(read_file(b.p(*src, "in")), b"inside",
+                      "B reads %s/in (round %d)" % ("/".join(src), i))
+            if i == 1:
+                os.chdir(b.p(*src))
+            os.rename(a.p(*src), a.p(*dst))
+            journal_sent(a)
+            try:
+                os.rename(b.p(*dst), b.p(*src))
+            except OSError as e:
+                fail("B's rename(%s, %s) after A moved it there (round "
+                     "%d): %s" % ("/".join(dst), "/".join(src), i,
+                                  H.errname(e.errno)))
+            expect_eq(read_file(b.p(*src, "in")), b"inside",
+                      "B reads %s/in after its rename (round %d)"
+                      % ("/".join(src), i))
+            expect_eq(read_file(a.p(*src, "in")), b"inside",
+                      "A reads %s/in after B's rename (round %d)"
+                      % ("/".join(src), i))
+            if i == 1:
+                expect_eq(read_file("in"), b"inside",
+                          "a relative read in the moved directory")
+    finally:
+        os.chdir(old)
 
 if __name__ == "__main__":
     H.main(setup=setup)

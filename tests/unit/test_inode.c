@@ -325,7 +325,7 @@ struct visit_count {
 };
 
 static void count_visit(void *arg, uint64_t ino, uint64_t parent,
-			const char *name, size_t len)
+			const char *name, size_t len, int isdir)
 {
 	struct visit_count *c = arg;
 
@@ -502,7 +502,7 @@ static void t_orphan(void)
 }
 
 static void visit_nothing(void *arg, uint64_t ino, uint64_t parent,
-			  const char *name, size_t len)
+			  const char *name, size_t len, int isdir)
 {
 }
 
@@ -717,7 +717,7 @@ static void t_concurrent(void)
 /* A visitor breaking its contract ("runs with the table's lock held: it
  * must only copy and queue"): it asks the table for a count. */
 static void reentering_visit(void *arg, uint64_t ino, uint64_t parent,
-			     const char *name, size_t len)
+			     const char *name, size_t len, int isdir)
 {
 	(void)itab_count(arg);
 	(void)ino;
@@ -789,7 +789,7 @@ struct visit_log {
 };
 
 static void log_visit(void *arg, uint64_t ino, uint64_t parent,
-		      const char *name, size_t len)
+		      const char *name, size_t len, int isdir)
 {
 	struct visit_log *v = arg;
 
@@ -810,6 +810,52 @@ static uint64_t add_id(struct itab *t, uint64_t parent, const char *name,
 	CHECK_EQ(itab_add_entry(t, parent, name, strlen(name), a, 1, NULL,
 				&nodeid), 0);
 	return nodeid;
+}
+
+/* A directory another client moved: a break on its parent only expires
+ * its name in the kernel (the dentry stays, someone's working directory
+ * with it), so the name stays recorded; looked up there again it keeps
+ * its node id, found under another name it gets a new one (the kernel
+ * would otherwise move the old dentry, which it refuses inside a
+ * rename with ESTALE). */
+static void t_dir_incarnations(void)
+{
+	struct itab *t = new_table();
+	struct cairn_attr d0 = attr_of(20, 141, 1), d1 = attr_of(21, 148, 1);
+	struct cairn_attr w = attr_of(30, 211, 1);
+	struct visit_log v = { 0 };
+	uint64_t inc1 = 30 | (1ull << ITAB_GEN_SHIFT);
+	struct cairn_fid fid;
+
+	d0.mode = d1.mode = w.mode = 040755;
+	CHECK_EQ(add_id(t, 1, "d0", &d0), 20);
+	CHECK_EQ(add_id(t, 1, "d1", &d1), 21);
+	CHECK_EQ(add_id(t, 20, "w", &w), 30);
+
+	/* A break on d0: w's name is visited (for the kernel) and kept. */
+	CHECK_EQ(itab_break(t, 20, 0, log_visit, &v), 0);
+	CHECK_EQ(v.n, 1);
+	CHECK_EQ(v.ino[0], 30);
+	CHECK_EQ(itab_entry(t, 20, "w", 1), 30);
+	/* Looked up where it was: the same node id. */
+	CHECK_EQ(add_id(t, 20, "w", &w), 30);
+
+	/* Expired again, then found in d1 (moved there): a new one. */
+	CHECK_EQ(itab_break(t, 20, 0, NULL, NULL), 0);
+	CHECK_EQ(add_id(t, 21, "w", &w), inc1);
+	CHECK_EQ(itab_fid(t, inc1, &fid), 0);
+	CHECK_EQ(fid.vnode, 30);
+	CHECK_EQ(itab_fid(t, 30, &fid), 0); /* the old one lives on */
+	/* Where it was, the server now says nothing: that name goes. */
+	CHECK_EQ(itab_add_negative(t, 20, "w", 1), 0);
+	CHECK_EQ(itab_entry(t, 20, "w", 1), 0);
+	/* Not expired anywhere now: handed out as it is. */
+	CHECK_EQ(add_id(t, 21, "w", &w), inc1);
+
+	/* A current (not expired) name elsewhere: the kernel moves its
+	 * dentry itself, as before. */
+	CHECK_EQ(add_id(t, 20, "w2", &w), inc1);
+	itab_destroy(t);
 }
 
 static void t_incarnations(void)
@@ -940,6 +986,8 @@ int main(void)
 	run("concurrent lookups, forgets and breaks", t_concurrent);
 	run("incarnations: a new node id for a file the kernel holds stale",
 	    t_incarnations);
+	run("incarnations: a directory found under another name than the "
+	    "one it was expired under", t_dir_incarnations);
 	run("gone: a removed file's attributes until it is linked again",
 	    t_gone);
 #ifdef CAIRN_DEBUG
