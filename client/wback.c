@@ -2078,21 +2078,30 @@ out:
 
 /* What batch f's next change may go in (ship_batch): a removal (its last
  * change) in a REMOVES, a regular file's creation with first bytes of at
- * most CAIRN_CREATES_DATA_MAX in a CREATES; written, and not failing.
- * Under lock. */
+ * most CAIRN_CREATES_DATA_MAX (CAIRN_CREATES_BIG_MAX where the server
+ * takes that: HELLO_REP_CREATES_BIG) in a CREATES; written, and not
+ * failing. Under lock. */
 enum { NB_NONE, NB_REMOVE, NB_CREATE };
+
+/* The first bytes a creation o carries, in bytes. Under lock. */
+static size_t first_len(const struct wop *o)
+{
+	const struct wop *first = first_bytes(o);
+
+	return first ? first->len : 0;
+}
 
 static int nb_kind(const struct wb *w, const struct wfile *f)
 {
-	const struct wop *o = f->head, *first;
+	const struct wop *o = f->head;
 
 	if (!o || !o->ready || f->err || f->nb_solo)
 		return NB_NONE;
 	if (o->type == JR_REMOVE && o == f->tail && !w->no_removes)
 		return NB_REMOVE;
 	if (o->type == JR_CREATE && S_ISREG(o->valid) && !w->no_creates &&
-	    (!(first = first_bytes(o)) ||
-	     first->len <= CAIRN_CREATES_DATA_MAX))
+	    first_len(o) <= (rpc_hello_flag(w->fs->rpc, HELLO_REP_CREATES_BIG)
+			     ? CAIRN_CREATES_BIG_MAX : CAIRN_CREATES_DATA_MAX))
 		return NB_CREATE;
 	return NB_NONE;
 }
@@ -2500,8 +2509,13 @@ static int batch_send(struct wb *w, struct nbatch *b, const uint8_t *cred,
  * held; the files taken are done with (after_ship), f is the caller's
  * (queued again by its after_ship).
  */
+/* First bytes one batch of creations carries at most: the rest of the
+ * request buffer (CAIRN_MAX_IO) is room for the entries' records. */
+#define NB_BYTES_MAX (CAIRN_MAX_IO - CAIRN_CREATES_MAX * 8192u)
+
 static int ship_batch(struct wb *w, struct wfile *f, uint8_t *buf)
 {
+	size_t bytes;
 	struct nbatch *b;
 	struct cairn_fid parent;
 	struct wfile *d;
@@ -2524,19 +2538,24 @@ static int ship_batch(struct wb *w, struct wfile *f, uint8_t *buf)
 	b->g[0] = f;
 	b->o[0] = f->head;
 	b->n = 1;
+	bytes = kind == NB_CREATE ? first_len(f->head) : 0;
 	for (struct wfile **p = &w->qhead, *prev = NULL;
 	     *p && b->n < CAIRN_REMOVES_MAX &&
 	     scanned < 4 * CAIRN_REMOVES_MAX;
 	     scanned++) {
 		struct wfile *h = *p;
+		size_t hb = 0;
 
 		if (h->busy || (h->retry_ms > now && !w->stopping) ||
 		    nb_kind(w, h) != kind || ns_waits(w, h) ||
-		    memcmp(&h->head->parent, &parent, sizeof(parent))) {
+		    memcmp(&h->head->parent, &parent, sizeof(parent)) ||
+		    (kind == NB_CREATE &&
+		     bytes + (hb = first_len(h->head)) > NB_BYTES_MAX)) {
 			prev = h;
 			p = &h->qnext;
 			continue;
 		}
+		bytes += hb;
 		*p = h->qnext;
 		if (w->qtail == h)
 			w->qtail = prev;

@@ -127,6 +127,11 @@ enum {
 	HELLO_REP_SA_STEPS = 1u << 3,
 	/* The server takes CR_SYNC in CREATE, CREATES and CREATEATTR. */
 	HELLO_REP_CR_SYNC = 1u << 4,
+	/* The server takes first bytes of up to CAIRN_CREATES_BIG_MAX in
+	 * each CREATES and CREATEATTR entry (not only
+	 * CAIRN_CREATES_DATA_MAX), at most CAIRN_MAX_IO in all of one
+	 * request's entries. */
+	HELLO_REP_CREATES_BIG = 1u << 5,
 };
 
 /* SETATTR valid mask. */
@@ -261,6 +266,9 @@ enum { BS_LIST = 1u << 0 };
  * attributes), and the first bytes each may carry. */
 #define CAIRN_CREATES_MAX 16u
 #define CAIRN_CREATES_DATA_MAX (16u * 1024u)
+/* ... or, where the server says HELLO_REP_CREATES_BIG, this much each
+ * (and at most CAIRN_MAX_IO in all). */
+#define CAIRN_CREATES_BIG_MAX (256u * 1024u)
 /* FSYNC flags. */
 enum { FS_DATASYNC = 1u << 0 };
 /* SETXATTR flags: the Linux XATTR_CREATE / XATTR_REPLACE values. */

@@ -252,7 +252,8 @@ static int op_hello(struct op_req *q)
 		rep.flags |= HELLO_REP_RO;
 	if (q->ctx->no_root_squash)
 		rep.flags |= HELLO_REP_ROOT;
-	rep.flags |= HELLO_REP_SA_SYNC | HELLO_REP_SA_STEPS | HELLO_REP_CR_SYNC;
+	rep.flags |= HELLO_REP_SA_SYNC | HELLO_REP_SA_STEPS | HELLO_REP_CR_SYNC |
+		     HELLO_REP_CREATES_BIG;
 	reply(q, &rep);
 	promise(q, &rep.root.fid);
 	log_info("peer %s: hello, client %02x%02x%02x%02x%02x%02x%02x%02x%s%s%s",
@@ -823,8 +824,11 @@ static int creates_attrs_ok(const struct op_req *q, const struct msg_centa *c,
 static int creates_op(struct op_req *q, const struct cairn_fid *dir,
 		      uint32_t count, const struct msg_bytes *list, int attrs)
 {
-	/* Alone, as many first bytes as CREATE takes. */
-	size_t max = attrs && count == 1 ? CAIRN_MAX_IO : CAIRN_CREATES_DATA_MAX;
+	/* Alone, as many first bytes as CREATE takes; else
+	 * CAIRN_CREATES_BIG_MAX each (HELLO_REP_CREATES_BIG), CAIRN_MAX_IO in
+	 * all. */
+	size_t max = attrs && count == 1 ? CAIRN_MAX_IO : CAIRN_CREATES_BIG_MAX;
+	size_t total = 0;
 	struct creates *k;
 	struct rbuf it;
 	uint32_t i;
@@ -844,6 +848,10 @@ static int creates_op(struct op_req *q, const struct cairn_fid *dir,
 		if ((c.valid & ~(uint32_t)CA_VALID) ||
 		    (c.valid && (c.steps < 1 || c.steps > SA_STEPS_MAX)) ||
 		    (!c.valid && c.steps)) {
+			ret = -EINVAL;
+			goto out;
+		}
+		if ((total += c.c.data.len) > CAIRN_MAX_IO) {
 			ret = -EINVAL;
 			goto out;
 		}

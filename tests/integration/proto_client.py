@@ -82,6 +82,7 @@ HELLO_REP_SA_SYNC = 4
 SA_STEPS = 4096
 HELLO_REP_SA_STEPS = 8
 HELLO_REP_CR_SYNC = 16
+HELLO_REP_CREATES_BIG = 32
 CR_SYNC = 8
 SA_MTIME, SA_CTIME, SA_KEEPTIME = 32, 256, 512
 FS_DATASYNC = 1
@@ -1413,9 +1414,30 @@ def _selftest(host, port):
     expect_err("CREATES of a directory EINVAL", _errno.EINVAL, a.creates,
                d["fid"], [("c9", 0o040755, CR_EXCL | CR_FID, ids[1], (0, 0),
                            b"")])
-    expect_err("CREATES with 16 KiB + 1 EINVAL", _errno.EINVAL, a.creates,
+    # Past 16 KiB: up to 256 KiB an entry, 1 MiB in all
+    # (HELLO_REP_CREATES_BIG).
+    check("HELLO says CREATES takes 256 KiB an entry",
+          a.hello_flags & HELLO_REP_CREATES_BIG, a.hello_flags)
+    huge = bytes(range(256)) * 1024       # 256 KiB
+    bids = a.fids(5)
+    _, res = a.creates(d["fid"], [
+        ("b1", 0o100644, CR_EXCL | CR_FID, bids[0], (5, 6), big + b"x"),
+        ("b2", 0o100644, CR_EXCL | CR_FID, bids[1], (5, 6), huge),
+        ("b3", 0o100644, CR_EXCL | CR_FID, bids[2], (5, 6), b"small")])
+    check("CREATES with entries past 16 KiB: each made whole",
+          [r[0] for r in res] == [0, 0, 0] and
+          a.read(bids[0], 0, 1 << 20)["data"] == big + b"x" and
+          a.read(bids[1], 0, 1 << 20)["data"] == huge and
+          a.read(bids[2], 0, 100)["data"] == b"small", res)
+    expect_err("CREATES with 256 KiB + 1 EINVAL", _errno.EINVAL, a.creates,
                d["fid"], [("c9", 0o100644, CR_EXCL | CR_FID, ids[1], (0, 0),
-                           big + b"x")])
+                           huge + b"x")])
+    expect_err("CREATES with over 1 MiB in all EINVAL", _errno.EINVAL,
+               a.creates, d["fid"],
+               [("b%d" % (9 + i), 0o100644, CR_EXCL | CR_FID, bids[3 + i % 2],
+                 (0, 0), huge if i < 4 else b"z") for i in range(5)])
+    expect_err("a refused CREATES makes nothing", _errno.ENOENT,
+               a.lookup, d["fid"], "b9")
 
     # CREATEATTR: CREATES with the attribute changes made after each
     # creation, applied in its commit (CREATED_ATTRS, steps further).
@@ -1475,7 +1497,8 @@ def _selftest(host, port):
             ("with no count", SA_MTIME, 0, b"", 1),
             ("with a count and no change", 0, 1, b"", 1),
             ("with a count above 1024", SA_MTIME, 1025, b"", 1),
-            ("of two with 16 KiB + 1", SA_MTIME, 1, big + b"x", 2),
+            ("of two with 256 KiB + 1", SA_MTIME, 1,
+             bytes(256 * 1024 + 1), 2),
             ("of one with 1 MiB + 1", SA_MTIME, 1, b"y" * (1048576 + 1), 1)):
         e = one[:5] + (data, valid, steps, {"mtime": (1, 0)})
         expect_err("CREATEATTR %s EINVAL" % what, _errno.EINVAL,
@@ -1511,7 +1534,7 @@ def _selftest(host, port):
     for n in ("ca1", "ca2", "ca3", "ca4"):
         a.remove(cd["fid"], n)
     a.remove(d["fid"], "ca", RM_DIR)
-    for n in ("c1", "c2", "c3", "cs1", "cs2"):
+    for n in ("c1", "c2", "c3", "cs1", "cs2", "b1", "b2", "b3"):
         a.remove(d["fid"], n)
     expect_err("rmdir not empty", _errno.ENOTEMPTY, a.remove, root["fid"],
                tag, RM_DIR)

@@ -2140,6 +2140,51 @@ def files_made_one_after_another_go_in_batches(ctx):
 
 
 @test(timeout=90)
+def larger_files_made_one_after_another_go_in_batches(ctx):
+    """As above with files of 20 to 240 KiB (a source tree's larger
+    headers): the server takes up to 256 KiB of first bytes in a CREATES
+    entry (HELLO_REP_CREATES_BIG) and 1 MiB in all, so they go in
+    batches too, not in a CREATE each (1,971 of /usr/include's 8,169
+    files are over 16 KiB); B then reads every file whole."""
+    srv, a = warm_dir(ctx, 2)
+    wait_for(lambda: wb_status(a)["wb.pending_changes"] == 0, 20, "A's journal sent")
+    before = H.mount_status(a)
+    want = {}
+    n = 24
+    t0 = time.time()
+    for i in range(n):
+        name = "L%03d" % i
+        size = (20 + (i * 37) % 221) * 1024
+        want[name] = (("large %d " % i).encode() * (size // 8 + 1))[:size]
+        write_file(a.p("d", name), want[name])
+    took = time.time() - t0
+    wait_for(lambda: wb_status(a)["wb.pending_changes"] == 0, 20, "A's journal sent")
+    after = H.mount_status(a)
+    d = {k: after[k] - before[k] for k in
+         ("wb.creates", "wb.create_batches", "wb.creates_batched",
+          "rpc.create.calls", "rpc.creates.calls", "rpc.createattr.calls")}
+    total = sum(len(v) for v in want.values())
+    print("# %d files, %d KiB, in %.3f s: %s" % (n, total >> 10, took, d))
+    expect_eq(d["wb.creates"], n, "creates answered by A's daemon")
+    expect_eq(after["wb.errors"] + after["wb.conflicts"], 0,
+              "wb.errors and wb.conflicts on A")
+    if took / n < 0.002:
+        expect(d["rpc.create.calls"] <= 4 and d["wb.creates_batched"] >= n - 4,
+               "files sent alone: %d CREATEs, %d of %d in %d batches"
+               % (d["rpc.create.calls"], d["wb.creates_batched"], n,
+                  d["wb.create_batches"]))
+        # 1 MiB of first bytes at most in one (less room for records).
+        expect(d["wb.create_batches"] >= -(-total // (1 << 20)),
+               "%d batches carried %d KiB" % (d["wb.create_batches"],
+                                              total >> 10))
+    else:
+        print("# %.1f ms a file: too slow here to check the batches"
+              % (1000 * took / n))
+    b = ctx.mount(srv, "b")
+    same_dir(b.p("d"), want, "d on B")
+
+
+@test(timeout=90)
 def files_made_and_removed_at_once_many_times(ctx):
     """dbench's temporary files: created, written, closed and unlinked
     at once, thousands of times, with the creations on their way to the
