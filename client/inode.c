@@ -552,11 +552,17 @@ void itab_destroy(struct itab *t)
 	free(t);
 }
 
-/* Does the kernel maybe hold directory n under an expired name? */
-static int has_expired_name(const struct inode *n)
+/* Does the kernel maybe hold directory n under a name it must not meet
+ * in a lookup in parent: one it was told to expire, or one in another
+ * incarnation of parent (n's old dentry under the directory's old node
+ * id, which a rename by another client moved)? */
+static int stale_alias(const struct inode *n, uint64_t parent)
 {
 	for (const struct iname *in = n->names; in; in = in->next)
-		if (in->expired)
+		if (in->expired ||
+		    (in->parent != parent &&
+		     (in->parent & ITAB_VNODE_MASK) ==
+		     (parent & ITAB_VNODE_MASK)))
 			return 1;
 	return 0;
 }
@@ -582,14 +588,19 @@ int itab_add_entry(struct itab *t, uint64_t parent, const char *name,
 	table_lock(t);
 	n = newest_inc(t, vn);
 	old = find_entry(t, parent, name, len);
+	/* A directory's entry the kernel has (or had) here: its inode. */
+	if (old && old->owner && old->owner->isdir &&
+	    old->owner->fid.vnode == vn)
+		n = old->owner;
 	/* The kernel's inode of it is out of date in what the kernel keeps
 	 * itself, or it is a directory the kernel may still hold under a
-	 * name it was told to expire, and this is another name: hand out a
-	 * new one, under a new node id. (The kernel keeps one dentry per
-	 * directory inode and would move the old one here, which it cannot
-	 * do inside a rename: ESTALE.) */
+	 * name it was told to expire (or under an older incarnation of this
+	 * parent), and this is another name: hand out a new one, under a new
+	 * node id. (The kernel keeps one dentry per directory inode and
+	 * would move the old one here, which it cannot do inside a rename:
+	 * ESTALE.) */
 	if (n && (n->kstale || (n->isdir && !(old && old->owner == n) &&
-				has_expired_name(n))) &&
+				stale_alias(n, parent))) &&
 	    vn <= ITAB_VNODE_MASK &&
 	    (n->ino >> ITAB_GEN_SHIFT) < ITAB_GEN_MAX) {
 		ino = n->ino + (1ull << ITAB_GEN_SHIFT);
@@ -1027,7 +1038,8 @@ static void drop_names(struct itab *t, struct inode *n, itab_visit_fn fn,
 		struct iname *in = n->names;
 
 		if (fn)
-			fn(arg, n->ino, in->parent, in->name, in->len, n->isdir);
+			fn(arg, n->ino, in->parent, in->name, in->len,
+			   n->isdir);
 		iname_drop(t, in);
 	}
 }
@@ -1058,7 +1070,8 @@ int itab_break(struct itab *t, uint64_t vn, int attrs_only, itab_visit_fn fn,
 			 * directory our own request holds): kept here. */
 			for (struct iname *in = n->names; in && fn;
 			     in = in->next)
-				fn(arg, n->ino, in->parent, in->name, in->len, n->isdir);
+				fn(arg, n->ino, in->parent, in->name,
+				   in->len, n->isdir);
 		} else if (t->evict_files && n->isreg) {
 			drop_names(t, n, fn, arg);
 			n->kstale = 1;
@@ -1133,7 +1146,8 @@ void itab_break_all(struct itab *t, itab_visit_fn fn, void *arg)
 				n->kstale = 1;
 			fn(arg, n->ino, 0, NULL, 0, n->isdir);
 			for (struct iname *in = n->names; in; in = in->next)
-				fn(arg, n->ino, in->parent, in->name, in->len, n->isdir);
+				fn(arg, n->ino, in->parent, in->name,
+				   in->len, n->isdir);
 			for (struct iname *in = n->kids; in; in = in->knext)
 				if (!in->owner)
 					fn(arg, 0, in->parent, in->name,

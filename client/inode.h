@@ -8,7 +8,8 @@
  * of date while the kernel still held it (itab_set_evict_files), and a
  * directory found under another name while the kernel may still hold it
  * under one a break expired (another client moved it: the kernel would
- * have to move that dentry, and cannot inside a rename). Such an object
+ * have to move that dentry, and cannot inside a rename), or under a later
+ * incarnation of its parent. Such an object
  * is handed out again as a new *incarnation*, node id vnode | gen <<
  * ITAB_GEN_SHIFT, and the old node id lives on until the kernel forgets
  * it. Every

@@ -1080,7 +1080,7 @@ struct kid_visit {
 	size_t nobjs;         /* records), or NULL: unknown */
 };
 
-/* Does the push v belongs to break object vn itself? Unknown: yes. */
+/* Does the push v break object vn itself? Unknown: yes. */
 static int push_breaks(const struct kid_visit *v, uint64_t vn)
 {
 	if (!v->objs)

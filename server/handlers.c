@@ -252,8 +252,8 @@ static int op_hello(struct op_req *q)
 		rep.flags |= HELLO_REP_RO;
 	if (q->ctx->no_root_squash)
 		rep.flags |= HELLO_REP_ROOT;
-	rep.flags |= HELLO_REP_SA_SYNC | HELLO_REP_SA_STEPS | HELLO_REP_CR_SYNC |
-		     HELLO_REP_CREATES_BIG;
+	rep.flags |= HELLO_REP_SA_SYNC | HELLO_REP_SA_STEPS |
+		     HELLO_REP_CR_SYNC | HELLO_REP_CREATES_BIG;
 	reply(q, &rep);
 	promise(q, &rep.root.fid);
 	log_info("peer %s: hello, client %02x%02x%02x%02x%02x%02x%02x%02x%s%s%s",

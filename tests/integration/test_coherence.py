@@ -1117,5 +1117,40 @@ def directory_moved_by_the_other_client_renames_on_this_one(ctx):
     finally:
         os.chdir(old)
 
+@test(timeout=120)
+def subdirectory_of_a_moved_directory_renames_on_this_one(ctx):
+    """B's kernel holds p/w, p/w/s and p/w/s/g; A moves p/w to q/w. B
+    then moves q/w/s/g out to q/g, q/w/s out to q/s and back in, and
+    renames it within q/w: its kernel must not meet an old dentry of g
+    or s (under the old p/w) inside those renames (it would fail them
+    with ESTALE, as for the moved directory itself above)."""
+    srv = ctx.server(data=ctx.path("data-mvs"))
+    a = ctx.mount(srv, "mvs-a")
+    b = ctx.mount(srv, "mvs-b")
+    for d in (("p",), ("q",), ("p", "w"), ("p", "w", "s"),
+              ("p", "w", "s", "g")):
+        os.mkdir(a.p(*d))
+    write_file(a.p("p", "w", "s", "in"), b"deep")
+    write_file(a.p("p", "w", "s", "g", "in"), b"deep")
+    journal_sent(a)
+    expect_eq(read_file(b.p("p", "w", "s", "g", "in")), b"deep",
+              "B reads p/w/s/g/in")
+    os.rename(a.p("p", "w"), a.p("q", "w"))
+    journal_sent(a)
+    for src, dst in ((("q", "w", "s", "g"), ("q", "g")),
+                     (("q", "w", "s"), ("q", "s")),
+                     (("q", "s"), ("q", "w", "s")),
+                     (("q", "w", "s"), ("q", "w", "t"))):
+        try:
+            os.rename(b.p(*src), b.p(*dst))
+        except OSError as e:
+            fail("B's rename(%s, %s) after A moved p/w to q/w: %s"
+                 % ("/".join(src), "/".join(dst), H.errname(e.errno)))
+        expect_eq(read_file(b.p(*dst, "in")), b"deep",
+                  "B reads %s/in" % "/".join(dst))
+    journal_sent(b)
+    expect_eq(read_file(a.p("q", "w", "t", "in")), b"deep",
+              "A reads q/w/t/in")
+
 if __name__ == "__main__":
     H.main(setup=setup)

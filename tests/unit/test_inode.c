@@ -855,6 +855,17 @@ static void t_dir_incarnations(void)
 	/* A current (not expired) name elsewhere: the kernel moves its
 	 * dentry itself, as before. */
 	CHECK_EQ(add_id(t, 20, "w2", &w), inc1);
+
+	/* A subdirectory the kernel holds under w's old node id, looked up
+	 * under the new one: a new node id too (its old dentry stays under
+	 * the old w). */
+	struct cairn_attr sd = attr_of(31, 218, 1);
+
+	sd.mode = 040755;
+	CHECK_EQ(add_id(t, 30, "s", &sd), 31);
+	CHECK_EQ(add_id(t, inc1, "s", &sd), 31 | (1ull << ITAB_GEN_SHIFT));
+	/* Under the old one, still the old one. */
+	CHECK_EQ(add_id(t, 30, "s", &sd), 31);
 	itab_destroy(t);
 }
 
