@@ -104,7 +104,7 @@ static int number_opt(const char *opt, const char *unit, unsigned long min,
  * freed memory, and buffers of up to 4 MiB taken from it rather than
  * mapped alone, serve them from warm memory: a 100 MiB first read by a
  * second client cost 6,411 page faults and 0.22 s of server CPU before,
- * 1,025 and 0.09-0.11 s after.
+ * 1,025 and 0.08-0.11 s after.
  */
 static void tune_malloc(void)
 {
