@@ -2090,6 +2090,44 @@ def creates_answered_here_go_to_the_server_together(ctx):
     same_dir(a.p("d"), want, "d on A remounted")
 
 
+def make_files_in_batches(ctx, want, what):
+    """Make the files of `want` (name: bytes) one after another in d, a
+    directory A's daemon answers for, with the server running; once A's
+    journal is sent, check what A's daemon answered and sent and that B
+    reads every file whole. Returns the changes of A's batching counters
+    and the seconds a file took to make (the callers judge the batches
+    only where files came fast enough for them to gather)."""
+    srv, a = warm_dir(ctx, 2)
+    wait_for(lambda: wb_status(a)["wb.pending_changes"] == 0, 20, "A's journal sent")
+    before = H.mount_status(a)
+    t0 = time.time()
+    for name, data in want.items():
+        write_file(a.p("d", name), data)
+    took = time.time() - t0
+    wait_for(lambda: wb_status(a)["wb.pending_changes"] == 0, 20, "A's journal sent")
+    after = H.mount_status(a)
+    d = {k: after[k] - before[k] for k in
+         ("wb.creates", "wb.create_batches", "wb.creates_batched",
+          "rpc.create.calls", "rpc.creates.calls", "rpc.createattr.calls")}
+    print("# %d %s, %d KiB, in %.3f s: %s"
+          % (len(want), what, sum(len(v) for v in want.values()) >> 10,
+             took, d))
+    expect_eq(d["wb.creates"], len(want), "creates answered by A's daemon")
+    expect_eq(after["wb.errors"] + after["wb.conflicts"], 0,
+              "wb.errors and wb.conflicts on A")
+    b = ctx.mount(srv, "b")
+    same_dir(b.p("d"), want, "d on B")
+    return d, took / len(want)
+
+
+def few_alone(d, n):
+    """At most 4 of n creations went alone."""
+    expect(d["rpc.create.calls"] <= 4 and d["wb.creates_batched"] >= n - 4,
+           "files sent alone: %d CREATEs, %d of %d in %d batches"
+           % (d["rpc.create.calls"], d["wb.creates_batched"], n,
+              d["wb.create_batches"]))
+
+
 @test(timeout=90)
 def files_made_one_after_another_go_in_batches(ctx):
     """cp -R's way, with the server running: small files created, written
@@ -2097,46 +2135,24 @@ def files_made_one_after_another_go_in_batches(ctx):
     Each one whose hold ended waits a little for the next ones
     (WB_GATHER_MS) and they go together, in CREATES of several files,
     not in a CREATE each; B then reads every file whole."""
-    srv, a = warm_dir(ctx, 2)
-    wait_for(lambda: wb_status(a)["wb.pending_changes"] == 0, 20, "A's journal sent")
-    before = H.mount_status(a)
-    want = {}
     n = 64
-    t0 = time.time()
-    for i in range(n):
-        name = "g%03d" % i
-        want[name] = ("file %d " % i).encode() * (i + 1)
-        write_file(a.p("d", name), want[name])
-    took = time.time() - t0
-    wait_for(lambda: wb_status(a)["wb.pending_changes"] == 0, 20, "A's journal sent")
-    after = H.mount_status(a)
-    d = {k: after[k] - before[k] for k in
-         ("wb.creates", "wb.create_batches", "wb.creates_batched",
-          "rpc.create.calls", "rpc.creates.calls", "rpc.createattr.calls")}
-    print("# %d files in %.3f s: %s" % (n, took, d))
-    expect_eq(d["wb.creates"], n, "creates answered by A's daemon")
-    expect_eq(after["wb.errors"] + after["wb.conflicts"], 0,
-              "wb.errors and wb.conflicts on A")
+    want = {"g%03d" % i: ("file %d " % i).encode() * (i + 1)
+            for i in range(n)}
+    d, gap = make_files_in_batches(ctx, want, "files")
     # Each file is closed well within WB_GATHER_MS (10 ms) of the one
     # before it (checked: else the premise does not hold on this machine
     # now), so none waits alone, and each batch carries the files closed
     # in 8 ms or 16 (without the wait: 9 to 14 batches for 64 files
     # closed 0.35 ms apart, 2 to 3 ms after the first one's hold ended).
-    gap = took / n
     if gap < 0.002:
-        expect(d["rpc.create.calls"] <= 4 and d["wb.creates_batched"] >= n - 4,
-               "files sent alone: %d CREATEs, %d of %d in %d batches"
-               % (d["rpc.create.calls"], d["wb.creates_batched"], n,
-                  d["wb.create_batches"]))
+        few_alone(d, n)
         most = -(-n // min(16, int(0.008 / gap))) + 2
         expect(d["wb.create_batches"] <= most,
                "%d batches for %d files closed %.2f ms apart (at most %d)"
                % (d["wb.create_batches"], n, 1000 * gap, most))
     else:
         print("# %.1f ms a file: too slow here to check the batches"
-              % (1000 * took / n))
-    b = ctx.mount(srv, "b")
-    same_dir(b.p("d"), want, "d on B")
+              % (1000 * gap))
 
 
 @test(timeout=90)
@@ -2146,42 +2162,22 @@ def larger_files_made_one_after_another_go_in_batches(ctx):
     entry (HELLO_REP_CREATES_BIG) and 1 MiB in all, so they go in
     batches too, not in a CREATE each (1,971 of /usr/include's 8,169
     files are over 16 KiB); B then reads every file whole."""
-    srv, a = warm_dir(ctx, 2)
-    wait_for(lambda: wb_status(a)["wb.pending_changes"] == 0, 20, "A's journal sent")
-    before = H.mount_status(a)
-    want = {}
     n = 24
-    t0 = time.time()
+    want = {}
     for i in range(n):
-        name = "L%03d" % i
         size = (20 + (i * 37) % 221) * 1024
-        want[name] = (("large %d " % i).encode() * (size // 8 + 1))[:size]
-        write_file(a.p("d", name), want[name])
-    took = time.time() - t0
-    wait_for(lambda: wb_status(a)["wb.pending_changes"] == 0, 20, "A's journal sent")
-    after = H.mount_status(a)
-    d = {k: after[k] - before[k] for k in
-         ("wb.creates", "wb.create_batches", "wb.creates_batched",
-          "rpc.create.calls", "rpc.creates.calls", "rpc.createattr.calls")}
+        want["L%03d" % i] = (("large %d " % i).encode() * (size // 8 + 1))[:size]
+    d, gap = make_files_in_batches(ctx, want, "files")
     total = sum(len(v) for v in want.values())
-    print("# %d files, %d KiB, in %.3f s: %s" % (n, total >> 10, took, d))
-    expect_eq(d["wb.creates"], n, "creates answered by A's daemon")
-    expect_eq(after["wb.errors"] + after["wb.conflicts"], 0,
-              "wb.errors and wb.conflicts on A")
-    if took / n < 0.002:
-        expect(d["rpc.create.calls"] <= 4 and d["wb.creates_batched"] >= n - 4,
-               "files sent alone: %d CREATEs, %d of %d in %d batches"
-               % (d["rpc.create.calls"], d["wb.creates_batched"], n,
-                  d["wb.create_batches"]))
+    if gap < 0.002:
+        few_alone(d, n)
         # 1 MiB of first bytes at most in one (less room for records).
         expect(d["wb.create_batches"] >= -(-total // (1 << 20)),
                "%d batches carried %d KiB" % (d["wb.create_batches"],
                                               total >> 10))
     else:
         print("# %.1f ms a file: too slow here to check the batches"
-              % (1000 * took / n))
-    b = ctx.mount(srv, "b")
-    same_dir(b.p("d"), want, "d on B")
+              % (1000 * gap))
 
 
 @test(timeout=90)
