@@ -9,13 +9,11 @@
  * directory found under another name while the kernel may still hold it
  * under one a break expired (another client moved it: the kernel would
  * have to move that dentry, and cannot inside a rename), or under a later
- * incarnation of its parent. Such an object
- * is handed out again as a new *incarnation*, node id vnode | gen <<
- * ITAB_GEN_SHIFT, and the old node id lives on until the kernel forgets
- * it. Every
- * incarnation has its own entry here; what the server says about the FID
- * (breaks, attributes, orphans) applies to all of them. Per inode it
- * keeps:
+ * incarnation of its parent. Such an object is handed out again as a new
+ * *incarnation*, node id vnode | gen << ITAB_GEN_SHIFT, and the old node
+ * id lives on until the kernel forgets it. Every incarnation has its own
+ * entry here; what the server says about the FID (breaks, attributes,
+ * orphans) applies to all of them. Per inode it keeps:
  *
  *   - nlookup: the kernel's lookup count (every entry handed out by lookup,
  *     create, mknod, mkdir, symlink, link or readdirplus adds one; forget

@@ -2494,6 +2494,10 @@ static int batch_send(struct wb *w, struct nbatch *b, const uint8_t *cred,
 	return 0;
 }
 
+/* First bytes one batch of creations carries at most: the rest of the
+ * request buffer (CAIRN_MAX_IO) is room for the entries' records. */
+#define NB_BYTES_MAX (CAIRN_MAX_IO - CAIRN_CREATES_MAX * 8192u)
+
 /*
  * f (busy, ours) is to send a removal or a regular file's creation
  * (nb_kind): take other files queued with one of the same kind in the same
@@ -2509,9 +2513,6 @@ static int batch_send(struct wb *w, struct nbatch *b, const uint8_t *cred,
  * held; the files taken are done with (after_ship), f is the caller's
  * (queued again by its after_ship).
  */
-/* First bytes one batch of creations carries at most: the rest of the
- * request buffer (CAIRN_MAX_IO) is room for the entries' records. */
-#define NB_BYTES_MAX (CAIRN_MAX_IO - CAIRN_CREATES_MAX * 8192u)
 
 static int ship_batch(struct wb *w, struct wfile *f, uint8_t *buf)
 {
