@@ -124,9 +124,12 @@ demo-stop:
 # Every test, plain build and sanitizer build; the last line of output is
 # "N passed, N failed".
 # The clang build (CAIRN_CLANG_BUILD) is one more suite of tests/run.sh.
+# Both builds compile on every CPU; tests/run.sh runs their suites side by
+# side (CAIRN_TEST_JOBS=1 for one after another).
+NPROC := $(shell nproc 2>/dev/null || echo 1)
 check: deps
-	@$(MAKE) --no-print-directory all bench-tools
-	@$(MAKE) --no-print-directory BUILD=build-asan SAN=1 all bench-tools
+	@$(MAKE) --no-print-directory -j$(NPROC) all bench-tools
+	@$(MAKE) --no-print-directory -j$(NPROC) BUILD=build-asan SAN=1 all bench-tools
 	@CAIRN_CLANG_BUILD=build-clang tests/run.sh build build-asan
 
 check-plain: deps

@@ -18,8 +18,13 @@
 # mounted under this run's own temp dir and kills the PIDs recorded in its
 # pid file (checking each one's start time, so a recycled PID is never hit).
 #
+# On a machine with more than one CPU two workers run the suites side by
+# side, taking them from a queue (each worker its own temp dir and safety
+# net); the report keeps the usual order.
+#
 # Environment: CAIRN_TEST_ONLY=substr[,substr] runs only matching suites
-# files / tests; CAIRN_TEST_VERBOSE=1 prints every suite's full output.
+# files / tests; CAIRN_TEST_VERBOSE=1 prints every suite's full output;
+# CAIRN_TEST_JOBS=1 runs the suites one after another.
 
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -224,14 +229,41 @@ if [ -n "${CAIRN_CLANG_BUILD:-}" ] && matches_only clang; then
 			cd "$CAIRN_CLANG_BUILD" && pwd)"
 fi
 
-for build in "$@"; do
+# The suites to run, one line each: "BUILD_DIR KIND PATH" (KIND: unit,
+# fuzz, integration), in the order they are reported.
+list_jobs() {
+	local build b t s
+	for build in "$@"; do
+		b=$(cd "$build" 2>/dev/null && pwd)
+		if [ -z "$b" ] || [ ! -x "$b/cairn" ]; then
+			echo "$build missing -"
+			continue
+		fi
+		for t in "$b"/tests/test_*; do
+			[ -x "$t" ] && [ -f "$t" ] || continue
+			matches_only "$(basename "$t")" && echo "$build unit $t"
+		done
+		for t in "$b"/fuzz/replay_*; do
+			[ -x "$t" ] && [ -f "$t" ] || continue
+			matches_only "${t##*/replay_}" && echo "$build fuzz $t"
+		done
+		for s in "$ROOT"/tests/integration/test_*.py "$ROOT"/tests/integration/test_*.sh; do
+			[ -f "$s" ] || continue
+			matches_only "$(basename "$s")" && echo "$build integration $s"
+		done
+	done
+}
+
+# run_job BUILD_DIR KIND PATH: one suite against one build.
+run_job() {
+	local build=$1 kind=$2 path=$3 b asan lim name
 	b=$(cd "$build" 2>/dev/null && pwd)
-	echo "== $build"
-	if [ -z "$b" ] || [ ! -x "$b/cairn" ]; then
+	if [ "$kind" = missing ]; then
 		echo "  $build/cairn is missing: build first (make BUILD=$build)"
 		SUMMARY+=("$build: cairn binary missing")
+		FAILS+=("$build: cairn binary missing")
 		TOTAL_FAIL=$((TOTAL_FAIL + 1))
-		continue
+		return
 	fi
 	asan=0
 	if nm "$b/cairn" 2>/dev/null | grep -q __asan_init; then
@@ -243,47 +275,130 @@ for build in "$@"; do
 	export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1}
 	# Known leaks inside libfuse itself: see tests/lsan.supp.
 	export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$ROOT/tests/lsan.supp:print_suppressions=0}
-
-	for t in "$b"/tests/test_*; do
-		[ -x "$t" ] && [ -f "$t" ] || continue
-		matches_only "$(basename "$t")" || continue
+	export CAIRN_TEST_TMP=$TMP
+	case $kind in
+	unit)
 		lim=120
 		[ $asan = 1 ] && lim=300
-		echo "-- unit $(basename "$t")"
-		run_suite "$(basename "$build")/unit/$(basename "$t")" "$lim" "$t"
-	done
-
-	# Fuzz corpus replay: every saved input once, no mutation, so a
-	# fixed crash stays fixed (tests/fuzz/replay.c, docs/RELIABILITY.md).
-	for t in "$b"/fuzz/replay_*; do
-		[ -x "$t" ] && [ -f "$t" ] || continue
-		name=${t##*/replay_}
-		matches_only "$name" || continue
-		dirs=("$ROOT/tests/fuzz/corpus/$name")
+		echo "-- unit $(basename "$path")"
+		run_suite "$(basename "$build")/unit/$(basename "$path")" "$lim" "$path"
+		;;
+	fuzz)
+		# Fuzz corpus replay: every saved input once, no mutation, so a
+		# fixed crash stays fixed (tests/fuzz/replay.c, docs/RELIABILITY.md).
+		name=${path##*/replay_}
+		local dirs=("$ROOT/tests/fuzz/corpus/$name")
 		[ -d "$ROOT/tests/fuzz/crashes/$name" ] &&
 			dirs+=("$ROOT/tests/fuzz/crashes/$name")
 		lim=120
 		[ $asan = 1 ] && lim=300
 		echo "-- fuzz replay $name"
-		run_suite "$(basename "$build")/fuzz/$name" "$lim" "$t" "$name" \
+		run_suite "$(basename "$build")/fuzz/$name" "$lim" "$path" "$name" \
 			"${dirs[@]}"
-	done
-
-	for s in "$ROOT"/tests/integration/test_*.py "$ROOT"/tests/integration/test_*.sh; do
-		[ -f "$s" ] || continue
-		matches_only "$(basename "$s")" || continue
-		lim=$(suite_limit "$s" 300)
+		;;
+	integration)
+		lim=$(suite_limit "$path" 300)
 		[ $asan = 1 ] && lim=$((lim * 2))
-		echo "-- integration $(basename "$s")"
-		export CAIRN_TEST_TMP=$TMP
-		case "$s" in
-		*.py) run_suite "$(basename "$build")/integration/$(basename "$s" .py)" \
-			"$lim" python3 "$s" "$b" ;;
-		*.sh) run_suite "$(basename "$build")/integration/$(basename "$s" .sh)" \
-			"$lim" bash "$s" "$b" ;;
+		echo "-- integration $(basename "$path")"
+		case "$path" in
+		*.py) run_suite "$(basename "$build")/integration/$(basename "$path" .py)" \
+			"$lim" python3 "$path" "$b" ;;
+		*.sh) run_suite "$(basename "$build")/integration/$(basename "$path" .sh)" \
+			"$lim" bash "$path" "$b" ;;
 		esac
+		;;
+	esac
+}
+
+# A worker (CAIRN_TEST_QUEUE=DIR): take the next job of DIR/jobs until none
+# is left; each job's report goes to DIR/out.N, its counts to DIR/res.N,
+# its summary line and failure lines to DIR/sum.N and DIR/fail.N.
+if [ -n "${CAIRN_TEST_QUEUE:-}" ]; then
+	Q=$CAIRN_TEST_QUEUE
+	njobs=$(wc -l <"$Q/jobs")
+	while :; do
+		exec 9>>"$Q/lock"
+		flock 9
+		i=$(cat "$Q/next")
+		echo $((i + 1)) >"$Q/next"
+		flock -u 9
+		exec 9>&-
+		[ "$i" -lt "$njobs" ] || break
+		# jobs holds "ORDER BUILD KIND PATH", taken in the order listed.
+		read -r n build kind path < <(sed -n "$((i + 1))p" "$Q/jobs")
+		p0=$TOTAL_PASS f0=$TOTAL_FAIL s0=$TOTAL_SKIP ns=${#SUMMARY[@]} nf=${#FAILS[@]}
+		run_job "$build" "$kind" "$path" >"$Q/out.$n" 2>&1
+		[ "${#SUMMARY[@]}" = "$ns" ] || printf '%s\n' "${SUMMARY[-1]}" >"$Q/sum.$n"
+		[ "${#FAILS[@]}" = "$nf" ] || printf '%s\n' "${FAILS[-1]}" >"$Q/fail.$n"
+		echo "$((TOTAL_PASS - p0)) $((TOTAL_FAIL - f0)) $((TOTAL_SKIP - s0))" >"$Q/res.$n"
 	done
-done
+	exit 0
+fi
+
+mapfile -t JOBS < <(list_jobs "$@")
+
+# With more than one CPU (unless CAIRN_TEST_JOBS=1) two workers, each a
+# run.sh of its own (own temp dir, pid file and safety net), take the
+# suites from a queue: most of a suite's time is waiting on the network
+# and the kernel. The longest suites go first so that neither worker is
+# left with a long one at the end; the reports are shown in the usual
+# order all the same.
+workers=${CAIRN_TEST_JOBS:-$(nproc 2>/dev/null || echo 1)}
+[ "$workers" -gt 2 ] && workers=2
+if [ "$workers" -gt 1 ] && [ "${#JOBS[@]}" -gt 1 ]; then
+	Q=$TMP/queue
+	mkdir -p "$Q" && echo 0 >"$Q/next" || exit 1
+	LONG_FIRST="test_writeback test_locks test_bench_tiny test_hung test_crash test_coherence"
+	{
+		for l in $LONG_FIRST; do
+			for n in "${!JOBS[@]}"; do
+				case "${JOBS[$n]}" in */$l.*) echo "$n ${JOBS[$n]}" ;; esac
+			done
+		done
+		for n in "${!JOBS[@]}"; do
+			long=0
+			for l in $LONG_FIRST; do
+				case "${JOBS[$n]}" in */$l.*) long=1 ;; esac
+			done
+			[ $long = 1 ] || echo "$n ${JOBS[$n]}"
+		done
+	} >"$Q/jobs"
+	for w in $(seq "$workers"); do
+		CAIRN_TEST_QUEUE=$Q CAIRN_CLANG_BUILD= "$0" "$@" \
+			>"$Q/worker.$w" 2>&1 </dev/null &
+		record_pid "$!"
+	done
+	wait
+	last=""
+	for n in "${!JOBS[@]}"; do
+		read -r build kind _ <<<"${JOBS[$n]}"
+		[ "$build" = "$last" ] || echo "== $build"
+		last=$build
+		if [ ! -f "$Q/res.$n" ]; then
+			echo "  ${JOBS[$n]}: never ran (a worker stopped early)"
+			sed 's/^/    | /' "$Q"/worker.* | tail -n 20
+			SUMMARY+=("${JOBS[$n]}: never ran")
+			FAILS+=("${JOBS[$n]}: never ran")
+			TOTAL_FAIL=$((TOTAL_FAIL + 1))
+			continue
+		fi
+		cat "$Q/out.$n"
+		read -r p f s <"$Q/res.$n"
+		TOTAL_PASS=$((TOTAL_PASS + p))
+		TOTAL_FAIL=$((TOTAL_FAIL + f))
+		TOTAL_SKIP=$((TOTAL_SKIP + s))
+		[ -f "$Q/sum.$n" ] && SUMMARY+=("$(cat "$Q/sum.$n")")
+		[ -f "$Q/fail.$n" ] && FAILS+=("$(cat "$Q/fail.$n")")
+	done
+else
+	last=""
+	for job in "${JOBS[@]}"; do
+		read -r build kind path <<<"$job"
+		[ "$build" = "$last" ] || echo "== $build"
+		last=$build
+		run_job "$build" "$kind" "$path"
+	done
+fi
 
 echo
 echo "== summary"
