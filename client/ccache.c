@@ -184,11 +184,6 @@ int cc_lmdb_err(struct ccache *c, int rc, const char *what)
 	}
 }
 
-static int fid_eq(const struct cairn_fid *a, const struct cairn_fid *b)
-{
-	return a->vol == b->vol && a->vnode == b->vnode && a->uniq == b->uniq;
-}
-
 static int keyvec_add(struct keyvec *kv, const struct ccache_key *k)
 {
 	if (kv->n == kv->cap) {
@@ -396,7 +391,7 @@ int cc_seek_chunk(struct ccache *c, MDB_cursor *cur,
 	if ((mrc = mdb_cursor_get(cur, kv, vv, (MDB_cursor_op)op)))
 		return mrc == MDB_NOTFOUND ? -ENOENT : cc_lmdb_err(c, mrc, "cursor");
 	if (ccache_rec_key_decode(kv->mv_data, kv->mv_size, k) ||
-	    !fid_eq(&k->fid, &at->fid))
+	    !cairn_fid_eq(&k->fid, &at->fid))
 		return -ENOENT;
 	return 0;
 }

@@ -1269,6 +1269,8 @@ int fs_create(struct rpc *r, struct itab *t, struct notify *n,
 	pthread_cond_init(&fs->ahead.cond, NULL);
 	pthread_condattr_destroy(&ca);
 	pthread_mutex_init(&fs->pin_lock, NULL);
+	pthread_mutex_init(&fs->fetching.lock, NULL);
+	pthread_cond_init(&fs->fetching.done, NULL);
 	/* After fs->orph is ready: pushes may arrive already. */
 	notify_set_orphan_hook(n, fs_orphan_hook, fs);
 	*out = fs;
@@ -1318,6 +1320,8 @@ void fs_destroy(struct fs *fs)
 	pthread_cond_destroy(&fs->ahead.cond);
 	fs_pins_free(fs);
 	pthread_mutex_destroy(&fs->pin_lock);
+	pthread_mutex_destroy(&fs->fetching.lock);
+	pthread_cond_destroy(&fs->fetching.done);
 	free(fs->orph.q);
 	dcache_destroy(fs->dc);
 	free(fs);

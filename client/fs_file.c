@@ -205,51 +205,171 @@ struct rpiece {
 	struct iovec iov;       /* what goes to the kernel */
 	uint32_t store_len;     /* > 0: rep holds the whole chunk, this long */
 	const void *store_p;
+	uint32_t coff, cend;    /* the bytes of the chunk asked for */
+	struct ccache_key k;
+	int state;              /* PIECE_*; once fetched, iov points into rep */
+	/* A fetch on a thread of its own (all but one of a READ's fetches
+	 * run together). */
+	struct fs *fs;
+	int whole, rc;
+	struct cairn_attr a;
+	pthread_t th;
+	int started;
+};
+
+enum {
+	PIECE_CACHED,   /* iov points into cb */
+	PIECE_FETCH,    /* to be fetched by this READ, unclaimed */
+	PIECE_CLAIMED,  /* to be fetched by this READ, which claimed it */
+	PIECE_BUSY,     /* claimed by another READ: wait, then look again */
 };
 
 /*
- * One piece of a cached read: bytes [coff, cend) of chunk k, from the
- * cache (returns 1) or from the server (returns 0; *a gets the reply's
- * attributes), or a negative errno.
+ * One fetch per chunk. The kernel's READs do not follow chunks (cat reads
+ * 128 KiB at a time and the readahead windows start anywhere), so two
+ * READs in flight often need one chunk, and each used to fetch it whole:
+ * a cold sequential read moved every byte twice. A READ that is to fetch
+ * chunks whole claims, in one step, each one no other READ has claimed,
+ * and waits for the others' claims to end (chunk stored, or the fetch
+ * failed) before it looks in the cache again. Since each READ claims all
+ * it will claim at once and only then waits, no two can wait for each
+ * other; a claim ends when its fetch does (the RPC has its own timeout).
  */
-static int piece_fill(fuse_req_t req, struct fs *fs, const struct ccache_key *k,
-		      uint32_t coff, uint32_t cend, int whole,
-		      struct rpiece *p, int *from_cache, struct cairn_attr *a)
+static int fetching_find(const struct fs_fetching *f,
+			 const struct ccache_key *k)
 {
-	uint64_t base = (uint64_t)k->idx * CCACHE_CHUNK;
-	uint32_t qoff = whole ? 0 : coff, qlen = whole ? CCACHE_CHUNK : cend - coff;
-	struct iovec got;
-	int rc;
+	for (int i = 0; i < f->n; i++)
+		if (f->k[i].idx == k->idx && f->k[i].dv == k->dv &&
+		    cairn_fid_eq(&f->k[i].fid, &k->fid))
+			return i;
+	return -1;
+}
 
-	rc = ccache_get(fs->cc, k, coff, cend - coff, &p->cb);
-	if (rc == 0) {
-		p->iov.iov_base = (void *)p->cb.p;
-		p->iov.iov_len = p->cb.len;
-		*from_cache = 1;
-		return 1;
+/* Each PIECE_FETCH of ps becomes PIECE_CLAIMED or PIECE_BUSY (or stays
+ * PIECE_FETCH when the table is full). */
+static void fetch_claim(struct fs *fs, struct rpiece *ps, size_t n)
+{
+	struct fs_fetching *f = &fs->fetching;
+
+	pthread_mutex_lock(&f->lock);
+	for (size_t i = 0; i < n; i++) {
+		if (ps[i].state != PIECE_FETCH)
+			continue;
+		if (fetching_find(f, &ps[i].k) >= 0) {
+			ps[i].state = PIECE_BUSY;
+		} else if (f->n < FS_FETCHING_MAX) {
+			f->k[f->n++] = ps[i].k;
+			ps[i].state = PIECE_CLAIMED;
+		}
 	}
-	if (rc != -ENOENT)
+	pthread_mutex_unlock(&f->lock);
+}
+
+static void fetch_wait(struct fs *fs, const struct ccache_key *k)
+{
+	struct fs_fetching *f = &fs->fetching;
+
+	pthread_mutex_lock(&f->lock);
+	while (fetching_find(f, k) >= 0)
+		pthread_cond_wait(&f->done, &f->lock);
+	pthread_mutex_unlock(&f->lock);
+}
+
+static void fetch_done(struct fs *fs, const struct ccache_key *k)
+{
+	struct fs_fetching *f = &fs->fetching;
+	int i;
+
+	pthread_mutex_lock(&f->lock);
+	if ((i = fetching_find(f, k)) >= 0)
+		f->k[i] = f->k[--f->n];
+	pthread_cond_broadcast(&f->done);
+	pthread_mutex_unlock(&f->lock);
+}
+
+/* The cached bytes of piece p: 1 when found (PIECE_CACHED), 0 when not,
+ * or a negative errno. */
+static int piece_cached(struct fs *fs, struct rpiece *p, int *from_cache)
+{
+	int rc = ccache_get(fs->cc, &p->k, p->coff, p->cend - p->coff, &p->cb);
+
+	if (rc == -ENOENT)
+		return 0;
+	if (rc)
 		return rc;
-	if ((rc = read_rpc(req, fs, &k->fid, base + qoff, qlen, &p->rep, &got,
-			   a)))
-		return rc;
-	ccache_count_fetch(fs->cc, got.iov_len);
+	p->iov.iov_base = (void *)p->cb.p;
+	p->iov.iov_len = p->cb.len;
+	p->state = PIECE_CACHED;
+	*from_cache = 1;
+	return 1;
+}
+
+/*
+ * Fetch piece p from the server: the whole chunk when p->whole, else
+ * just its bytes; p->a gets the reply's attributes; p->rc 0 or a
+ * negative errno. req may be NULL (a thread of its own).
+ */
+static void piece_fetch(fuse_req_t req, struct rpiece *p)
+{
+	uint64_t base = (uint64_t)p->k.idx * CCACHE_CHUNK;
+	uint32_t qoff = p->whole ? 0 : p->coff;
+	uint32_t qlen = p->whole ? CCACHE_CHUNK : p->cend - p->coff;
+	struct iovec got;
+
+	if ((p->rc = read_rpc(req, p->fs, &p->k.fid, base + qoff, qlen,
+			      &p->rep, &got, &p->a)))
+		return;
+	ccache_count_fetch(p->fs->cc, got.iov_len);
 	/* The whole chunk: asked from its start, and either full or cut by
 	 * the end of the file at the version the reply carries. */
-	if (a->dv == k->dv && qoff == 0 && got.iov_len > 0 &&
+	if (p->a.dv == p->k.dv && qoff == 0 && got.iov_len > 0 &&
 	    (got.iov_len == CCACHE_CHUNK || got.iov_len < qlen ||
-	     base + got.iov_len == a->size)) {
+	     base + got.iov_len == p->a.size)) {
 		p->store_p = got.iov_base;
 		p->store_len = (uint32_t)got.iov_len;
 	}
-	if (got.iov_len > coff - qoff) {
-		size_t end = cend - qoff < got.iov_len ? cend - qoff
-						       : got.iov_len;
+	if (got.iov_len > p->coff - qoff) {
+		size_t end = p->cend - qoff < got.iov_len ? p->cend - qoff
+							  : got.iov_len;
 
-		p->iov.iov_base = (uint8_t *)got.iov_base + (coff - qoff);
-		p->iov.iov_len = end - (coff - qoff);
+		p->iov.iov_base = (uint8_t *)got.iov_base + (p->coff - qoff);
+		p->iov.iov_len = end - (p->coff - qoff);
 	}
-	return 0;
+}
+
+static void *piece_fetch_thread(void *arg)
+{
+	piece_fetch(NULL, arg);
+	return NULL;
+}
+
+/* Fetch every piece of ps in state `which`, together: each but the first
+ * on a thread of its own. */
+static void fetch_together(fuse_req_t req, struct rpiece *ps, size_t n,
+			   int which)
+{
+	struct rpiece *mine = NULL;
+
+	for (size_t i = 0; i < n; i++) {
+		if (ps[i].state != which)
+			continue;
+		if (!mine)
+			mine = &ps[i];
+		else if (pthread_create(&ps[i].th, NULL, piece_fetch_thread,
+					&ps[i]) == 0)
+			ps[i].started = 1;
+	}
+	if (mine)
+		piece_fetch(req, mine);
+	for (size_t i = 0; i < n; i++) {
+		if (ps[i].state != which || &ps[i] == mine)
+			continue;
+		if (ps[i].started)
+			pthread_join(ps[i].th, NULL);
+		else
+			piece_fetch(req, &ps[i]);
+		ps[i].started = 0;
+	}
 }
 
 /*
@@ -268,6 +388,7 @@ static int read_cached(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
 	struct itab_info info;
 	struct cairn_attr a, last_a;
 	int rc, fresh, from_cache = 0, have_a = 0, other_dv = 0;
+	int whole = size >= READ_WHOLE_MIN, busy = 0;
 
 	if (last > UINT32_MAX)
 		return 1;
@@ -300,33 +421,66 @@ static int read_cached(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
 	} else {
 		memset(one, 0, sizeof(one));
 	}
+	/* What the cache has; the rest is fetched, together. */
 	rc = 0;
-	while (n < np) {
-		struct ccache_key k = { info.fid, info.dv,
-					(uint32_t)(first + n) };
-		uint32_t coff = n == 0 ? (uint32_t)((uint64_t)off % CCACHE_CHUNK)
-				       : 0;
-		uint32_t cend = first + n == last
+	for (n = 0; n < np && rc >= 0; n++) {
+		struct rpiece *p = &ps[n];
+
+		p->k = (struct ccache_key){ info.fid, info.dv,
+					    (uint32_t)(first + n) };
+		p->coff = n == 0 ? (uint32_t)((uint64_t)off % CCACHE_CHUNK) : 0;
+		p->cend = first + n == last
 			? (uint32_t)(((uint64_t)off + size - 1) % CCACHE_CHUNK) + 1
 			: CCACHE_CHUNK;
-		struct rpiece *p = &ps[n++];
-
-		rc = piece_fill(req, fs, &k, coff, cend,
-				size >= READ_WHOLE_MIN, p, &from_cache, &a);
-		if (rc < 0)
-			break;
-		if (rc == 0) {
-			have_a = 1;
-			last_a = a;
-			other_dv |= a.dv != info.dv;
-		}
-		rc = 0;
-		iov[n - 1] = p->iov;
-		got += p->iov.iov_len;
-		if (p->iov.iov_len < cend - coff)
-			break; /* end of file */
+		p->fs = fs;
+		p->whole = whole;
+		p->state = PIECE_FETCH;
+		rc = piece_cached(fs, p, &from_cache);
 	}
-	if (rc) {
+	if (rc < 0)
+		goto answer;
+	if (whole)
+		fetch_claim(fs, ps, n);
+	for (size_t i = 0; i < n; i++)
+		busy |= ps[i].state == PIECE_BUSY;
+	/* Ours first (claimed, or unclaimed when the table was full), then
+	 * what another READ was fetching: from the cache once it is done,
+	 * else fetched here after all. */
+	fetch_together(req, ps, n, PIECE_CLAIMED);
+	fetch_together(req, ps, n, PIECE_FETCH);
+	for (size_t i = 0; busy && i < n; i++) {
+		if (ps[i].state != PIECE_BUSY)
+			continue;
+		fetch_wait(fs, &ps[i].k);
+		if ((rc = piece_cached(fs, &ps[i], &from_cache)) < 0)
+			goto answer;
+		if (rc == 0) {
+			ps[i].state = PIECE_FETCH;
+			piece_fetch(req, &ps[i]);
+		}
+	}
+	/* In chunk order; a piece shorter than asked is the end of file. */
+	rc = 0;
+	for (size_t i = 0; i < n; i++) {
+		struct rpiece *p = &ps[i];
+
+		if (p->state != PIECE_CACHED) {
+			if ((rc = p->rc) < 0)
+				break;
+			have_a = 1;
+			last_a = p->a;
+			other_dv |= p->a.dv != info.dv;
+		}
+		iov[i] = p->iov;
+		got += p->iov.iov_len;
+		if (p->iov.iov_len < p->cend - p->coff) {
+			np = i + 1;
+			break;
+		}
+	}
+	np = np < n ? np : n;
+answer:
+	if (rc < 0) {
 		reply_error(req, rc);
 		rc = 0; /* answered */
 		goto out;
@@ -346,10 +500,10 @@ static int read_cached(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
 		rc = 1;
 		goto out;
 	}
-	if (n <= 1)
-		fuse_reply_buf(req, n ? iov[0].iov_base : NULL, got);
+	if (np <= 1)
+		fuse_reply_buf(req, np ? iov[0].iov_base : NULL, got);
 	else
-		fuse_reply_iov(req, iov, (int)n);
+		fuse_reply_iov(req, iov, (int)np);
 	if (from_cache)
 		notify_reply_end(fs->ntf);
 	/* Read without the server: relatime may still owe an atime. The
@@ -359,14 +513,13 @@ static int read_cached(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
 		fs_touch_cached_atime(fs, ino);
 	/* The kernel has its answer; now keep what was fetched. */
 	for (size_t i = 0; i < n; i++)
-		if (ps[i].store_len) {
-			struct ccache_key k = { info.fid, info.dv,
-						(uint32_t)(first + i) };
-
-			ccache_put(fs->cc, &k, ps[i].store_p, ps[i].store_len);
-		}
+		if (ps[i].store_len)
+			ccache_put(fs->cc, &ps[i].k, ps[i].store_p,
+				   ps[i].store_len);
 out:
 	for (size_t i = 0; i < n; i++) {
+		if (ps[i].state == PIECE_CLAIMED)
+			fetch_done(fs, &ps[i].k);
 		rpc_reply_free(&ps[i].rep);
 		ccache_buf_free(&ps[i].cb);
 	}

@@ -47,6 +47,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <time.h>
+#include "ccache.h"
 #include "fs.h"
 #include "rpc.h"
 #include "../lib/msg.h"
@@ -100,6 +101,15 @@ struct fs_orphans {
 struct fs_pin;
 #define FS_PIN_BUCKETS 64
 
+/* Chunks being fetched whole by a READ (fs_file.c, read_cached). */
+#define FS_FETCHING_MAX 64
+struct fs_fetching {
+	pthread_mutex_t lock;
+	pthread_cond_t done;
+	int n;                                   /* guarded by lock */
+	struct ccache_key k[FS_FETCHING_MAX];    /* guarded by lock */
+};
+
 struct fs {
 	struct rpc *rpc;
 	struct itab *itab;
@@ -139,6 +149,7 @@ struct fs {
 	 * by file handle. */
 	pthread_mutex_t pin_lock;
 	struct fs_pin *pins[FS_PIN_BUCKETS]; /* guarded by pin_lock */
+	struct fs_fetching fetching;
 };
 
 static inline struct fs *req_fs(fuse_req_t req)

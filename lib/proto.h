@@ -285,6 +285,12 @@ struct cairn_fid {
 	uint32_t uniq;
 };
 
+static inline int cairn_fid_eq(const struct cairn_fid *a,
+			       const struct cairn_fid *b)
+{
+	return a->vnode == b->vnode && a->uniq == b->uniq && a->vol == b->vol;
+}
+
 struct cairn_time {
 	int64_t  sec;
 	uint32_t nsec;

@@ -166,11 +166,6 @@ static uint64_t fid_hash(const struct cairn_fid *f)
 	return h ^ (h >> 29);
 }
 
-static int fid_eq(const struct cairn_fid *a, const struct cairn_fid *b)
-{
-	return a->vnode == b->vnode && a->vol == b->vol && a->uniq == b->uniq;
-}
-
 /* The table's two locks are never held together. */
 static void table_lock(struct cb_table *t)
 {
@@ -306,7 +301,7 @@ size_t cb_count(struct cb_table *t)
 static struct cb_obj **obj_slot(struct cb_table *t, const struct cairn_fid *f)
 {
 	struct cb_obj **pp = &t->buckets[fid_hash(f) & (t->nbuckets - 1)];
-	while (*pp && !fid_eq(&(*pp)->fid, f))
+	while (*pp && !cairn_fid_eq(&(*pp)->fid, f))
 		pp = &(*pp)->next;
 	return pp;
 }
@@ -425,7 +420,8 @@ static int batch_add(struct cb_batch *b, const struct cairn_fid *fid,
 		     const char *name, size_t namelen, uint8_t flags)
 {
 	for (uint32_t i = 0; i < b->count; i++)
-		if (fid_eq(&b->rec[i].fid, fid) && b->rec[i].namelen == namelen &&
+		if (cairn_fid_eq(&b->rec[i].fid, fid) &&
+		    b->rec[i].namelen == namelen &&
 		    (!namelen || !memcmp(b->rec[i].name, name, namelen))) {
 			b->rec[i].flags &= flags | (uint8_t)~CB_ATTRS_ONLY;
 			return 0;
@@ -755,7 +751,7 @@ static int frame_needs(const struct cb_ackent *e, const struct cb_wait *x)
 		if (!e->lock[i].dir && !x->pages)
 			continue;
 		for (int j = 0; j < x->nfid; j++)
-			if (fid_eq(&e->lock[i].fid, &x->fid[j]))
+			if (cairn_fid_eq(&e->lock[i].fid, &x->fid[j]))
 				return 1;
 	}
 	return 0;
@@ -903,7 +899,7 @@ static int frame_needs_pages(const struct cb_ackent *e,
 			     const struct cairn_fid *fid)
 {
 	for (int i = 0; i < e->nlock; i++)
-		if (!e->lock[i].dir && fid_eq(&e->lock[i].fid, fid))
+		if (!e->lock[i].dir && cairn_fid_eq(&e->lock[i].fid, fid))
 			return 1;
 	return 0;
 }
@@ -923,7 +919,6 @@ static int blocked_behind(struct cb_table *t, const struct cb_ackent *e,
 	return 0;
 }
 
-
 struct cb_blockent *cb_block(struct cb_table *t, struct cb_client *blocked,
 			     struct cb_client *holder,
 			     const struct cairn_fid *fid)
@@ -934,7 +929,8 @@ struct cb_blockent *cb_block(struct cb_table *t, struct cb_client *blocked,
 	ack_lock(t);
 	for (b = t->blocks; b; b = b->next)
 		if (b->blocked == client_key(blocked) &&
-		    b->holder == client_key(holder) && fid_eq(&b->fid, fid))
+		    b->holder == client_key(holder) &&
+		    cairn_fid_eq(&b->fid, fid))
 			break;
 	if (!b && (b = calloc(1, sizeof(*b)))) {
 		b->blocked = client_key(blocked);

@@ -275,11 +275,6 @@ static void parked_done(void *arg)
 	conn_unpark(c);
 }
 
-static int same_fid(const struct cairn_fid *a, const struct cairn_fid *b)
-{
-	return a->vol == b->vol && a->vnode == b->vnode && a->uniq == b->uniq;
-}
-
 /*
  * out made orphan an orphan, held by c's client. Every other client that
  * held a promise on it (those whose batches in brk have its record) may
@@ -303,7 +298,7 @@ static void orphan_holders(const struct srv_ctx *ctx, struct conn *c,
 			continue;
 		for (uint32_t i = 0; i < b->count; i++) {
 			if (b->rec[i].namelen ||
-			    !same_fid(&b->rec[i].fid, orphan))
+			    !cairn_fid_eq(&b->rec[i].fid, orphan))
 				continue;
 			if (n == cap) {
 				size_t nc = cap ? cap * 2 : 8;
@@ -336,7 +331,7 @@ static void orphan_holders(const struct srv_ctx *ctx, struct conn *c,
 			continue;
 		for (uint32_t i = 0; i < b->count; i++)
 			if (!b->rec[i].namelen &&
-			    same_fid(&b->rec[i].fid, orphan))
+			    cairn_fid_eq(&b->rec[i].fid, orphan))
 				b->rec[i].flags |= CB_ORPHANED;
 	}
 }

@@ -92,11 +92,6 @@ static size_t bucket(const struct cairn_fid *fid)
 	return (size_t)(h >> 32) % NBUCKETS;
 }
 
-static int fid_eq(const struct cairn_fid *a, const struct cairn_fid *b)
-{
-	return a->vnode == b->vnode && a->uniq == b->uniq && a->vol == b->vol;
-}
-
 struct lk_table *lk_table_create(const char *data_dir, unsigned lease_ms,
 				 unsigned grace_ms)
 {
@@ -193,7 +188,7 @@ static struct lk_file *file_find(struct lk_table *t,
 	struct lk_file **b = &t->buckets[bucket(fid)], *f;
 
 	for (f = *b; f; f = f->hnext)
-		if (fid_eq(&f->fid, fid))
+		if (cairn_fid_eq(&f->fid, fid))
 			return f;
 	if (!create || !(f = calloc(1, sizeof(*f))))
 		return NULL;
@@ -226,7 +221,7 @@ static void push_add(struct wakes *wk, struct conn *c,
 {
 	for (size_t i = 0; ref && i < wk->n; i++)
 		if (wk->c[i] == c && wk->op[i] == op &&
-		    fid_eq(&wk->fid[i], fid))
+		    cairn_fid_eq(&wk->fid[i], fid))
 			return;
 	if (wk->n == wk->cap) {
 		size_t cap = wk->cap ? wk->cap * 2 : 8;

@@ -78,11 +78,6 @@ static size_t fid_hash(const struct cairn_fid *f)
 	return (size_t)(h ^ (h >> 29));
 }
 
-static int fid_eq(const struct cairn_fid *a, const struct cairn_fid *b)
-{
-	return a->vnode == b->vnode && a->uniq == b->uniq && a->vol == b->vol;
-}
-
 struct tok_table *tok_table_create(unsigned recall_timeout_ms,
 				   void (*resume)(void *, struct tok_wait *),
 				   void *arg)
@@ -124,7 +119,7 @@ static struct token **slot(struct tok_table *t, const struct cairn_fid *fid)
 {
 	struct token **p = &t->buckets[fid_hash(fid) & (t->nbuckets - 1)];
 
-	while (*p && !fid_eq(&(*p)->fid, fid))
+	while (*p && !cairn_fid_eq(&(*p)->fid, fid))
 		p = &(*p)->next;
 	return p;
 }
@@ -187,7 +182,7 @@ static struct gate *gate_find(struct tok_table *t,
 	for (unsigned i = 0; i < TOK_GATES; i++) {
 		struct gate *g = &t->gates[i];
 
-		if (!g->used || g->n <= 0 || !fid_eq(&g->fid, fid))
+		if (!g->used || g->n <= 0 || !cairn_fid_eq(&g->fid, fid))
 			continue;
 		if (clock_mono_ms() < g->until_ms)
 			return g;

@@ -174,6 +174,55 @@ def reread_after_remount_fetches_nothing(ctx):
     expect_eq(server_reads(srv)[0] - c1, 0, "READ calls for the second re-read")
 
 
+@test
+def cold_reads_in_small_pieces_fetch_each_chunk_once(ctx):
+    """The kernel's READs do not follow the cache's 1 MiB chunks (cat reads
+    128 KiB at a time, readahead windows start anywhere): two READs in
+    flight often need the same chunk. Each chunk still crosses the network
+    once: read in 128 KiB and 4 KiB pieces, and by two readers at once,
+    a file costs about its size in READ bytes (it cost twice that)."""
+    srv = ctx.server()
+    m = ctx.mount(srv, "a")
+    w = ctx.mount(srv, "w")   # the writer: m fetches what it reads
+    size = 24 * MiB           # above the 8 MiB read whole at open
+    files = {n: os.urandom(size) for n in ("f128k", "f4k", "ftwo")}
+    for n, d in files.items():
+        write_file(w.p(n), d)
+    slack = 2 * MiB           # reads under 128 KiB fetch only their bytes
+
+    def fetched(what, fn):
+        c0, b0 = server_reads(srv)
+        fn()
+        c1, b1 = server_reads(srv)
+        print("# %s: %d READs, %d bytes for %d" % (what, c1 - c0, b1 - b0, size))
+        expect(b1 - b0 <= size + slack,
+               "%s fetched %d bytes for a %d-byte file (%d READs)"
+               % (what, b1 - b0, size, c1 - c0))
+
+    fetched("128 KiB reads", lambda: same(read_big(m.p("f128k"), 128 * 1024),
+                                          files["f128k"], "read in 128 KiB pieces"))
+    fetched("4 KiB reads", lambda: same(read_big(m.p("f4k"), 4096),
+                                        files["f4k"], "read in 4 KiB pieces"))
+    got, errs = [None, None], []
+
+    def reader(i):
+        try:
+            got[i] = read_big(m.p("ftwo"), 128 * 1024)
+        except OSError as e:
+            errs.append(e)
+
+    def two():
+        ts = [threading.Thread(target=reader, args=(i,)) for i in (0, 1)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(120)
+        expect(not errs, "a reader failed: %s" % (errs[:1],))
+        for i in (0, 1):
+            same(got[i] or b"", files["ftwo"], "reader %d of two at once" % i)
+    fetched("two readers at once", two)
+
+
 def drop_page_cache(path):
     """Drop this file's pages from the kernel's page cache (not the whole
     machine's: other work on the host keeps its caches)."""
