@@ -42,8 +42,8 @@ def w_write(path, mib):
     return {"secs": time.perf_counter() - t0}
 
 
-def w_read(path):
-    buf = bytearray(MiB)
+def w_read(path, bufsize=MiB):
+    buf = bytearray(int(bufsize))
     total = 0
     t0 = time.perf_counter()
     with open(path, "rb", buffering=0) as f:
