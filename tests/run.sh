@@ -20,7 +20,8 @@
 #
 # On a machine with more than one CPU two workers run the suites side by
 # side, taking them from a queue (each worker its own temp dir and safety
-# net); the report keeps the usual order.
+# net); the report keeps the usual order. A suite marked "# alone: WHY"
+# near its top runs after them, by itself.
 #
 # Environment: CAIRN_TEST_ONLY=substr[,substr] runs only matching suites
 # files / tests; CAIRN_TEST_VERBOSE=1 prints every suite's full output;
@@ -310,6 +311,25 @@ run_job() {
 	esac
 }
 
+# queued_job DIR N BUILD KIND PATH: run job N, its report to DIR/out.N,
+# its counts to DIR/res.N, its summary line and failure lines to DIR/sum.N
+# and DIR/fail.N.
+queued_job() {
+	local q=$1 n=$2 p0=$TOTAL_PASS f0=$TOTAL_FAIL s0=$TOTAL_SKIP
+	local ns=${#SUMMARY[@]} nf=${#FAILS[@]}
+
+	run_job "$3" "$4" "$5" >"$q/out.$n" 2>&1
+	[ "${#SUMMARY[@]}" = "$ns" ] || printf '%s\n' "${SUMMARY[-1]}" >"$q/sum.$n"
+	[ "${#FAILS[@]}" = "$nf" ] || printf '%s\n' "${FAILS[-1]}" >"$q/fail.$n"
+	echo "$((TOTAL_PASS - p0)) $((TOTAL_FAIL - f0)) $((TOTAL_SKIP - s0))" >"$q/res.$n"
+}
+
+# A suite with a line "# alone: WHY" near its top never runs beside
+# another one (with two workers it runs after them).
+suite_alone() {
+	[ -f "$1" ] && head -n 20 "$1" | grep -q '^# alone:'
+}
+
 # A worker (CAIRN_TEST_QUEUE=DIR): take the next job of DIR/jobs until none
 # is left; each job's report goes to DIR/out.N, its counts to DIR/res.N,
 # its summary line and failure lines to DIR/sum.N and DIR/fail.N.
@@ -326,11 +346,7 @@ if [ -n "${CAIRN_TEST_QUEUE:-}" ]; then
 		[ "$i" -lt "$njobs" ] || break
 		# jobs holds "ORDER BUILD KIND PATH", taken in the order listed.
 		read -r n build kind path < <(sed -n "$((i + 1))p" "$Q/jobs")
-		p0=$TOTAL_PASS f0=$TOTAL_FAIL s0=$TOTAL_SKIP ns=${#SUMMARY[@]} nf=${#FAILS[@]}
-		run_job "$build" "$kind" "$path" >"$Q/out.$n" 2>&1
-		[ "${#SUMMARY[@]}" = "$ns" ] || printf '%s\n' "${SUMMARY[-1]}" >"$Q/sum.$n"
-		[ "${#FAILS[@]}" = "$nf" ] || printf '%s\n' "${FAILS[-1]}" >"$Q/fail.$n"
-		echo "$((TOTAL_PASS - p0)) $((TOTAL_FAIL - f0)) $((TOTAL_SKIP - s0))" >"$Q/res.$n"
+		queued_job "$Q" "$n" "$build" "$kind" "$path"
 	done
 	exit 0
 fi
@@ -362,13 +378,22 @@ if [ "$workers" -gt 1 ] && [ "${#JOBS[@]}" -gt 1 ]; then
 			done
 			[ $long = 1 ] || echo "$n ${JOBS[$n]}"
 		done
-	} >"$Q/jobs"
+	} | while read -r n build kind path; do
+		suite_alone "$path" || echo "$n $build $kind $path"
+	done >"$Q/jobs"
 	for w in $(seq "$workers"); do
 		CAIRN_TEST_QUEUE=$Q CAIRN_CLANG_BUILD= "$0" "$@" \
 			>"$Q/worker.$w" 2>&1 </dev/null &
 		record_pid "$!"
 	done
 	wait
+	# The suites that run alone, now that the workers are done.
+	for n in "${!JOBS[@]}"; do
+		read -r build kind path <<<"${JOBS[$n]}"
+		if suite_alone "$path"; then
+			(queued_job "$Q" "$n" "$build" "$kind" "$path")
+		fi
+	done
 	last=""
 	for n in "${!JOBS[@]}"; do
 		read -r build kind _ <<<"${JOBS[$n]}"
