@@ -485,6 +485,49 @@ def mount_foreground_and_umount(ctx):
 
 
 @test
+def umount_of_a_busy_mount_says_so_and_waits_out_a_moment(ctx):
+    """A process standing in a mount keeps it: `cairn umount` tries again
+    for a second, then says the mount is busy, exits 1 and leaves it
+    mounted and serving. A hold of a moment is waited out: a path lookup
+    in progress holds a mount too (the client's own statfs right after
+    `cairn mount -f`, which made a umount right after it fail under
+    load)."""
+    srv = ctx.server()
+    m = ctx.mount(srv, "busy")
+    write_file(m.p("f"), b"kept")
+    inside = subprocess.Popen(["sleep", "60"], cwd=m.path, stdin=subprocess.DEVNULL)
+    H._record_pid(inside.pid)
+    try:
+        u = H.run_cairn(["umount", m.path], timeout=20)
+        expect_eq(u.returncode, 1, "exit status of cairn umount with a process inside")
+        expect("busy" in u.stderr and m.path in u.stderr,
+               "cairn umount does not say the mount is busy: %r" % u.stderr.strip())
+        expect(H.is_mounted(m.path), "unmounted although a process stands in it")
+        expect_eq(read_file(m.p("f")), b"kept", "the mount still serves after the refusal")
+    finally:
+        inside.kill()
+        inside.wait(10)
+    # A hold of a moment (here an open directory, 0.3 s) is waited out.
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import os, sys, time\n"
+         "fd = os.open(sys.argv[1], os.O_RDONLY)\n"
+         "print('open', flush=True)\n"
+         "time.sleep(0.3)\n"
+         "os.close(fd)\n", m.path],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE)
+    H._record_pid(holder.pid)
+    try:
+        expect_eq(holder.stdout.readline().strip(), b"open", "the holder's first line")
+        u = H.run_cairn(["umount", m.path], timeout=20)
+    finally:
+        holder.kill()
+        holder.wait(10)
+    expect_eq(u.returncode, 0, "exit status of cairn umount while a directory was open for "
+              "0.3 s more (stderr %r)" % u.stderr.strip())
+    expect(not H.is_mounted(m.path), "still mounted after cairn umount")
+
+
+@test
 def usage_errors_exit_2(ctx):
     d = ctx.path("d")
     os.makedirs(d)
