@@ -478,7 +478,6 @@ static int read_cached(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
 			break;
 		}
 	}
-	np = np < n ? np : n;
 answer:
 	if (rc < 0) {
 		reply_error(req, rc);

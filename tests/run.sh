@@ -361,26 +361,23 @@ mapfile -t JOBS < <(list_jobs "$@")
 # order all the same.
 workers=${CAIRN_TEST_JOBS:-$(nproc 2>/dev/null || echo 1)}
 [ "$workers" -gt 2 ] && workers=2
+Q=""
 if [ "$workers" -gt 1 ] && [ "${#JOBS[@]}" -gt 1 ]; then
 	Q=$TMP/queue
 	mkdir -p "$Q" && echo 0 >"$Q/next" || exit 1
+	# Each job ranked by its place in LONG_FIRST (the rest after them,
+	# in order); the suites that run alone are not queued.
 	LONG_FIRST="test_writeback test_locks test_bench_tiny test_hung test_crash test_coherence"
-	{
+	for n in "${!JOBS[@]}"; do
+		read -r build kind path <<<"${JOBS[$n]}"
+		suite_alone "$path" && continue
+		rank=99 i=0
 		for l in $LONG_FIRST; do
-			for n in "${!JOBS[@]}"; do
-				case "${JOBS[$n]}" in */$l.*) echo "$n ${JOBS[$n]}" ;; esac
-			done
+			case "$path" in */$l.*) rank=$i ;; esac
+			i=$((i + 1))
 		done
-		for n in "${!JOBS[@]}"; do
-			long=0
-			for l in $LONG_FIRST; do
-				case "${JOBS[$n]}" in */$l.*) long=1 ;; esac
-			done
-			[ $long = 1 ] || echo "$n ${JOBS[$n]}"
-		done
-	} | while read -r n build kind path; do
-		suite_alone "$path" || echo "$n $build $kind $path"
-	done >"$Q/jobs"
+		echo "$rank $n ${JOBS[$n]}"
+	done | sort -s -n -k1,1 | cut -d' ' -f2- >"$Q/jobs"
 	for w in $(seq "$workers"); do
 		CAIRN_TEST_QUEUE=$Q CAIRN_CLANG_BUILD= "$0" "$@" \
 			>"$Q/worker.$w" 2>&1 </dev/null &
@@ -394,36 +391,35 @@ if [ "$workers" -gt 1 ] && [ "${#JOBS[@]}" -gt 1 ]; then
 			(queued_job "$Q" "$n" "$build" "$kind" "$path")
 		fi
 	done
-	last=""
-	for n in "${!JOBS[@]}"; do
-		read -r build kind _ <<<"${JOBS[$n]}"
-		[ "$build" = "$last" ] || echo "== $build"
-		last=$build
-		if [ ! -f "$Q/res.$n" ]; then
-			echo "  ${JOBS[$n]}: never ran (a worker stopped early)"
-			sed 's/^/    | /' "$Q"/worker.* | tail -n 20
-			SUMMARY+=("${JOBS[$n]}: never ran")
-			FAILS+=("${JOBS[$n]}: never ran")
-			TOTAL_FAIL=$((TOTAL_FAIL + 1))
-			continue
-		fi
-		cat "$Q/out.$n"
-		read -r p f s <"$Q/res.$n"
-		TOTAL_PASS=$((TOTAL_PASS + p))
-		TOTAL_FAIL=$((TOTAL_FAIL + f))
-		TOTAL_SKIP=$((TOTAL_SKIP + s))
-		[ -f "$Q/sum.$n" ] && SUMMARY+=("$(cat "$Q/sum.$n")")
-		[ -f "$Q/fail.$n" ] && FAILS+=("$(cat "$Q/fail.$n")")
-	done
-else
-	last=""
-	for job in "${JOBS[@]}"; do
-		read -r build kind path <<<"$job"
-		[ "$build" = "$last" ] || echo "== $build"
-		last=$build
-		run_job "$build" "$kind" "$path"
-	done
 fi
+
+# The reports in the usual order: run here one after another, or collected
+# from what the workers left in $Q.
+last=""
+for n in "${!JOBS[@]}"; do
+	read -r build kind path <<<"${JOBS[$n]}"
+	[ "$build" = "$last" ] || echo "== $build"
+	last=$build
+	if [ -z "$Q" ]; then
+		run_job "$build" "$kind" "$path"
+		continue
+	fi
+	if [ ! -f "$Q/res.$n" ]; then
+		echo "  ${JOBS[$n]}: never ran (a worker stopped early)"
+		sed 's/^/    | /' "$Q"/worker.* | tail -n 20
+		SUMMARY+=("${JOBS[$n]}: never ran")
+		FAILS+=("${JOBS[$n]}: never ran")
+		TOTAL_FAIL=$((TOTAL_FAIL + 1))
+		continue
+	fi
+	cat "$Q/out.$n"
+	read -r p f s <"$Q/res.$n"
+	TOTAL_PASS=$((TOTAL_PASS + p))
+	TOTAL_FAIL=$((TOTAL_FAIL + f))
+	TOTAL_SKIP=$((TOTAL_SKIP + s))
+	[ -f "$Q/sum.$n" ] && SUMMARY+=("$(cat "$Q/sum.$n")")
+	[ -f "$Q/fail.$n" ] && FAILS+=("$(cat "$Q/fail.$n")")
+done
 
 echo
 echo "== summary"
