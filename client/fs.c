@@ -1271,6 +1271,9 @@ int fs_create(struct rpc *r, struct itab *t, struct notify *n,
 	pthread_mutex_init(&fs->pin_lock, NULL);
 	pthread_mutex_init(&fs->fetching.lock, NULL);
 	pthread_cond_init(&fs->fetching.done, NULL);
+	if (getenv("CAIRN_TEST_LIST_PAUSE_US"))
+		fs->test_list_pause_us =
+			(unsigned)atoi(getenv("CAIRN_TEST_LIST_PAUSE_US"));
 	/* After fs->orph is ready: pushes may arrive already. */
 	notify_set_orphan_hook(n, fs_orphan_hook, fs);
 	*out = fs;

@@ -25,6 +25,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/stat.h>
 #include <time.h>
 #include "dircache.h"
@@ -606,6 +607,8 @@ static int readdir_cached(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
 		notify_reply_end(fs->ntf);
 		goto out;
 	}
+	if (fs->test_list_pause_us)
+		usleep(fs->test_list_pause_us);
 	if (add_dots(req, &b, off, ino, parent)) {
 		for (size_t i = 0; i < n; i++) {
 			const struct dcache_ent *d = &ents[i];

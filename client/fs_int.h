@@ -150,6 +150,10 @@ struct fs {
 	pthread_mutex_t pin_lock;
 	struct fs_pin *pins[FS_PIN_BUCKETS]; /* guarded by pin_lock */
 	struct fs_fetching fetching;
+	/* CAIRN_TEST_LIST_PAUSE_US, for tests only: a pause between
+	 * copying a listing from the directory cache and answering with it,
+	 * to widen the window a change's reply can come in (test_coherence). */
+	unsigned test_list_pause_us;
 };
 
 static inline struct fs *req_fs(fuse_req_t req)

@@ -214,6 +214,12 @@ struct wfile {
 	uint64_t psize;
 	struct cairn_time pmtime, pctime, patime;
 	uint32_t pmode, puid, pgid;
+	/* The server's attributes after the last change of ours it applied:
+	 * an older copy (taken from the tables before that reply came, and
+	 * patched after the change left the journal) is not handed on
+	 * (patch). */
+	unsigned sent_ok : 1;
+	struct cairn_attr sent;
 	struct wop *head, *tail;
 	size_t nops;
 	uint64_t bytes;
@@ -1057,6 +1063,17 @@ static void save_conflict(struct wb *w, struct wfile *f, struct wop *ops)
 			 f->fid.vnode, path);
 }
 
+/* The server applied our change (or changes) of f and answered with a:
+ * the version the next one starts from. Under lock. */
+static void sent_attr(struct wfile *f, const struct cairn_attr *a)
+{
+	f->known = 1;
+	f->known_dv = a->dv;
+	f->known_size = a->size;
+	f->sent_ok = 1;
+	f->sent = *a;
+}
+
 /* Take change o out of f's list (sent, given up, or never written).
  * Under lock. */
 static void drop_op(struct wb *w, struct wfile *f, struct wop *o)
@@ -1745,9 +1762,7 @@ static void create_sent(struct wb *w, struct wfile *f, const struct wop *o,
 		pop_op(w, f);   /* the attribute changes made with it */
 	w->st.sent += 1 + nattr;
 	w->st.merged += nattr;
-	f->known = 1;
-	f->known_dv = a->dv;
-	f->known_size = a->size;
+	sent_attr(f, a);
 	if (f->tok != TK_HELD && f->tok != TK_RECALLED)
 		set_tok(w, f, TK_HELD);
 	f->err = 0;
@@ -1916,11 +1931,8 @@ static void ship_file(struct wb *w, struct wfile *f, uint8_t *buf)
 			w->st.sent += steps;
 			w->st.sent_bytes += JR_NS(o->type) ? 0 : o->len;
 			w->st.merged += steps - 1;
-			if (o->type != JR_REMOVE) {
-				f->known = 1;
-				f->known_dv = a.dv;
-				f->known_size = a.size;
-			}
+			if (o->type != JR_REMOVE)
+				sent_attr(f, &a);
 			f->err = 0;
 			f->refusals = 0;
 			f->last_ms = clock_mono_ms();
@@ -3482,6 +3494,11 @@ int wb_busy(struct wb *w)
 /* wb_patch of a with f's changes (f may be NULL). Under lock. */
 static void patch(const struct wfile *f, struct cairn_attr *a)
 {
+	/* A copy older than our last change's reply: the tables had it
+	 * before that reply, and the change has left the journal since. */
+	if (f && f->sent_ok && f->sent.fid.uniq == a->fid.uniq &&
+	    a->dv < f->sent.dv)
+		*a = f->sent;
 	if (f && f->nops) {
 		uint64_t est = a->blocks + (f->bytes + 511) / 512;
 		uint64_t whole = ((f->psz ? f->psize : a->size) + 511) / 512;
@@ -3510,7 +3527,7 @@ static void patch(const struct wfile *f, struct cairn_attr *a)
 
 void wb_patch(struct wb *w, struct cairn_attr *a)
 {
-	if (!w || !__atomic_load_n(&w->pending_ops, __ATOMIC_RELAXED))
+	if (!wb_busy(w))
 		return;
 	pthread_mutex_lock(&w->lock);
 	patch(*fslot(w, &a->fid), a);

@@ -290,6 +290,7 @@ class Mount:
     def __init__(self, ctx, server, mnt, cache, log):
         self.ctx, self.server, self.path, self.cache, self.log = ctx, server, mnt, cache, log
         self.pid = None
+        self.env = {}
 
     @property
     def daemon_log(self):
@@ -305,7 +306,8 @@ class Mount:
             logf.flush()
             try:
                 p = subprocess.run([CAIRN] + args, stdin=subprocess.DEVNULL,
-                                   stdout=logf, stderr=logf, timeout=timeout)
+                                   stdout=logf, stderr=logf, timeout=timeout,
+                                   env=dict(os.environ, **self.env))
             except subprocess.TimeoutExpired:
                 self._find_pid()
                 raise TestFailure("cairn mount did not return within %ss" % timeout)
@@ -389,11 +391,12 @@ class Ctx:
             s.start()
         return s
 
-    def mount(self, server, name=None, extra=()):
+    def mount(self, server, name=None, extra=(), env=None):
         self._n += 1
         name = name or "mnt%d" % self._n
         m = Mount(self, server, self.path(name), self.path("cache-" + name),
                   self.path(name + ".log"))
+        m.env = dict(env or {})
         self.mounts.append(m)
         m.mount(extra=extra)
         return m

@@ -179,6 +179,37 @@ def write_close_on_a_replaces_b_cached_pages_and_attributes(ctx):
 
 
 @test
+def chmod_after_other_clients_rewrite_is_what_a_listing_shows(ctx):
+    """B's chmod goes to its journal and is answered at once; its shipper
+    sends it while B lists the directory. A listing (READDIRPLUS) or stat
+    that copied the file's status before the server's reply came, and
+    looked for the journal's changes after the change had left it,
+    handed the kernel the mode from before the chmod (test_model, seed
+    2360422730). B here is a third mount that pauses 20 ms between
+    copying a listing and answering it (a test hook), so that the reply
+    comes in between every time; the build before failed 18 of 20 rounds."""
+    d = fresh(ctx)
+    b = ctx.mount(ctx.srv, "slowlist",
+                  env={"CAIRN_TEST_LIST_PAUSE_US": "20000"})
+    bad = []
+    for i in range(20):
+        rel = os.path.join(d, "n%d" % i)
+        write_file(ctx.A.p(rel), b"x" * 50)
+        read_file(b.p(rel))
+        write_file(ctx.A.p(rel), b"y" * 144)
+        read_file(b.p(rel))
+        mode = 0o640 if i % 2 else 0o604
+        os.chmod(b.p(rel), mode)
+        for e in os.scandir(b.p(d)):
+            pass
+        got = stat.S_IMODE(os.lstat(b.p(rel)).st_mode)
+        if got != mode:
+            bad.append("round %d: %o, not %o" % (i, got, mode))
+    expect(not bad, "mode on B after its own chmod and a listing: %s"
+           % "; ".join(bad))
+
+
+@test
 def b_keeps_fd_open_reopen_sees_new_data(ctx):
     d = fresh(ctx)
     rel = os.path.join(d, "f")
