@@ -609,9 +609,15 @@ static int remove_local(fuse_req_t req, struct fs *fs, fuse_ino_t parent,
 	/* As remove_entry: a file the kernel knows may be open. */
 	if (!isdir)
 		flags = ino > 0 ? RM_KEEP | RM_SELF : 0;
+	/* The directory's new mtime and ctime: ours, and the server's when
+	 * the removal lands (REMOVESAT). */
+	clock_gettime(CLOCK_REALTIME_COARSE, &now);
+	dir.mtime.sec = now.tv_sec;
+	dir.mtime.nsec = (uint32_t)now.tv_nsec;
+	dir.ctime = dir.mtime;
 	if (!rc)
 		rc = wb_remove(fs->wbk, &dir.fid, &dir.dv, name, len, &a.fid,
-			       flags, cred.data, cred.len);
+			       flags, &dir.mtime, cred.data, cred.len);
 	wbuf_free(&cred);
 	if (rc)
 		return rc;
@@ -624,10 +630,6 @@ static int remove_local(fuse_req_t req, struct fs *fs, fuse_ino_t parent,
 		a.ctime = again.ctime;
 		wb_patch(fs->wbk, &a);
 	}
-	clock_gettime(CLOCK_REALTIME_COARSE, &now);
-	dir.mtime.sec = now.tv_sec;
-	dir.mtime.nsec = (uint32_t)now.tv_nsec;
-	dir.ctime = dir.mtime;
 	if (isdir)
 		dir.nlink--;
 	removed(fs, seq, parent, name, len, flags, &a.fid,

@@ -23,7 +23,8 @@
  *             the file's first data version and tidx -1, so the changes
  *             after it count from 0. Always the file's first change.
  *   JR_REMOVE the removal of one of the file's names, answered here
- *             (wb_remove): REMOVE flags in valid, data as JR_CREATE's
+ *             (wb_remove): REMOVE flags in valid, its time in msec/mnsec
+ *             (0: none, from before), data as JR_CREATE's
  *             (owner unused); tbase and tidx as the change before it
  *             would continue, so it takes no version step of the file.
  *             Always the file's last change.
@@ -296,6 +297,8 @@ struct wb {
 	int64_t pool_failed_ms;   /* FIDS failed then: not again for 1 s */
 	int closes_seen;          /* FLUSH reaches us (wb_closed) */
 	int no_removes;           /* the server has no REMOVES: one by one */
+	int no_removesat;         /* nor REMOVESAT (atomic): removals go
+				   * without their times */
 	int no_creates;           /* nor CREATES */
 	int stopping;
 	unsigned started;
@@ -1320,15 +1323,28 @@ static const struct wop *first_bytes(const struct wop *o)
 	       n->len && PAD8(o->len) + n->len <= CAIRN_MAX_IO ? n : NULL;
 }
 
+/* A server without REMOVESAT answered one: say so once, send without. */
+static void no_removesat(struct wb *w)
+{
+	if (!__atomic_exchange_n(&w->no_removesat, 1, __ATOMIC_RELAXED))
+		log_info("write-back: the server takes no REMOVESAT; a "
+			 "directory's times after a removal answered here are "
+			 "the server's when it lands");
+}
+
 /* Send the removal o of one of f's names: REMOVE with RM_FID (it removes
  * nothing if the name no longer names f) and the flags the client chose,
- * with the remover's credentials. No lock; f busy. */
+ * with the remover's credentials; as a REMOVESAT of one entry (the same,
+ * with its time) when the server takes that. No lock; f busy. */
 static int send_remove(struct wb *w, struct wfile *f, const struct wop *o,
 		       uint8_t *buf)
 {
 	struct crec c;
 	struct msg_remove_req q;
 	struct msg_attr p;
+	const uint8_t *cred;
+	size_t credlen;
+	int rc;
 
 	if (pread(o->seg->fd, buf, o->len,
 		  (off_t)(o->at + sizeof(struct jrec))) != (ssize_t)o->len)
@@ -1340,9 +1356,29 @@ static int send_remove(struct wb *w, struct wfile *f, const struct wop *o,
 		.flags = o->valid | RM_FID,
 		.victim = f->fid,
 	};
-	return fs_rpc_cred(w->fs, buf + sizeof(c) + c.namelen,
-			   o->len - sizeof(c) - c.namelen, OP_REMOVE, &q, &p,
-			   NULL);
+	cred = buf + sizeof(c) + c.namelen;
+	credlen = o->len - sizeof(c) - c.namelen;
+	if (!__atomic_load_n(&w->no_removesat, __ATOMIC_RELAXED)) {
+		/* A record from before times were kept has 0: the
+		 * server's clock. */
+		struct msg_rment e = { .name = q.name, .flags = o->valid,
+				       .victim = f->fid, .time = o->mtime };
+		struct msg_removes_req qa = { .dir = o->parent, .count = 1,
+					      .ents = &e };
+		struct msg_removes_rep pa;
+		struct rpc_reply rep;
+
+		rc = fs_rpc_cred(w->fs, cred, credlen, OP_REMOVESAT, &qa, &pa,
+				 &rep);
+		if (rc == 0)
+			rc = pa.count == 1 ? msg_removes_status(&pa, 0)
+					   : fs_bad_reply(OP_REMOVESAT);
+		rpc_reply_free(&rep);
+		if (rc != -ENOSYS)
+			return rc;
+		no_removesat(w);
+	}
+	return fs_rpc_cred(w->fs, cred, credlen, OP_REMOVE, &q, &p, NULL);
 }
 
 /*
@@ -2413,7 +2449,7 @@ static void batch_entries(struct nbatch *b, uint8_t *buf, const uint8_t **cred,
 		if (b->kind == NB_REMOVE) {
 			b->e.rm[b->sent] = (struct msg_rment){
 				.name = name, .flags = o->valid,
-				.victim = b->g[i]->fid,
+				.victim = b->g[i]->fid, .time = o->mtime,
 			};
 		} else {
 			struct msg_cent ce = create_entry(b, i, &name, &c, data);
@@ -2441,11 +2477,20 @@ static int batch_send(struct wb *w, struct nbatch *b, const uint8_t *cred,
 		struct msg_removes_req q = { .dir = *dir, .count = b->sent,
 					     .ents = b->e.rm };
 		struct msg_removes_rep p;
+		uint16_t op = OP_REMOVESAT;
 
-		rc = fs_rpc_cred(w->fs, cred, credlen, OP_REMOVES, &q, &p,
-				 &rep);
+		/* With their times, unless the server takes none. */
+		if (__atomic_load_n(&w->no_removesat, __ATOMIC_RELAXED))
+			op = OP_REMOVES;
+		rc = fs_rpc_cred(w->fs, cred, credlen, op, &q, &p, &rep);
+		if (rc == -ENOSYS && op == OP_REMOVESAT) {
+			no_removesat(w);
+			op = OP_REMOVES;
+			rc = fs_rpc_cred(w->fs, cred, credlen, op, &q, &p,
+					 &rep);
+		}
 		if (rc == 0 && p.count != b->sent)
-			rc = fs_bad_reply(OP_REMOVES);
+			rc = fs_bad_reply(op);
 		for (unsigned i = 0; !rc && i < b->n; i++) {
 			int32_t st = b->ent[i] < 0 ? 1 :
 				     msg_removes_status(&p, (uint32_t)b->ent[i]);
@@ -3943,7 +3988,8 @@ int wb_create(struct wb *w, const struct cairn_fid *dir, uint64_t *dir_dv,
 
 int wb_remove(struct wb *w, const struct cairn_fid *dir, uint64_t *dir_dv,
 	      const char *name, size_t len, const struct cairn_fid *victim,
-	      uint32_t flags, const void *cred, size_t credlen)
+	      uint32_t flags, const struct cairn_time *when, const void *cred,
+	      size_t credlen)
 {
 	struct wfile *d, *f = NULL;
 	uint8_t *data;
@@ -3956,6 +4002,8 @@ int wb_remove(struct wb *w, const struct cairn_fid *dir, uint64_t *dir_dv,
 			    credlen, &data)))
 		return rc;
 	h.valid = flags;
+	h.msec = when->sec;
+	h.mnsec = when->nsec;
 	pthread_mutex_lock(&w->lock);
 	/* A file being sent now (what dbench and rm do to a file just
 	 * written) takes its removal behind the change on its way. */

@@ -271,11 +271,14 @@ void wb_barrier_list(struct wb *w, const struct cairn_fid *fids, size_t n);
  * RM_DIR, victim's: nobody else can have put a name in it) and victim
  * has no removal pending already: else -EAGAIN. *dir_dv as for
  * wb_create. Changes to victim after it go through (wb_write and
- * wb_setattr refuse them).
+ * wb_setattr refuse them). when: the time it was answered at, the
+ * directory's mtime and ctime the caller gives the kernel (sent with it:
+ * REMOVESAT).
  */
 int wb_remove(struct wb *w, const struct cairn_fid *dir, uint64_t *dir_dv,
 	      const char *name, size_t len, const struct cairn_fid *victim,
-	      uint32_t flags, const void *cred, size_t credlen);
+	      uint32_t flags, const struct cairn_time *when, const void *cred,
+	      size_t credlen);
 /*
  * A rename within directory dir of fid, whose creation answered here is
  * still in the journal and not yet on its way: the creation is journaled

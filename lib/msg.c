@@ -1102,10 +1102,15 @@ static void get_rment(struct rbuf *r, void *m)
 	wire_get_fid(r, &e->victim);
 }
 
-static void enc_removes_req(struct wbuf *w, const void *m)
+static void get_rment_at(struct rbuf *r, void *m)
 {
-	const struct msg_removes_req *q = m;
+	get_rment(r, m);
+	wire_get_time(r, &((struct msg_rment *)m)->time);
+}
 
+static void put_removes(struct wbuf *w, const struct msg_removes_req *q,
+			int at)
+{
 	wire_put_fid(w, &q->dir);
 	wire_put_u32(w, q->count);
 	if (put_list(w, q->ents, &q->list))
@@ -1114,24 +1119,51 @@ static void enc_removes_req(struct wbuf *w, const void *m)
 		put_str(w, &q->ents[i].name);
 		wire_put_u32(w, q->ents[i].flags);
 		wire_put_fid(w, &q->ents[i].victim);
+		if (at)
+			wire_put_time(w, &q->ents[i].time);
 	}
 }
 
-static int dec_removes_req(struct rbuf *r, void *m)
+static int get_removes(struct rbuf *r, struct msg_removes_req *q, int at)
 {
-	struct msg_removes_req *q = m;
 	struct msg_rment e;
 
 	wire_get_fid(r, &q->dir);
 	q->count = wire_get_u32(r);
 	q->ents = NULL;
-	get_records(r, q->count, RMENT_MIN, get_rment, &e, &q->list);
+	get_records(r, q->count, at ? RMENT_MIN + WIRE_TIME_SIZE : RMENT_MIN,
+		    at ? get_rment_at : get_rment, &e, &q->list);
 	return dec_end(r);
+}
+
+static void enc_removes_req(struct wbuf *w, const void *m)
+{
+	put_removes(w, m, 0);
+}
+
+static int dec_removes_req(struct rbuf *r, void *m)
+{
+	return get_removes(r, m, 0);
+}
+
+static void enc_removesat_req(struct wbuf *w, const void *m)
+{
+	put_removes(w, m, 1);
+}
+
+static int dec_removesat_req(struct rbuf *r, void *m)
+{
+	return get_removes(r, m, 1);
 }
 
 int msg_rment_next(struct rbuf *it, struct msg_rment *e)
 {
 	return next_record(it, get_rment, e);
+}
+
+int msg_rment_at_next(struct rbuf *it, struct msg_rment *e)
+{
+	return next_record(it, get_rment_at, e);
 }
 
 static void next_status(struct rbuf *r, void *scratch)
@@ -1623,6 +1655,13 @@ static const struct msg_desc descs[] = {
 	  "fid, u32 flags, u32 count, count × (u64 owner, u64 start, u64 end, "
 	  "u32 pid, u32 type, u32 lock flags)",
 	  "–", CODEC(lkreturn_req, empty) },
+	/* REMOVES, each entry with the time the client removed it at (its
+	 * directory's mtime and ctime, and the object's ctime). */
+	{ OP_REMOVESAT, "REMOVESAT", MSG_CHANGES | MSG_DRC,
+	  "fid dir, u32 count, count × (str name, u32 flags, fid victim, "
+	  "time time)",
+	  "attr dir, u32 count, count × (i32 status)",
+	  CODEC(removesat_req, removes_rep) },
 	{ OP_CB_BREAK, "CB_BREAK", MSG_PUSH, "u32 count, count × (fid, str name, u8 flags)",
 	  "acknowledged: an empty `WF_REPLY` frame with the push's id "
 	  "(see Callbacks)", CODEC(cb_break, empty) },

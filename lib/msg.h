@@ -139,12 +139,15 @@ struct msg_remove_req {
  * REMOVES: count entries of one directory, each a REMOVE with RM_FID
  * (flags 0 or RM_DIR). To send, point ents at count entries (list is then
  * not read); a decoded request has ents NULL and list holding the encoded
- * entries, walked with msg_rment_next.
+ * entries, walked with msg_rment_next. REMOVESAT: the same, each entry
+ * with its time (msg_rment_at_next).
  */
 struct msg_rment {
 	struct msg_str name;
 	uint32_t flags;          /* RM_DIR or 0 */
 	struct cairn_fid victim; /* what the name must still name */
+	struct cairn_time time;  /* REMOVESAT: when it was removed (zero:
+				  * the server's clock); else not sent */
 };
 struct msg_removes_req {
 	struct cairn_fid dir;
@@ -581,6 +584,8 @@ int msg_rment_next(struct rbuf *it, struct msg_rment *e);
 int msg_lkent_next(struct rbuf *it, struct msg_lkent *e);
 /* The status of entry i (< count) of a decoded REMOVES reply. */
 int32_t msg_removes_status(const struct msg_removes_rep *p, uint32_t i);
+/* msg_rment_next for a decoded REMOVESAT request. */
+int msg_rment_at_next(struct rbuf *it, struct msg_rment *e);
 /* Iterate a decoded CREATES request's entries, and its reply's (rbuf
  * over list), as msg_dirent_next. */
 int msg_cent_next(struct rbuf *it, struct msg_cent *e);

@@ -89,6 +89,7 @@ enum cairn_op {
 	OP_CREATEATTR,      /* CREATES, each with the SETATTRs after it */
 	OP_LOCKD,           /* LOCK that may delegate the file's locks */
 	OP_LKRETURN,        /* a delegation's locks handed back */
+	OP_REMOVESAT,       /* REMOVES whose entries carry their times */
 	OP__COUNT,          /* number of request opcodes + 1 */
 	OP_CB_BREAK = 64,
 	OP_CB_RECALL,
@@ -317,6 +318,7 @@ struct cairn_statfs {
 
 /* Wire sizes of the fixed-size types. */
 #define WIRE_FID_SIZE  16u
+#define WIRE_TIME_SIZE 12u    /* i64 sec, u32 nsec */
 /* fid 16 + mode,nlink,uid,gid,rdev 20 + size 8 + blocks 8 + 3 times 36 + dv 8 */
 #define WIRE_ATTR_SIZE 96u
 

@@ -1042,6 +1042,8 @@ static int op_remove(struct op_req *q)
 static int op_removes(struct op_req *q)
 {
 	const struct msg_removes_req *m = &q->m.removes_req;
+	int at = q->op == OP_REMOVESAT;
+	struct cairn_time when[CAIRN_REMOVES_MAX];
 	char names[CAIRN_REMOVES_MAX][CAIRN_NAME_MAX + 1];
 	const char *np[CAIRN_REMOVES_MAX];
 	struct msg_str ns[CAIRN_REMOVES_MAX];
@@ -1061,7 +1063,8 @@ static int op_removes(struct op_req *q)
 		return PARKED;
 	rbuf_init(&it, m->list.p, m->list.len);
 	for (i = 0; i < m->count; i++) {
-		if (!msg_rment_next(&it, &e))
+		if (!(at ? msg_rment_at_next(&it, &e)
+			 : msg_rment_next(&it, &e)))
 			return -EPROTO;
 		if ((e.flags & ~(uint32_t)(RM_DIR | RM_KEEP | RM_SELF)) ||
 		    (e.flags & (RM_DIR | RM_SELF)) == (RM_DIR | RM_SELF))
@@ -1070,6 +1073,7 @@ static int op_removes(struct op_req *q)
 			return ret;
 		ns[i] = e.name;
 		flags[i] = e.flags;
+		when[i] = e.time;
 		status[i] = 0;
 		/* Removed already (a resend), or the name reused since. */
 		struct cairn_attr cur;
@@ -1093,12 +1097,15 @@ static int op_removes(struct op_req *q)
 			return ret;
 	} else {
 		uint32_t fl[CAIRN_REMOVES_MAX];
+		struct cairn_time tm[CAIRN_REMOVES_MAX];
 
-		for (i = 0; i < n; i++)
+		for (i = 0; i < n; i++) {
 			fl[i] = flags[idx[i]];
+			tm[i] = when[idx[i]];
+		}
 		if ((ret = store_removes(q->ctx->st, &m->dir, (int)n, np, fl,
-					 conn_client_id(q->c), rcs, &rep.dir,
-					 sc)))
+					 at ? tm : NULL, conn_client_id(q->c),
+					 rcs, &rep.dir, sc)))
 			return ret;
 	}
 	for (i = 0; i < n; i++)
@@ -1872,6 +1879,7 @@ static const op_fn handlers[OP__COUNT] = {
 	[OP_LINK] = op_link,
 	[OP_REMOVE] = op_remove,
 	[OP_REMOVES] = op_removes,
+	[OP_REMOVESAT] = op_removes,
 	[OP_CREATES] = op_creates,
 	[OP_CREATEATTR] = op_createattr,
 	[OP_WRITEATTR] = op_writeattr,

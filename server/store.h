@@ -175,15 +175,18 @@ int store_remove(struct store *st, const struct cairn_fid *dir,
 /*
  * REMOVES: names[0..n) (n <= CAIRN_REMOVES_MAX) of dir, each as
  * store_remove with flags[i] (RM_DIR, RM_KEEP, RM_SELF; anything else:
- * -EINVAL for the whole call) and holder, in order, each on its own (one that fails changes nothing and the
- * others still happen), in one commit when nothing else fills the batch.
+ * -EINVAL for the whole call) and holder, at times[i] (the directory's
+ * mtime and ctime, the object's ctime; NULL or a zero time: now), in
+ * order, each on its own (one that fails changes nothing and the others
+ * still happen), in one commit when nothing else fills the batch.
  * Returns 0 with rcs[i] each entry's result and ch[i] what it removed
  * (n 0 when it failed), and dir_out the directory after all of them; or
  * a negative errno for the call (nothing removed).
  */
 int store_removes(struct store *st, const struct cairn_fid *dir, int n,
 		  const char *const *names, const uint32_t *flags,
-		  const uint8_t *holder, int *rcs, struct cairn_attr *dir_out,
+		  const struct cairn_time *times, const uint8_t *holder,
+		  int *rcs, struct cairn_attr *dir_out,
 		  struct store_changed *ch);
 /*
  * CREATES: regular files e[0..n) (n <= CAIRN_CREATES_MAX) in dir, each as

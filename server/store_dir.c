@@ -636,6 +636,7 @@ struct remove_args {
 	const char *name;
 	uint32_t flags;
 	const uint8_t *holder;   /* RM_KEEP: the orphan's holder, else NULL */
+	struct cairn_time t;     /* when (zero: now) */
 	uint64_t vn;
 	int drop;
 	struct sinode ino, dino;
@@ -646,7 +647,7 @@ static int remove_tx(struct store *st, MDB_txn *txn, void *arg)
 	struct remove_args *a = arg;
 	uint64_t cookie, dvn = a->dir->vnode;
 	uint32_t type;
-	struct cairn_time now = store_now();
+	struct cairn_time now = a->t.sec || a->t.nsec ? a->t : store_now();
 	int rc;
 
 	a->drop = 0;
@@ -722,7 +723,8 @@ static void removed(struct store *st, const struct remove_args *a,
 
 int store_removes(struct store *st, const struct cairn_fid *dir, int n,
 		  const char *const *names, const uint32_t *flags,
-		  const uint8_t *holder, int *rcs, struct cairn_attr *dir_out,
+		  const struct cairn_time *times, const uint8_t *holder,
+		  int *rcs, struct cairn_attr *dir_out,
 		  struct store_changed *ch)
 {
 	struct remove_args a[CAIRN_REMOVES_MAX];
@@ -743,6 +745,8 @@ int store_removes(struct store *st, const struct cairn_fid *dir, int n,
 			.dir = dir, .name = names[i],
 			.flags = flags[i],
 			.holder = (flags[i] & RM_KEEP) ? holder : NULL };
+		if (times)
+			a[k].t = times[i];
 		args[k] = &a[k];
 		idx[k++] = i;
 	}

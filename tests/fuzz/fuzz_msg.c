@@ -221,14 +221,19 @@ static int next_rment(struct rbuf *it, void *e)
 	return msg_rment_next(it, e);
 }
 
+static int next_rment_at(struct rbuf *it, void *e)
+{
+	return msg_rment_at_next(it, e);
+}
+
 static int next_lkent(struct rbuf *it, void *e)
 {
 	return msg_lkent_next(it, e);
 }
 
-/* REMOVES: the entries walk to count, their names go through the
- * server's check, and sent from an array (as a client sends them) they
- * are the input again; the reply's statuses likewise. */
+/* REMOVES and REMOVESAT: the entries walk to count, their names go
+ * through the server's check, and sent from an array (as a client sends
+ * them) they are the input again; the reply's statuses likewise. */
 static void check_removes(const struct msg_removes_req *q, unsigned op,
 			  const uint8_t *p, size_t len)
 {
@@ -238,7 +243,9 @@ static void check_removes(const struct msg_removes_req *q, unsigned op,
 
 	if (q->ents)
 		fail("decoded with ents set", op, 0, p, len, p, len);
-	e = walk_list(&q->list, q->count, sizeof(*e), next_rment, op, p, len);
+	e = walk_list(&q->list, q->count, sizeof(*e),
+		      op == OP_REMOVESAT ? next_rment_at : next_rment, op, p,
+		      len);
 	for (uint32_t i = 0; i < q->count; i++)
 		check_name(&e[i].name, 0);
 	a.ents = e;
@@ -469,9 +476,11 @@ static void check_parts(unsigned op, int reply, const union msg_any *m,
 		check_orphan_drop(&m->orphan_drop_req, op, p, len);
 		break;
 	case OP_REMOVES:
+	case OP_REMOVESAT:
 		check_removes(&m->removes_req, op, p, len);
 		break;
 	case OP_REMOVES | 0x100u:
+	case OP_REMOVESAT | 0x100u:
 		check_removes_rep(&m->removes_rep, op, p, len);
 		break;
 	case OP_LKRETURN:

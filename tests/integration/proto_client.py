@@ -821,6 +821,13 @@ class Conn:
                            items=[(n, fl, v) for n, fl, v in ents])
         return rep["dir"], [e["status"] for e in rep["items"]]
 
+    def removesat(self, d, ents):
+        """REMOVESAT of ents [(name, flags, victim, (sec, nsec))] in d:
+        as removes."""
+        rep = self.request("REMOVESAT", dir=d,
+                           items=[(n, fl, v, t) for n, fl, v, t in ents])
+        return rep["dir"], [e["status"] for e in rep["items"]]
+
     def creates(self, d, ents):
         """CREATES of ents [(name, mode, flags, fid, time, data)] in d
         (uid and gid 0): (dir attr, [(status, created, child attr)])."""
@@ -1348,6 +1355,22 @@ def _selftest(host, port):
                d["fid"], [("x2", 0, x2["fid"])] * 17)
     _, st = a.removes(d["fid"], [("x2", 0, x2["fid"])])
     check("REMOVES of one", st == [0], st)
+
+    # REMOVESAT: the entries' times are the directory's mtime and ctime
+    # (the last one's) and the ctime of an object that keeps a link.
+    y1 = a.create(d["fid"], "y1", 0o100644)["child"]
+    y2 = a.create(d["fid"], "y2", 0o100644)["child"]
+    a.link(y1["fid"], d["fid"], "y1b")
+    da, st = a.removesat(d["fid"], [("y1", 0, y1["fid"], (1000, 7)),
+                                    ("y2", 0, y2["fid"], (2000, 9))])
+    check("REMOVESAT: a status per entry", st == [0, 0], st)
+    check("REMOVESAT: the directory's times are the last entry's",
+          da["mtime"] == (2000, 9) and da["ctime"] == (2000, 9), da)
+    check("REMOVESAT: an object that keeps a link takes its entry's time",
+          a.getattr(y1["fid"])["ctime"] == (1000, 7), a.getattr(y1["fid"]))
+    da, st = a.removesat(d["fid"], [("y1b", 0, y1["fid"], (0, 0))])
+    check("REMOVESAT: a zero time is the server's clock",
+          st == [0] and da["mtime"][0] > 2000, (st, da))
 
     # CREATES: each on its own, in order; first bytes inline or in a data
     # file; a resend finds the files made (idempotent by FID).

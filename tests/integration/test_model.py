@@ -1,10 +1,5 @@
 #!/usr/bin/env python3
 # timeout: 240
-# alone: a directory's mtime after an unlink answered by the client's
-# journal is the client's clock there and the server's where it lands
-# (README, "What does not work yet"); they differ once that takes a
-# clock tick (4 ms here), which this test sees under load. It runs by
-# itself until the removal carries the client's time.
 """test_model.py - random changes on two mounts of one volume, checked
 against a model after every one.
 

@@ -1912,6 +1912,53 @@ def removes_answered_here_reach_the_other_client(ctx):
     expect_eq(sorted(os.listdir(a.p("d"))), sorted(want), "all names on A remounted")
 
 
+@test(timeout=90)
+def directory_times_after_removals_answered_here_are_the_removers(ctx):
+    """An unlink or rmdir answered by A's daemon gives the directory A's
+    time as its mtime and ctime at once; the removal reaches the server
+    later (10 ms and more) and carries that time (REMOVESAT), so the
+    directory's times stay the same on A and are the same on B. Before,
+    the server stamped its own clock when the removal landed: A's stat
+    changed under it and B saw another time (test_model, seed 261597328,
+    4 ms apart under load)."""
+    srv, a = warm_dir(ctx, 10)
+    os.mkdir(a.p("d", "sub"))
+    os.listdir(a.p("d", "sub"))
+    rounds = []
+    for what, fn in (("unlink", lambda: os.unlink(a.p("d", "warm003"))),
+                     ("unlinks", lambda: [os.unlink(a.p("d", "warm%03d" % i))
+                                          for i in (5, 6, 7)]),
+                     ("rmdir", lambda: os.rmdir(a.p("d", "sub")))):
+        before = wb_status(a)["wb.removes"]
+        # The server stopped for a moment: the removal lands 50 ms after
+        # A answered it (an idle shipper sends at once, in the same
+        # clock tick).
+        sig(srv.proc, 19)
+        try:
+            fn()
+            st = os.stat(a.p("d"))
+            time.sleep(0.05)
+        finally:
+            sig(srv.proc, 18)
+        expect(wb_status(a)["wb.removes"] > before,
+               "%s not answered by A's daemon" % what)
+        rounds.append((what, st))
+    wait_for(lambda: wb_status(a)["wb.pending_changes"] == 0, 20,
+             "A's journal sent")
+    sa = os.stat(a.p("d"))
+    b = ctx.mount(srv, "b")
+    sb = os.stat(b.p("d"))
+    what, st = rounds[-1]
+    expect_eq((sa.st_mtime_ns, sa.st_ctime_ns), (st.st_mtime_ns, st.st_ctime_ns),
+              "d's mtime and ctime on A right after the last %s and once "
+              "it was sent" % what)
+    expect_eq((sb.st_mtime_ns, sb.st_ctime_ns), (st.st_mtime_ns, st.st_ctime_ns),
+              "d's mtime and ctime on B and on A")
+    expect_eq(sorted(os.listdir(b.p("d"))),
+              sorted("warm%03d" % i for i in range(10) if i not in (3, 5, 6, 7)),
+              "names in d on B")
+
+
 def batches_sent(a, before, kind):
     """Since status `before`, A sent at least 20 of its `kind`s ("remove",
     "create") in at least 2 batches (REMOVES, CREATES; or CREATEATTR, for
@@ -1925,8 +1972,12 @@ def batches_sent(a, before, kind):
     expect(batches >= 2 and batched >= 20, "%ss went %d in %d %sS and %d alone"
            % (kind, batched, batches, kind.upper(), d["rpc.%s.calls" % kind]))
     if kind == "remove":
-        expect_eq(d["rpc.removes.calls"], batches,
-                  "REMOVES calls against wb.remove_batches")
+        # Batches and removals alone both go as REMOVESAT (with their
+        # times), none as REMOVES.
+        n = after["rpc.removesat.calls"] - before.get("rpc.removesat.calls", 0)
+        expect(n >= batches, "REMOVESAT calls %d against wb.remove_batches %d"
+               % (n, batches))
+        expect_eq(d["rpc.removes.calls"], 0, "REMOVES calls")
     else:
         withattr = after["rpc.createattr.calls"] - before["rpc.createattr.calls"]
         expect(d["rpc.creates.calls"] <= batches <=
@@ -1946,7 +1997,8 @@ def creates_and_removes_to_a_server_without_batches(ctx):
     stopped, so that the journal surely holds a batch of each (with the
     server running, the shipper can keep up with them one by one and try
     no batch in the first round)."""
-    srv = ctx.server(env={"CAIRN_SERVE_WITHOUT": "creates removes createattr"})
+    srv = ctx.server(env={"CAIRN_SERVE_WITHOUT":
+                          "creates removes removesat createattr"})
     a = ctx.mount(srv, "a")
     sent = lambda what: wait_for(
         lambda: wb_status(a)["wb.pending_changes"] == 0, 30, what)
@@ -1977,15 +2029,16 @@ def creates_and_removes_to_a_server_without_batches(ctx):
         after = H.mount_status(a)
         n = {k: after.get("rpc.%s.calls" % k, 0) -
              before.get("rpc.%s.calls" % k, 0)
-             for k in ("create", "creates", "remove", "removes")}
+             for k in ("create", "creates", "remove", "removes",
+                       "removesat")}
         print("# round %d, 60 files made, 20 removed: %r" % (rnd, n))
         if rnd == 1:
-            expect_eq((n["creates"], n["removes"]), (0, 0),
-                      "CREATES and REMOVES in the second round")
+            expect_eq((n["creates"], n["removes"], n["removesat"]), (0, 0, 0),
+                      "CREATES, REMOVES and REMOVESAT in the second round")
         expect(n["create"] >= 40, "CREATEs sent: %r" % n)
     log = open(os.path.join(a.cache, "cairn.log")).read()
-    for op in ("CREATES", "REMOVES"):
-        expect(log.count("the server takes no %s" % op) <= 1,
+    for op in ("CREATES", "REMOVES", "REMOVESAT"):
+        expect(log.count("the server takes no %s;" % op) <= 1,
                "A's log says more than once the server takes no %s" % op)
     expect_eq(wb_status(a)["wb.errors"], 0, "write-back errors on A")
     b = ctx.mount(srv, "b")
@@ -2828,8 +2881,12 @@ def renames_here_then_kill9(ctx, unmark):
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              text=True, start_new_session=True)
         H._record_pid(p.pid)
+        # Under WB_BARRIER_MS (5 s): a rename that waits longer for its
+        # file's creation goes ahead to the stopped server, and once it
+        # runs again may land before the creation (ENOENT in the child:
+        # seen under ASan with other tests beside it).
         try:
-            out, _ = p.communicate(timeout=10 * (2 if H.ASAN else 1))
+            out, _ = p.communicate(timeout=4)
         except subprocess.TimeoutExpired:
             out = None
         want.update(rsync_files(n, tag))

@@ -1166,10 +1166,10 @@ static int eq_orphan_drop_req(const void *a, const void *b)
 	return 1;
 }
 
-/* REMOVES: entries filled as an array (ents), as a client sends them. */
-static void fill_removes_req(struct fill *f, void *m)
+/* REMOVES (REMOVESAT with at): entries filled as an array (ents), as a
+ * client sends them. */
+static void fill_rments(struct fill *f, struct msg_removes_req *q, int at)
 {
-	struct msg_removes_req *q = m;
 	struct msg_rment *e;
 
 	fill_fid(f, &q->dir);
@@ -1179,12 +1179,26 @@ static void fill_removes_req(struct fill *f, void *m)
 		fill_str(f, "name", &e[i].name, 18);
 		e[i].flags = v32(f, "flags");
 		fill_fid(f, &e[i].victim);
+		e[i].time = (struct cairn_time){ 0, 0 };
+		if (at)
+			fill_time(f, &e[i].time);
 	}
 	q->ents = e;
 }
 
-/* Entry i of a REMOVES in either form (array, or decoded list). */
-static int removes_ent(const struct msg_removes_req *q, uint32_t i,
+static void fill_removes_req(struct fill *f, void *m)
+{
+	fill_rments(f, m, 0);
+}
+
+static void fill_removesat_req(struct fill *f, void *m)
+{
+	fill_rments(f, m, 1);
+}
+
+/* Entry i of a REMOVES (REMOVESAT) in either form (array, or decoded
+ * list). */
+static int removes_ent(const struct msg_removes_req *q, uint32_t i, int at,
 		       struct msg_rment *e)
 {
 	struct rbuf it;
@@ -1195,24 +1209,36 @@ static int removes_ent(const struct msg_removes_req *q, uint32_t i,
 	}
 	rbuf_init(&it, q->list.p, q->list.len);
 	for (uint32_t k = 0; k <= i; k++)
-		if (!msg_rment_next(&it, e))
+		if (!(at ? msg_rment_at_next(&it, e) : msg_rment_next(&it, e)))
+			return 0;
+	return 1;
+}
+
+static int rments_eq(const struct msg_removes_req *x,
+		     const struct msg_removes_req *y, int at)
+{
+	struct msg_rment ea, eb;
+
+	if (!fid_eq(&x->dir, &y->dir) || x->count != y->count)
+		return 0;
+	for (uint32_t i = 0; i < x->count; i++)
+		if (!removes_ent(x, i, at, &ea) ||
+		    !removes_ent(y, i, at, &eb) ||
+		    !str_eq(&ea.name, &eb.name) || ea.flags != eb.flags ||
+		    !fid_eq(&ea.victim, &eb.victim) ||
+		    (at && !time_eq(&ea.time, &eb.time)))
 			return 0;
 	return 1;
 }
 
 static int eq_removes_req(const void *a, const void *b)
 {
-	const struct msg_removes_req *x = a, *y = b;
-	struct msg_rment ea, eb;
+	return rments_eq(a, b, 0);
+}
 
-	if (!fid_eq(&x->dir, &y->dir) || x->count != y->count)
-		return 0;
-	for (uint32_t i = 0; i < x->count; i++)
-		if (!removes_ent(x, i, &ea) || !removes_ent(y, i, &eb) ||
-		    !str_eq(&ea.name, &eb.name) || ea.flags != eb.flags ||
-		    !fid_eq(&ea.victim, &eb.victim))
-			return 0;
-	return 1;
+static int eq_removesat_req(const void *a, const void *b)
+{
+	return rments_eq(a, b, 1);
 }
 
 static void fill_removes_rep(struct fill *f, void *m)
@@ -1440,6 +1466,7 @@ SHAPE(cb_break); SHAPE(bulkstat_req); SHAPE(bulkstat_rep);
 SHAPE(orphan_drop_req); SHAPE(wtoken_req); SHAPE(lock_req);
 SHAPE(getlk_rep); SHAPE(auth_req); SHAPE(auth_rep); SHAPE(fids_req);
 SHAPE(fids_rep); SHAPE(removes_req); SHAPE(removes_rep);
+SHAPE(removesat_req);
 SHAPE(creates_req); SHAPE(creates_rep); SHAPE(writeattr_req);
 SHAPE(createattr_req); SHAPE(lockd_rep); SHAPE(lkreturn_req);
 
@@ -1486,6 +1513,7 @@ static const struct tcase {
 	{ OP_CREATEATTR,  { &S_createattr_req,  &S_creates_rep } },
 	{ OP_LOCKD,       { &S_lock_req,        &S_lockd_rep } },
 	{ OP_LKRETURN,    { &S_lkreturn_req,    &S_empty } },
+	{ OP_REMOVESAT,   { &S_removesat_req,   &S_removes_rep } },
 	{ OP_CB_BREAK,    { &S_cb_break,        &S_empty } },
 	{ OP_CB_RECALL,   { &S_orphan_drop_req, &S_empty } },
 	{ OP_CB_LOCKWAKE, { &S_orphan_drop_req, &S_empty } },

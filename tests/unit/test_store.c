@@ -471,7 +471,7 @@ static void t_removes(void)
 	CHECK_EQ(wr(&k.fid, 0, "still here"), 0);
 	d = attr_of(&d.fid);
 	commits = st->commits;
-	CHECK_EQ(store_removes(st, &d.fid, 5, names, flags, holder, rcs, &dir,
+	CHECK_EQ(store_removes(st, &d.fid, 5, names, flags, NULL, holder, rcs, &dir,
 			       ch), 0);
 	CHECK_EQ(st->commits, commits + 1);
 	CHECK_EQ(rcs[0], 0);
@@ -492,19 +492,42 @@ static void t_removes(void)
 	CHECK_EQ(dir.dv, d.dv + 4);               /* one step per removal */
 	CHECK_EQ(store_lookup(st, &d.fid, "kept", &k), -ENOENT);
 	/* Nothing left to do: the directory as it is. */
-	CHECK_EQ(store_removes(st, &d.fid, 1, names, flags, holder, rcs, &dir,
+	CHECK_EQ(store_removes(st, &d.fid, 1, names, flags, NULL, holder, rcs, &dir,
 			       ch), 0);
 	CHECK_EQ(rcs[0], -ENOENT);
 	CHECK_EQ(dir.dv, d.dv + 4);
 	/* Flags a REMOVE cannot take, or RM_KEEP without a holder. */
 	flags[0] = RM_FID;
-	CHECK_EQ(store_removes(st, &d.fid, 1, names, flags, holder, rcs, &dir,
+	CHECK_EQ(store_removes(st, &d.fid, 1, names, flags, NULL, holder, rcs, &dir,
 			       ch), -EINVAL);
 	flags[0] = RM_KEEP;
-	CHECK_EQ(store_removes(st, &d.fid, 1, names, flags, NULL, rcs, &dir,
+	CHECK_EQ(store_removes(st, &d.fid, 1, names, flags, NULL, NULL, rcs, &dir,
 			       ch), -EINVAL);
-	CHECK_EQ(store_removes(st, &d.fid, 0, names, flags, holder, rcs, &dir,
+	CHECK_EQ(store_removes(st, &d.fid, 0, names, flags, NULL, holder, rcs, &dir,
 			       ch), -EINVAL);
+
+	/* Times given (REMOVESAT): the directory's mtime and ctime are the
+	 * last removal's, an object that keeps a link gets its own as its
+	 * ctime; a zero time is the server's clock. */
+	const char *tn[3] = { "t1", "t2", "t3" };
+	uint32_t tf[3] = { 0, 0, 0 };
+	struct cairn_time tt[3] = { { 100, 5 }, { 200, 7 }, { 0, 0 } };
+	struct cairn_attr t1, t2, t3, t1b, tmp;
+
+	CHECK_EQ(mk(&d.fid, "t1", S_IFREG | 0644, &t1), 0);
+	CHECK_EQ(mk(&d.fid, "t2", S_IFREG | 0644, &t2), 0);
+	CHECK_EQ(mk(&d.fid, "t3", S_IFREG | 0644, &t3), 0);
+	CHECK_EQ(store_link(st, &t1.fid, &d.fid, "t1b", &t1b, &tmp), 0);
+	CHECK_EQ(store_removes(st, &d.fid, 2, tn, tf, tt, holder, rcs, &dir,
+			       ch), 0);
+	CHECK(rcs[0] == 0 && rcs[1] == 0);
+	CHECK(dir.mtime.sec == 200 && dir.mtime.nsec == 7);
+	CHECK(dir.ctime.sec == 200 && dir.ctime.nsec == 7);
+	t1b = attr_of(&t1.fid);
+	CHECK(t1b.nlink == 1 && t1b.ctime.sec == 100 && t1b.ctime.nsec == 5);
+	CHECK_EQ(store_removes(st, &d.fid, 1, tn + 2, tf, tt + 2, holder, rcs,
+			       &dir, ch), 0);
+	CHECK(rcs[0] == 0 && dir.mtime.sec > 200);
 }
 
 /* CREATES: regular files with FIDs handed out, each on its own (a
