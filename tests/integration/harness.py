@@ -773,6 +773,27 @@ def with_deadline(seconds, what, fn, *args):
     return box.get("v")
 
 
+def sigstop(pid, timeout=10.0):
+    """SIGSTOP pid and wait until every thread of it has stopped: kill()
+    returns before they do, and a request that arrives meanwhile is still
+    answered (a test that counts what went while a server was stopped
+    then sees a change answered that should have waited)."""
+    os.kill(pid, signal.SIGSTOP)
+    end = time.time() + timeout
+    while time.time() < end:
+        states = []
+        for t in os.listdir("/proc/%d/task" % pid):
+            try:
+                with open("/proc/%d/task/%s/stat" % (pid, t)) as f:
+                    states.append(f.read().rsplit(")", 1)[1].split()[0])
+            except OSError:
+                pass
+        if states and all(st in ("T", "t", "Z", "X") for st in states):
+            return
+        time.sleep(0.005)
+    fail("pid %d did not stop within %ss" % (pid, timeout))
+
+
 def kill9_daemon(m, timeout=10.0):
     """SIGKILL the `cairn mount` daemon of mount m (the PID the harness
     found for it, checked again against its command line first) and wait

@@ -47,7 +47,7 @@ class Stopped:
         self.srv = srv
 
     def __enter__(self):
-        os.kill(self.srv.proc.pid, signal.SIGSTOP)
+        H.sigstop(self.srv.proc.pid)
         return self
 
     def __exit__(self, *exc):

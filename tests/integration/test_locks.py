@@ -1045,7 +1045,7 @@ def unreclaimable_lock_is_lost(ctx):
     ok(a, a.lk("setlk", "w", 0, 100), "F_SETLK F_WRLCK [0,100)")
     nlog = len(H.tail(A.daemon_log, 1000000))
     # A's daemon sleeps through the restart and the grace; B takes the range.
-    os.kill(A.pid, signal.SIGSTOP)
+    H.sigstop(A.pid)
     try:
         t_start = restart(srv)
         sleep_past_grace(t_start)
@@ -1409,7 +1409,7 @@ def silent_holder_loses_its_delegation(ctx):
     a, b = lockers(("A1", A.p("f")), ("B1", B.p("f")))
     ok(a, a.lk("setlk", "w", 0, 100), "A's F_SETLK [0,100)")
     expect_eq(mkey(A, "lk.delegated"), 1, "A's lk.delegated")
-    os.kill(A.pid, signal.SIGSTOP)
+    H.sigstop(A.pid)
     try:
         t0 = time.time()
         b.lk_send("setlkw", "w", 0, 100)

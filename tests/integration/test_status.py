@@ -65,26 +65,6 @@ def eventually(fn, what, timeout=10.0):
         time.sleep(0.05)
 
 
-def sigstop(pid, timeout=10.0):
-    """SIGSTOP pid and wait until every thread of it has stopped: kill()
-    returns before they do, and a request that arrives meanwhile is still
-    answered."""
-    os.kill(pid, signal.SIGSTOP)
-    end = time.time() + timeout
-    while time.time() < end:
-        states = []
-        for t in os.listdir("/proc/%d/task" % pid):
-            try:
-                with open("/proc/%d/task/%s/stat" % (pid, t)) as f:
-                    states.append(f.read().rsplit(")", 1)[1].split()[0])
-            except OSError:
-                pass
-        if states and all(st == "T" for st in states):
-            return
-        time.sleep(0.005)
-    fail("pid %d did not stop within %ss" % (pid, timeout))
-
-
 def setup(ctx):
     ctx.srv = ctx.server()
     ctx.A = ctx.mount(ctx.srv, "a")
@@ -247,7 +227,7 @@ def answers_while_a_call_waits_for_a_stopped_server(ctx):
 
     t = threading.Thread(target=waiter, daemon=True)
     try:
-        sigstop(ctx.srv.proc.pid)
+        H.sigstop(ctx.srv.proc.pid)
         t.start()
         # The stat's lookup is in flight on a FUSE thread, its reply
         # held back by the stopped server: status still answers at once.
@@ -268,7 +248,7 @@ def a_stopped_client_is_reported_after_2_s(ctx):
     if not A.pid:
         raise H.Skip("daemon pid of A not found")
     try:
-        sigstop(A.pid)
+        H.sigstop(A.pid)
         r = H.run_cairn(["status", A.path], timeout=20)
     finally:
         os.kill(A.pid, signal.SIGCONT)

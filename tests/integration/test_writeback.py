@@ -1026,8 +1026,12 @@ def rewrite_on_a_read_on_b_sees_whole_versions(ctx):
 # ------------------------------------------------------- 7. write-back journal
 
 def sig(proc_or_pid, signum):
+    """Signal a process; SIGSTOP (19) returns once it has stopped."""
     pid = proc_or_pid if isinstance(proc_or_pid, int) else proc_or_pid.pid
-    os.kill(pid, signum)
+    if signum == 19:
+        H.sigstop(pid)
+    else:
+        os.kill(pid, signum)
 
 
 def wb_status(m):
