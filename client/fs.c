@@ -106,7 +106,7 @@ static int call_fids(uint16_t op, const void *reqm,
 	case OP_GETXATTR: case OP_LISTXATTR: case OP_REMOVEXATTR:
 	case OP_FALLOCATE: case OP_BULKSTAT: case OP_WTOKEN: case OP_LOCK:
 	case OP_GETLK: case OP_REMOVES: case OP_WRITEATTR: case OP_LOCKD:
-	case OP_LKRETURN:
+	case OP_LKRETURN: case OP_REMOVESAT:
 		/* Each of these begins with the FID it is about (a
 		 * directory for the namespace ones). */
 		out[0] = (const struct cairn_fid *)reqm;
@@ -367,7 +367,8 @@ static void forget_dirs(struct fs *fs, uint16_t op, const void *reqm)
 		forget_entry(fs, &q->dir, &q->name);
 		break;
 	}
-	case OP_REMOVES: {
+	case OP_REMOVES:
+	case OP_REMOVESAT: {
 		const struct msg_removes_req *q = reqm;
 
 		for (uint32_t i = 0; q->ents && i < q->count; i++)

@@ -451,13 +451,15 @@ static void own_fill(struct notify *n, struct own *o, uint16_t op,
 			own_add_entry(n, o, &m.remove_req.dir,
 				      &m.remove_req.name);
 		break;
-	case OP_REMOVES: {
+	case OP_REMOVES:
+	case OP_REMOVESAT: {
 		struct msg_rment e;
 		struct rbuf it;
 
 		own_add(o, m.removes_req.dir.vnode);
 		rbuf_init(&it, m.removes_req.list.p, m.removes_req.list.len);
-		while (msg_rment_next(&it, &e))
+		while (op == OP_REMOVES ? msg_rment_next(&it, &e)
+					: msg_rment_at_next(&it, &e))
 			if (e.flags & RM_DIR)
 				own_add_entry(n, o, &m.removes_req.dir, &e.name);
 		break;
