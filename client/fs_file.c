@@ -959,7 +959,7 @@ void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 			return;
 		}
 		if (wb_gave_up(rc))
-			goto out;
+			goto failed;
 	}
 	wl = &fs->wlock[fid.vnode % FS_WLOCKS];
 	pthread_mutex_lock(wl);
@@ -1019,8 +1019,10 @@ void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		return;
 	}
 	pthread_mutex_unlock(wl);
+failed:
 	/* Writeback cache: the kernel keeps the pages whose WRITE failed,
-	 * clean now, with data the server never got. Drop them, so that
+	 * clean now, with data the server never got (also when the journal
+	 * could not get the file's token: wb_gave_up). Drop them, so that
 	 * what this client reads next is what the server has. */
 	if (fs->wb)
 		notify_inval_inode(fs->ntf, ino);
