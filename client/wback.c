@@ -1323,13 +1323,30 @@ static const struct wop *first_bytes(const struct wop *o)
 	       n->len && PAD8(o->len) + n->len <= CAIRN_MAX_IO ? n : NULL;
 }
 
-/* A server without REMOVESAT answered one: say so once, send without. */
-static void no_removesat(struct wb *w)
+/*
+ * Removals q with their times (REMOVESAT), reply in *p (buffer in *rep;
+ * freed by the caller, also on error): 0, an error, or -ENOSYS when the
+ * server takes none (said once; from then on this answers -ENOSYS
+ * without asking, and the caller sends them the older way). No lock.
+ */
+static int send_removesat(struct wb *w, const uint8_t *cred, size_t credlen,
+			  const struct msg_removes_req *q,
+			  struct msg_removes_rep *p, struct rpc_reply *rep)
 {
-	if (!__atomic_exchange_n(&w->no_removesat, 1, __ATOMIC_RELAXED))
+	int rc;
+
+	*rep = (struct rpc_reply){ 0 };
+	if (__atomic_load_n(&w->no_removesat, __ATOMIC_RELAXED))
+		return -ENOSYS;
+	rc = fs_rpc_cred(w->fs, cred, credlen, OP_REMOVESAT, q, p, rep);
+	if (rc == 0 && p->count != q->count)
+		rc = fs_bad_reply(OP_REMOVESAT);
+	if (rc == -ENOSYS &&
+	    !__atomic_exchange_n(&w->no_removesat, 1, __ATOMIC_RELAXED))
 		log_info("write-back: the server takes no REMOVESAT; a "
 			 "directory's times after a removal answered here are "
 			 "the server's when it lands");
+	return rc;
 }
 
 /* Send the removal o of one of f's names: REMOVE with RM_FID (it removes
@@ -1342,6 +1359,10 @@ static int send_remove(struct wb *w, struct wfile *f, const struct wop *o,
 	struct crec c;
 	struct msg_remove_req q;
 	struct msg_attr p;
+	struct msg_rment e;
+	struct msg_removes_req qa = { .dir = o->parent, .count = 1, .ents = &e };
+	struct msg_removes_rep pa;
+	struct rpc_reply rep;
 	const uint8_t *cred;
 	size_t credlen;
 	int rc;
@@ -1358,26 +1379,15 @@ static int send_remove(struct wb *w, struct wfile *f, const struct wop *o,
 	};
 	cred = buf + sizeof(c) + c.namelen;
 	credlen = o->len - sizeof(c) - c.namelen;
-	if (!__atomic_load_n(&w->no_removesat, __ATOMIC_RELAXED)) {
-		/* A record from before times were kept has 0: the
-		 * server's clock. */
-		struct msg_rment e = { .name = q.name, .flags = o->valid,
-				       .victim = f->fid, .time = o->mtime };
-		struct msg_removes_req qa = { .dir = o->parent, .count = 1,
-					      .ents = &e };
-		struct msg_removes_rep pa;
-		struct rpc_reply rep;
-
-		rc = fs_rpc_cred(w->fs, cred, credlen, OP_REMOVESAT, &qa, &pa,
-				 &rep);
-		if (rc == 0)
-			rc = pa.count == 1 ? msg_removes_status(&pa, 0)
-					   : fs_bad_reply(OP_REMOVESAT);
-		rpc_reply_free(&rep);
-		if (rc != -ENOSYS)
-			return rc;
-		no_removesat(w);
-	}
+	/* A record from before times were kept has 0: the server's clock. */
+	e = (struct msg_rment){ .name = q.name, .flags = o->valid,
+				.victim = f->fid, .time = o->mtime };
+	rc = send_removesat(w, cred, credlen, &qa, &pa, &rep);
+	if (rc == 0)
+		rc = msg_removes_status(&pa, 0);
+	rpc_reply_free(&rep);
+	if (rc != -ENOSYS)
+		return rc;
 	return fs_rpc_cred(w->fs, cred, credlen, OP_REMOVE, &q, &p, NULL);
 }
 
@@ -2477,20 +2487,16 @@ static int batch_send(struct wb *w, struct nbatch *b, const uint8_t *cred,
 		struct msg_removes_req q = { .dir = *dir, .count = b->sent,
 					     .ents = b->e.rm };
 		struct msg_removes_rep p;
-		uint16_t op = OP_REMOVESAT;
 
 		/* With their times, unless the server takes none. */
-		if (__atomic_load_n(&w->no_removesat, __ATOMIC_RELAXED))
-			op = OP_REMOVES;
-		rc = fs_rpc_cred(w->fs, cred, credlen, op, &q, &p, &rep);
-		if (rc == -ENOSYS && op == OP_REMOVESAT) {
-			no_removesat(w);
-			op = OP_REMOVES;
-			rc = fs_rpc_cred(w->fs, cred, credlen, op, &q, &p,
-					 &rep);
+		rc = send_removesat(w, cred, credlen, &q, &p, &rep);
+		if (rc == -ENOSYS) {
+			rpc_reply_free(&rep);
+			rc = fs_rpc_cred(w->fs, cred, credlen, OP_REMOVES, &q,
+					 &p, &rep);
+			if (rc == 0 && p.count != b->sent)
+				rc = fs_bad_reply(OP_REMOVES);
 		}
-		if (rc == 0 && p.count != b->sent)
-			rc = fs_bad_reply(op);
 		for (unsigned i = 0; !rc && i < b->n; i++) {
 			int32_t st = b->ent[i] < 0 ? 1 :
 				     msg_removes_status(&p, (uint32_t)b->ent[i]);
