@@ -25,7 +25,8 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: cairn serve --data DIR [--listen HOST:PORT] "
 		"[--orphan-grace SECS] [--recall-timeout MS] "
-		"[--lock-lease MS] [--lock-grace MS] [--key FILE] "
+		"[--lock-lease MS] [--lock-grace MS] "
+		"[--handshake-timeout SECS] [--key FILE] "
 		"[--ro-key FILE]... [--no-root-squash] [-v]\n"
 		"\n"
 		"Serve the volume stored in DIR (created on first use) until\n"
@@ -56,6 +57,10 @@ static void usage(FILE *f)
 		"                      clients reclaim the locks they held and\n"
 		"                      no new lock is granted (a lock one holds\n"
 		"                      may still be downgraded) (default %u)\n"
+		"  --handshake-timeout SECS\n"
+		"                      seconds a new connection has to\n"
+		"                      authenticate and say HELLO before it\n"
+		"                      is dropped (default %d)\n"
 		"  --key FILE          the cell key, shared by the cell's\n"
 		"                      servers and clients (default\n"
 		"                      DIR/cell.key, created with a new key at\n"
@@ -70,7 +75,8 @@ static void usage(FILE *f)
 		"  -v, --verbose       also log every request\n"
 		"  -h, --help          show this help\n",
 		CAIRN_DEFAULT_PORT, ORPHAN_GRACE_S, TOK_RECALL_TIMEOUT_MS,
-		LK_LEASE_MS, LK_GRACE_MS, SRV_MAX_RO_KEYS, CRED_NOBODY);
+		LK_LEASE_MS, LK_GRACE_MS, SRV_HANDSHAKE_TIMEOUT_S,
+		SRV_MAX_RO_KEYS, CRED_NOBODY);
 }
 
 /* optarg as a whole number in [min, max] into *out; else a message and
@@ -122,6 +128,7 @@ int cmd_serve(int argc, char **argv)
 		{ "recall-timeout", required_argument, NULL, 'r' },
 		{ "lock-lease", required_argument, NULL, 'L' },
 		{ "lock-grace", required_argument, NULL, 'G' },
+		{ "handshake-timeout", required_argument, NULL, 'H' },
 		{ "key", required_argument, NULL, 'k' },
 		{ "ro-key", required_argument, NULL, 'R' },
 		{ "no-root-squash", no_argument, NULL, 'S' },
@@ -163,6 +170,11 @@ int cmd_serve(int argc, char **argv)
 				       86400000ul, &o.lock_grace_ms))
 				return 2;
 			o.lock_set |= SRV_LOCK_GRACE;
+			break;
+		case 'H':
+			if (number_opt("--handshake-timeout", "seconds", 1,
+				       3600, &o.handshake_timeout_s))
+				return 2;
 			break;
 		case 'k': o.key_file = optarg; break;
 		case 'S': o.no_root_squash = 1; break;

@@ -93,13 +93,13 @@
 #define CONN_QUEUE_MAX       (64u << 20)   /* unsent bytes before we give up */
 #define CONN_SEND_TIMEOUT_S  5
 #define CB_MAX_PROMISES      (1u << 20)
-/* Before HELLO a peer is a stranger: it gets HANDSHAKE_TIMEOUT_S to say
+/* Before HELLO a peer is a stranger: it gets SRV_HANDSHAKE_TIMEOUT_S (or
+ * --handshake-timeout: server_opts.handshake_timeout_s) to say
  * AUTH and HELLO in frames of at most HELLO_MAX_LEN bytes, so an
  * unauthenticated peer can hold neither big buffers nor a thread for
  * long. A peer whose HELLO does not verify (no or a wrong cell key, or a
  * replayed handshake) is held AUTH_FAIL_DELAY_MS before the close, and
  * at most one such failure a second is logged. */
-#define HANDSHAKE_TIMEOUT_S  10
 #define HELLO_MAX_LEN        256u
 #define AUTH_FAIL_DELAY_MS   1000
 #define SERVER_MAX_CONNS     1024
@@ -185,6 +185,7 @@ struct server {
 	int estop;                 /* guarded by elock */
 
 	struct drc *drc;           /* duplicate request cache (own lock) */
+	int handshake_s;           /* a stranger's time to say HELLO */
 	/* The keys a client may hold (lib/seal.h): [0] the cell key,
 	 * then the read-only exports. */
 	struct srv_key {
@@ -608,7 +609,7 @@ static void reader_ended(struct conn *c, int rc, int mid_frame)
 	} else if (rc == -EPIPE) {
 		conn_fail(c, "connection closed mid-frame");
 	} else if ((rc == -EAGAIN || rc == -EWOULDBLOCK) && !c->hello_done) {
-		conn_fail(c, "no HELLO within %d s", HANDSHAKE_TIMEOUT_S);
+		conn_fail(c, "no HELLO within %d s", c->srv->handshake_s);
 	} else {
 		conn_fail(c, "read: %s", strerror(-rc));
 	}
@@ -1347,7 +1348,7 @@ static int conn_start(struct server *s, int fd)
 	c->fd = fd;
 	c->refs = 1; /* the reader's */
 	clock_gettime(CLOCK_MONOTONIC, &c->hs_deadline);
-	c->hs_deadline.tv_sec += HANDSHAKE_TIMEOUT_S;
+	c->hs_deadline.tv_sec += s->handshake_s;
 	net_peer_name(fd, c->peer, sizeof(c->peer));
 	pthread_mutex_init(&c->wlock, NULL);
 	pthread_cond_init(&c->wcond, NULL);
@@ -1565,6 +1566,8 @@ int server_start(const struct server_opts *o, struct server **out, char *err,
 	pthread_mutex_init(&s->elock, NULL);
 	pthread_cond_init(&s->econd, NULL);
 	s->ctx.srv = s;
+	s->handshake_s = o->handshake_timeout_s ? (int)o->handshake_timeout_s :
+			 SRV_HANDSHAKE_TIMEOUT_S;
 	s->ctx.stats = stats_create();
 	s->ctx.cb = cb_table_create(CB_MAX_PROMISES, hold_conn);
 	s->ctx.tok = tok_table_create(o->recall_timeout_ms ?

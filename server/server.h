@@ -61,11 +61,15 @@ struct server_opts {
 	 * -EROFS for every change (at most SRV_MAX_RO_KEYS). */
 	const char *ro_key_files[16];
 	int n_ro_keys;
+	/* Seconds a new connection has to authenticate and say HELLO;
+	 * 0 = default (SRV_HANDSHAKE_TIMEOUT_S). */
+	unsigned handshake_timeout_s;
 	/* Keep uid 0 in requests' credentials root (default: squashed to
 	 * nobody, perm.h). */
 	int no_root_squash;
 };
 #define SRV_MAX_RO_KEYS 16
+#define SRV_HANDSHAKE_TIMEOUT_S 10
 enum { SRV_LOCK_LEASE = 1, SRV_LOCK_GRACE = 2 };
 
 /*

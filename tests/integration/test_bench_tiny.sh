@@ -1,5 +1,7 @@
 #!/bin/bash
 # timeout: 180
+# plain build only: it checks the benchmark's scripts, not the code they
+# drive (the other suites run that under ASan); 90 s there.
 #
 # test_bench_tiny.sh BUILD - runs the benchmark (bench/run.sh) once in its
 # tiny mode so it cannot rot. It reports, it does not gate on speed: the
