@@ -965,7 +965,7 @@ void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	pthread_mutex_lock(wl);
 	if ((rc = fs_wb_settle(fs, &fid))) {
 		pthread_mutex_unlock(wl);
-		goto out;
+		goto failed;
 	}
 	seq = notify_seq(fs->ntf);
 	known = fs->cc && itab_getattr(fs->itab, ino, &before) == 0 &&
@@ -1022,8 +1022,9 @@ void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 failed:
 	/* Writeback cache: the kernel keeps the pages whose WRITE failed,
 	 * clean now, with data the server never got (also when the journal
-	 * could not get the file's token: wb_gave_up). Drop them, so that
-	 * what this client reads next is what the server has. */
+	 * could not get the file's token, wb_gave_up, or what it held of
+	 * the file could not be sent first, fs_wb_settle). Drop them, so
+	 * that what this client reads next is what the server has. */
 	if (fs->wb)
 		notify_inval_inode(fs->ntf, ino);
 out:

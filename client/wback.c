@@ -2732,8 +2732,12 @@ static void *shipper(void *arg)
 		if (!f) {
 			struct timespec until;
 
-			if (w->stopping && (!w->pending_ops || w->stopping > 1) &&
-			    !w->held)
+			/* Unmounting: done once nothing is left, or once
+			 * wb_stop gave up (stopping 2: a server that does not
+			 * take what is left, or tokens it does not take back,
+			 * must not hold the unmount up). */
+			if (w->stopping > 1 ||
+			    (w->stopping && !w->pending_ops && !w->held))
 				break;
 			/* At the latest when the first file held back may
 			 * go (next_ready found it), else a sweep's time. */
