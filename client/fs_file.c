@@ -1024,9 +1024,14 @@ failed:
 	 * clean now, with data the server never got (also when the journal
 	 * could not get the file's token, wb_gave_up, or what it held of
 	 * the file could not be sent first, fs_wb_settle). Drop them, so
-	 * that what this client reads next is what the server has. */
-	if (fs->wb)
+	 * that what this client reads next is what the server has. The
+	 * notifier may be busy with others a while: meanwhile the next open
+	 * drops them (marked before the reply, as a read of an old version
+	 * does). */
+	if (fs->wb) {
+		itab_cache_stale(fs->itab, ino);
 		notify_inval_inode(fs->ntf, ino);
+	}
 out:
 	reply_error(req, rc);
 }

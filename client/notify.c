@@ -197,6 +197,10 @@ struct notify {
 	pthread_t thread;
 
 	int epoch_ok;               /* set once by notify_start */
+	/* CAIRN_TEST_INVAL_PAUSE_US, for tests only: a pause before each
+	 * queued inode invalidation reaches the kernel, standing for a
+	 * notifier busy with others (test_hung). */
+	unsigned test_inval_pause_us;
 	struct own *own;            /* our changes in progress; q_lock */
 	int own_unknown;            /* ... not recorded (no memory); q_lock */
 	uint64_t own_ids;           /* q_lock */
@@ -324,6 +328,9 @@ int notify_create(struct notify **out)
 	pthread_mutex_init(&n->q_lock, NULL);
 	pthread_cond_init(&n->q_cond, NULL);
 	pthread_cond_init(&n->dw_cond, NULL);
+	if (getenv("CAIRN_TEST_INVAL_PAUSE_US"))
+		n->test_inval_pause_us =
+			(unsigned)atoi(getenv("CAIRN_TEST_INVAL_PAUSE_US"));
 	*out = n;
 	return 0;
 }
@@ -783,6 +790,8 @@ static void run_item(struct notify *n, struct nitem *it)
 	LOCK_ASSERT_NOT_HELD(&n->q_lock);
 	switch (it->kind) {
 	case NK_INODE:
+		if (n->test_inval_pause_us)
+			usleep(n->test_inval_pause_us);
 		run_inode(n, it->ino);
 		free(it);
 		break;

@@ -16,7 +16,9 @@ like to a client.
 - A write and close on the stopped server: write(2) returns at once;
   close(2) too when the client holds the write token (the journal), and
   the fsync after it fails with EIO after --timeout; otherwise close(2)
-  does. Resumed, A and B agree on the content.
+  does. Resumed, A and B agree on the content. What a failed close could
+  not send is not read back on A, even while the server is still stopped
+  and the client's invalidation of the kernel's pages runs late.
 
 Every test resumes the server in `finally`, before its children are
 waited for and before cleanup, so nothing is left stuck whatever fails.
@@ -401,6 +403,63 @@ def close_on_a_stopped_server_fails_after_one_timeout(ctx):
         os.kill(srv.proc.pid, signal.SIGCONT)
         if p is not None:
             reap(p)
+
+
+READ_CODE = ("import errno, os, sys\n"
+             "try:\n"
+             "    with open(sys.argv[1], 'rb') as f:\n"
+             "        data = f.read()\n"
+             "    print('ok ' + data[:12].decode('ascii', 'replace'))\n"
+             "except OSError as e:\n"
+             "    print(errno.errorcode.get(e.errno, str(e.errno)))\n")
+
+
+@test(timeout=90)
+def failed_close_leaves_no_unsent_bytes_to_read(ctx):
+    """After close() failed on a stopped server, the bytes it could not
+    send are nowhere: a read on A, with the server still stopped, gets
+    B's content (from A's cache) or an error, never A's unsent write. The
+    kernel kept the pages of the failed WRITE; the client drops them
+    through the notifier, which may be busy with others for a while (here
+    3 s, CAIRN_TEST_INVAL_PAUSE_US): the next open must not keep them
+    meanwhile."""
+    srv = ctx.server()
+    a = ctx.mount(srv, extra=["--timeout", "6"],
+                  env={"CAIRN_TEST_INVAL_PAUSE_US": "3000000"})
+    b = ctx.mount(srv, "b")
+    with open(b.p("f"), "wb") as f:
+        f.write(b"from b\n" * 100)
+    with open(a.p("f"), "rb") as f:
+        expect_eq(f.read(), b"from b\n" * 100, "A reads B's file")
+    time.sleep(3.5)   # the notifier's queue empty (its pause is 3 s)
+    p = q = None
+    try:
+        with Stopped(srv):
+            time.sleep(0.2)
+            p = spawn([sys.executable, "-c", CLOSE_CODE, a.p("f")])
+            elapsed, rc = wait_child(p, 2 * 6 + 5 + slack())
+            expect(rc is not None, "close on a stopped server did not return")
+            out = p.stdout.read().split()
+            print("# close on the stopped server: %s after %.1f s" % (out, elapsed))
+            expect_eq(out[:1], ["EIO"], "close of a file written on a stopped server")
+            q = spawn([sys.executable, "-c", READ_CODE, a.p("f")])
+            elapsed, rc = wait_child(q, 6 + 5 + slack())
+            expect(rc is not None, "a read on A with the server stopped did not return")
+            got = q.stdout.read().strip()
+            print("# read on A, server still stopped: %s after %.1f s" % (got, elapsed))
+            expect(not got.startswith("ok y"),
+                   "A read its own write that the failed close never sent: %s" % got)
+            expect(got in ("ok from b\nfrom", "EIO") or got.startswith("ok from b"),
+                   "read on A with the server stopped: %r" % got)
+        with open(b.p("f"), "rb") as f:
+            on_b = f.read()
+        expect(on_b in (b"from b\n" * 100, b"y" * 100 + (b"from b\n" * 100)[100:]),
+               "content on B after the failed close: %r" % H.short(on_b))
+    finally:
+        os.kill(srv.proc.pid, signal.SIGCONT)
+        for c in (p, q):
+            if c is not None:
+                reap(c)
 
 
 WB_CODE = ("import os, sys, time\n"
