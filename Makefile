@@ -124,8 +124,8 @@ demo-stop:
 # Every test, plain build and sanitizer build; the last line of output is
 # "N passed, N failed".
 # The clang build (CAIRN_CLANG_BUILD) is one more suite of tests/run.sh.
-# Both builds compile on every CPU; CAIRN_TEST_JOBS=2 makes tests/run.sh
-# run two suites at a time.
+# Both builds compile on every CPU; tests/run.sh runs two suites at a time
+# on two CPUs or more (CAIRN_TEST_JOBS=1: one after another).
 NPROC := $(shell nproc 2>/dev/null || echo 1)
 check: deps
 	@$(MAKE) --no-print-directory -j$(NPROC) all bench-tools
