@@ -573,6 +573,20 @@ def _out_of_space(ctx, tdir):
     gb = read_file(b.p("big"))
     print("# the big file as left on the server: %d bytes" % len(gb))
     expect(srv.running(), "cairn serve exited after the full-disk reads")
+    # Unmounting A: what the server does not take stays in the journal,
+    # said after 2 s of refusals (wb_stop), and the daemon then ends; it
+    # used to wait on for its write token another 14 s.
+    t0 = time.time()
+    a.umount()
+    took = time.time() - t0
+    print("# A unmounted, its daemon gone, after %.1f s" % took)
+    with open(a.daemon_log) as f:
+        log = f.read()
+    expect("for the next mount of this cache directory" in log,
+           "A's log does not say its unsent changes stay in the journal")
+    limit = 9 if H.ASAN else 6
+    expect(took < limit, "unmounting A with changes the full server refuses "
+           "took %.1f s (2 s of refusals are enough)" % took)
 
 
 @test(timeout=90)
