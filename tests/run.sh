@@ -22,8 +22,9 @@
 # side, taking them from a queue (each worker its own temp dir and safety
 # net); the report keeps the usual order. A suite marked "# alone: WHY"
 # near its top runs after them, by itself. Each failure seen only this way
-# so far was a real race that load opened (the last: test_hung's failed
-# close, whose unsent bytes a read could still see).
+# so far was a race that load opened, in Cairn or in a test, and is fixed
+# (the last: test_hung's failed close, whose unsent bytes a read could
+# still see).
 #
 # An integration suite with a line "# plain build only: WHY" near its top
 # is not run against a sanitizer build.
