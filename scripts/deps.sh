@@ -4,7 +4,7 @@
 # lists may be empty).
 set -e
 need="build-essential pkg-config libfuse3-dev fuse3 liblmdb-dev libisal-dev liburing-dev \
-      libssl-dev python3 python3-cryptography attr libnetcdf-dev dbench rsync gnuplot-nox clang-14 libclang-rt-14-dev"
+      libssl-dev python3 python3-cryptography attr libnetcdf-dev dbench rsync git gnuplot-nox clang-14 libclang-rt-14-dev"
 missing=""
 for p in $need; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||
