@@ -524,8 +524,10 @@ static void attr_to_stat(const struct cairn_attr *in, struct stat *st)
 
 	/* A file with changes still in the journal: what the kernel gets
 	 * includes them (the kernel keeps its own size and times only for
-	 * an inode it has in memory). */
-	if (S_ISREG(in->mode) && wb_busy(patch_wb)) {
+	 * an inode it has in memory). So does a directory whose attribute
+	 * change is journaled (wb_dir_setattr): a listing of its parent
+	 * fetched meanwhile has the server's status of it, from before. */
+	if ((S_ISREG(in->mode) || S_ISDIR(in->mode)) && wb_busy(patch_wb)) {
 		pa = *in;
 		wb_patch(patch_wb, &pa);
 		a = &pa;

@@ -691,8 +691,12 @@ static void ns_pending_add(struct wb *w, const struct cairn_fid *parent,
 	struct wfile *d = file_get(w, parent);
 	struct rmname *r;
 
-	if (d)
+	/* Its times move past a change of them still in the journal
+	 * (wb_patch lays those over the directory's status). */
+	if (d) {
 		d->children++;
+		d->pvalid &= ~(uint32_t)(SA_MTIME | SA_CTIME);
+	}
 	w->ncreates++;
 	o->nhash = name_hash(name, len);
 	if (d && o->type == JR_REMOVE &&
@@ -3549,9 +3553,11 @@ int wb_busy(struct wb *w)
 /* wb_patch of a with f's changes (f may be NULL). Under lock. */
 static void patch(const struct wfile *f, struct cairn_attr *a)
 {
+	int reg = S_ISREG(a->mode);
+
 	/* A copy older than our last change's reply: the tables had it
 	 * before that reply, and the change has left the journal since. */
-	if (f && f->sent_ok && f->sent.fid.uniq == a->fid.uniq &&
+	if (reg && f && f->sent_ok && f->sent.fid.uniq == a->fid.uniq &&
 	    a->dv < f->sent.dv)
 		*a = f->sent;
 	if (f && f->nops) {
@@ -3561,9 +3567,10 @@ static void patch(const struct wfile *f, struct cairn_attr *a)
 		/* Blocks: the server's and the bytes not sent yet, as if
 		 * none overwrote another, but no more than the size holds
 		 * (a sparse file written here stays sparse for du). */
-		a->blocks = est < whole ? est : whole > a->blocks ? whole
-								  : a->blocks;
-		if (f->psz)
+		if (reg)
+			a->blocks = est < whole ? est
+				    : whole > a->blocks ? whole : a->blocks;
+		if (reg && f->psz)
 			a->size = f->psize;
 		if (f->pvalid & SA_MTIME)
 			a->mtime = f->pmtime;

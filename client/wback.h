@@ -180,8 +180,10 @@ int wb_dir_setattr(struct wb *w, const struct cairn_fid *dir,
 /* Anything kept or held at all? (an atomic read; w may be NULL) */
 int wb_busy(struct wb *w);
 /* Attributes a (of a regular file) as they are with the changes the
- * journal holds for it applied: size, and the times the kernel sent.
- * For every reply that gives the kernel a file's attributes. */
+ * journal holds for it applied: size, and the times the kernel sent; of
+ * a directory, its journaled attribute changes (times, mode, owner;
+ * wb_dir_setattr). For every reply that gives the kernel a file's or a
+ * directory's attributes. */
 void wb_patch(struct wb *w, struct cairn_attr *a);
 /* A reply carried a's attributes: while we hold the token with nothing
  * in flight, its data version is where our next change starts. */

@@ -9,11 +9,17 @@ them, on two clients of one server.
   and B then sees all of them, a clean status and a repository fsck finds
   whole; a branch committed on B is A's at once.
 
+- tar: an archive (pax format: times to the nanosecond) with hard links,
+  a symbolic link, modes and old times, extracted with -p on A, reads on
+  B as the same extraction does on local disk: every name's type, mode,
+  owner, link count, size, mtime and link target, and every byte.
+
 (SQLite from two clients is in test_locks, rsync and cp in test_writeback.)
 """
 
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import threading
@@ -133,6 +139,74 @@ def git_on_two_clients_across_a_server_restart(ctx):
     write(os.path.join(rb, "b.txt"), "from b\n")
     seen_whole(ra, "from-b", commit(rb, "from b", "b.txt"), "B's branch on A")
     expect_eq(git(ra, "show", "from-b:b.txt"), "from b\n", "B's file in A's view of the branch")
+
+
+def tree_listing(top):
+    """{relative path: (type, mode, uid, gid, nlink, size, mtime_ns, link
+    target)} of everything under top, by lstat; a directory's size is left
+    out (it is the file system's own)."""
+    out = {}
+    for dirpath, dirs, files in os.walk(top):
+        for name in dirs + files:
+            p = os.path.join(dirpath, name)
+            st = os.lstat(p)
+            isdir = stat.S_ISDIR(st.st_mode)
+            out[os.path.relpath(p, top)] = (
+                stat.S_IFMT(st.st_mode), stat.S_IMODE(st.st_mode), st.st_uid,
+                st.st_gid, st.st_nlink, None if isdir else st.st_size,
+                st.st_mtime_ns, os.readlink(p) if stat.S_ISLNK(st.st_mode) else None)
+    return out
+
+
+def run(argv, what):
+    p = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True,
+                       text=True, timeout=120)
+    if p.returncode != 0:
+        fail("%s: exit %d: %s" % (what, p.returncode, p.stderr.strip()[-600:]))
+
+
+@test(timeout=200)
+def tar_extracted_on_a_reads_on_b_as_on_local_disk(ctx):
+    src = ctx.path("src")
+    os.makedirs(src)
+    shutil.copytree("/usr/include/linux", os.path.join(src, "linux"), symlinks=True)
+    os.link(os.path.join(src, "linux", "fs.h"), os.path.join(src, "hard-fs.h"))
+    os.symlink("linux/fs.h", os.path.join(src, "sym-fs.h"))
+    priv = os.path.join(src, "private")
+    os.mkdir(priv, 0o700)
+    write(os.path.join(priv, "f"), "private\n")
+    os.chmod(os.path.join(priv, "f"), 0o640)
+    os.chown(os.path.join(priv, "f"), 1234, 5678)
+    old = 981173106 * 10**9 + 123456789    # 2001-02-03, to the nanosecond
+    for p in (os.path.join(priv, "f"), priv):
+        os.utime(p, ns=(old, old))
+    archive = ctx.path("t.tar")
+    run(["tar", "--format=posix", "-C", src, "-cf", archive, "."], "tar -c")
+
+    srv = ctx.server()
+    a = ctx.mount(srv, "a")
+    b = ctx.mount(srv, "b")
+    local = ctx.path("local")
+    os.makedirs(local)
+    os.mkdir(a.p("x"))
+    run(["tar", "-C", local, "-xpf", archive], "tar -x on local disk")
+    run(["tar", "-C", a.p("x"), "-xpf", archive], "tar -x on A")
+    want = tree_listing(local)
+    print("# %d names in the archive" % len(want))
+    for side, top in (("A", a.p("x")), ("B", b.p("x"))):
+        got = tree_listing(top)
+        diff = sorted(k for k in set(want) | set(got) if want.get(k) != got.get(k))
+        expect(not diff, "%s differs from the local extraction in %d names, e.g.:\n  %s"
+               % (side, len(diff), "\n  ".join("%s: local %s, %s %s" % (k, want.get(k), side,
+                                                                      got.get(k))
+                                               for k in diff[:5])))
+    bad = []
+    for rel, meta in sorted(want.items()):
+        if meta[0] == stat.S_IFREG:
+            with open(os.path.join(local, rel), "rb") as f1, open(b.p("x", rel), "rb") as f2:
+                if f1.read() != f2.read():
+                    bad.append(rel)
+    expect(not bad, "files whose bytes differ on B: %s" % bad[:10])
 
 
 if __name__ == "__main__":
