@@ -875,9 +875,10 @@ def wl_large(cfg, side, R):
 
     def reread():
         # The first read after the pause is the figure; two more right
-        # after it are shown beside it (READ bytes are of all three): one
-        # read of 100 MiB from the page cache takes 7-20 ms on this VM, on
-        # either side, at random.
+        # after it are shown beside it (READ bytes are of all three), to
+        # tell a cost of the pause from the page cache's own speed (on
+        # Linux 6.18 FUSE's has 4 KiB folios only: 100 MiB in 16-20 ms
+        # here against ext4's 6 ms).
         runs = [mbs(worker(cfg, "read", path)) for _ in range(3)]
         return runs[0], "then %s MB/s" % " ".join("%.0f" % x for x in runs[1:])
     phase(R, "large", side, "re-read same client after %ds pause" % cfg["large_pause"],
