@@ -9,6 +9,9 @@ them, on two clients of one server.
   and B then sees all of them, a clean status and a repository fsck finds
   whole; a branch committed on B is A's at once.
 
+- make: a small C program built on A is up to date for make on B
+  (`make -q`); a source touched on B is rebuilt on A, alone, and the
+  program run on B is the new one.
 - tar: an archive (pax format: times to the nanosecond) with hard links,
   a symbolic link, modes and old times, extracted with -p on A, reads on
   B as the same extraction does on local disk: every name's type, mode,
@@ -139,6 +142,60 @@ def git_on_two_clients_across_a_server_restart(ctx):
     write(os.path.join(rb, "b.txt"), "from b\n")
     seen_whole(ra, "from-b", commit(rb, "from b", "b.txt"), "B's branch on A")
     expect_eq(git(ra, "show", "from-b:b.txt"), "from b\n", "B's file in A's view of the branch")
+
+
+MAKEFILE = """\
+prog: main.o a.o b.o
+\tcc -o prog main.o a.o b.o
+%.o: %.c common.h
+\tcc -c -o $@ $<
+"""
+
+
+def make(cwd, *args, check=True):
+    p = subprocess.run(["make", "-C", cwd] + list(args), stdin=subprocess.DEVNULL,
+                       capture_output=True, text=True, timeout=120)
+    if check and p.returncode != 0:
+        fail("make %s in %s: exit %d: %s" % (" ".join(args), cwd, p.returncode,
+                                             (p.stderr or p.stdout).strip()[-600:]))
+    return p
+
+
+@test(timeout=120)
+def make_on_a_is_up_to_date_on_b(ctx):
+    if not shutil.which("make") or not shutil.which("cc"):
+        fail("make or cc is not installed (scripts/deps.sh installs build-essential)")
+    srv = ctx.server()
+    a = ctx.mount(srv, "a")
+    b = ctx.mount(srv, "b")
+    pa, pb = a.p("proj"), b.p("proj")
+    write(os.path.join(pa, "Makefile"), MAKEFILE)
+    write(os.path.join(pa, "common.h"), "int fa(void);\nint fb(void);\n")
+    write(os.path.join(pa, "main.c"), '#include <stdio.h>\n#include "common.h"\n'
+          'int main(void) { printf("%d\\n", fa() + fb()); return 0; }\n')
+    write(os.path.join(pa, "a.c"), '#include "common.h"\nint fa(void) { return 1; }\n')
+    write(os.path.join(pa, "b.c"), '#include "common.h"\nint fb(void) { return 2; }\n')
+    make(pa)
+    out = subprocess.run([os.path.join(pb, "prog")], capture_output=True, text=True,
+                         timeout=30).stdout
+    expect_eq(out, "3\n", "the program built on A, run on B")
+    q = make(pb, "-q", check=False)
+    expect_eq(q.returncode, 0, "make -q on B right after A's build (0: up to date; %s)"
+              % (q.stdout + q.stderr).strip()[-300:])
+    # A change on B, a second later (make compares mtimes): A rebuilds
+    # that object and the program, nothing else.
+    time.sleep(1.1)
+    write(os.path.join(pb, "b.c"), '#include "common.h"\nint fb(void) { return 40; }\n')
+    r = make(pa)
+    lines = r.stdout.splitlines()
+    expect_eq(sorted(l.split()[-1] for l in lines if l.startswith("cc -c")), ["b.c"],
+              "what make on A compiled after b.c changed on B")
+    expect(any(l.startswith("cc -o prog") for l in lines),
+           "make on A did not link the program again: %s" % lines)
+    out = subprocess.run([os.path.join(pb, "prog")], capture_output=True, text=True,
+                         timeout=30).stdout
+    expect_eq(out, "41\n", "the rebuilt program, run on B")
+    expect_eq(make(pb, "-q", check=False).returncode, 0, "make -q on B after A's rebuild")
 
 
 def tree_listing(top):
