@@ -39,20 +39,27 @@ GIT_ENV = {
 }
 
 
-def git(repo, *args, timeout=60):
-    """Run git in repo; returns its stdout, fails the test on an error."""
+def run(argv, what, check=True, env=None, timeout=120):
+    """Run argv; returns the finished process (text output). Fails the
+    test, naming `what`, if it runs past timeout or (with check) exits
+    non-zero."""
     try:
-        p = subprocess.run(["git", "-C", repo, "-c", "gc.auto=0",
-                            "-c", "maintenance.auto=false"] + list(args),
-                           stdin=subprocess.DEVNULL, capture_output=True,
+        p = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True,
                            text=True, timeout=timeout,
-                           env=dict(os.environ, **GIT_ENV))
+                           env=dict(os.environ, **env) if env else None)
     except subprocess.TimeoutExpired:
-        fail("git %s in %s: no answer within %d s" % (" ".join(args), repo, timeout))
-    if p.returncode != 0:
-        fail("git %s in %s: exit %d: %s" % (" ".join(args), repo, p.returncode,
-                                            (p.stderr or p.stdout).strip()[-600:]))
-    return p.stdout
+        fail("%s: no answer within %d s" % (what, timeout))
+    if check and p.returncode != 0:
+        fail("%s: exit %d: %s" % (what, p.returncode,
+                                  (p.stderr or p.stdout).strip()[-600:]))
+    return p
+
+
+def git(repo, *args):
+    """Run git in repo; returns its stdout, fails the test on an error."""
+    return run(["git", "-C", repo, "-c", "gc.auto=0", "-c", "maintenance.auto=false"]
+               + list(args), "git %s in %s" % (" ".join(args), repo), env=GIT_ENV,
+               timeout=60).stdout
 
 
 def commit(repo, msg, path="-A"):
@@ -153,12 +160,8 @@ prog: main.o a.o b.o
 
 
 def make(cwd, *args, check=True):
-    p = subprocess.run(["make", "-C", cwd] + list(args), stdin=subprocess.DEVNULL,
-                       capture_output=True, text=True, timeout=120)
-    if check and p.returncode != 0:
-        fail("make %s in %s: exit %d: %s" % (" ".join(args), cwd, p.returncode,
-                                             (p.stderr or p.stdout).strip()[-600:]))
-    return p
+    return run(["make", "-C", cwd] + list(args),
+               "make %s in %s" % (" ".join(args), cwd), check=check)
 
 
 @test(timeout=120)
@@ -176,8 +179,7 @@ def make_on_a_is_up_to_date_on_b(ctx):
     write(os.path.join(pa, "a.c"), '#include "common.h"\nint fa(void) { return 1; }\n')
     write(os.path.join(pa, "b.c"), '#include "common.h"\nint fb(void) { return 2; }\n')
     make(pa)
-    out = subprocess.run([os.path.join(pb, "prog")], capture_output=True, text=True,
-                         timeout=30).stdout
+    out = run([os.path.join(pb, "prog")], "the program on B", timeout=30).stdout
     expect_eq(out, "3\n", "the program built on A, run on B")
     q = make(pb, "-q", check=False)
     expect_eq(q.returncode, 0, "make -q on B right after A's build (0: up to date; %s)"
@@ -192,8 +194,7 @@ def make_on_a_is_up_to_date_on_b(ctx):
               "what make on A compiled after b.c changed on B")
     expect(any(l.startswith("cc -o prog") for l in lines),
            "make on A did not link the program again: %s" % lines)
-    out = subprocess.run([os.path.join(pb, "prog")], capture_output=True, text=True,
-                         timeout=30).stdout
+    out = run([os.path.join(pb, "prog")], "the program on B", timeout=30).stdout
     expect_eq(out, "41\n", "the rebuilt program, run on B")
     expect_eq(make(pb, "-q", check=False).returncode, 0, "make -q on B after A's rebuild")
 
@@ -213,13 +214,6 @@ def tree_listing(top):
                 st.st_gid, st.st_nlink, None if isdir else st.st_size,
                 st.st_mtime_ns, os.readlink(p) if stat.S_ISLNK(st.st_mode) else None)
     return out
-
-
-def run(argv, what):
-    p = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True,
-                       text=True, timeout=120)
-    if p.returncode != 0:
-        fail("%s: exit %d: %s" % (what, p.returncode, p.stderr.strip()[-600:]))
 
 
 @test(timeout=200)
