@@ -614,20 +614,24 @@ class CairnSide:
 def rpc_diff(before, after):
     """(round trips, bytes in, bytes out) between two status snapshots,
     minus the STATUS calls that took the snapshots (each on its own
-    connection, so each also costs a HELLO)."""
+    connection, so each also costs a HELLO) and the PINGs by which idle
+    clients keep their promises (PROTOCOL.md, "Promises and silence")."""
     if before is None or after is None:
         return (None, None, None)
 
     def d(k):
         return after.get(k, 0) - before.get(k, 0)
     n_status = d("op.status.calls")
-    calls = d("rpc.calls") - n_status - min(n_status, d("op.hello.calls"))
+    calls = d("rpc.calls") - n_status - min(n_status, d("op.hello.calls")) - \
+        d("op.ping.calls")
     hello_share = (d("op.hello.bytes_in") / d("op.hello.calls")
                    if d("op.hello.calls") else 0)
-    bin_ = d("rpc.bytes_in") - d("op.status.bytes_in") - hello_share * n_status
+    bin_ = d("rpc.bytes_in") - d("op.status.bytes_in") - hello_share * n_status - \
+        d("op.ping.bytes_in")
     hello_out = (d("op.hello.bytes_out") / d("op.hello.calls")
                  if d("op.hello.calls") else 0)
-    bout = d("rpc.bytes_out") - d("op.status.bytes_out") - hello_out * n_status
+    bout = d("rpc.bytes_out") - d("op.status.bytes_out") - hello_out * n_status - \
+        d("op.ping.bytes_out")
     return (int(calls), int(bin_), int(bout))
 
 

@@ -502,7 +502,8 @@ static void wback_start(struct mount_state *m)
 		return;
 	}
 	fs_set_wback(m->fs, m->wbk);
-	notify_set_wback_hooks(m->ntf, wb_recall, wb_reconnected, m->wbk);
+	notify_set_wback_hooks(m->ntf, wb_recall, wb_reconnected, wb_held,
+			       m->wbk);
 }
 
 /* `cairn status MOUNTPOINT`: the cache.* keys (cache.enabled 0 when off). */
@@ -612,6 +613,7 @@ int cmd_mount(int argc, char **argv)
 	 * of our own requests where the kernel lets it. */
 	o.hello_flags = HELLO_CB_ACK | notify_hello_flags();
 	o.on_reconnect = notify_on_reconnect;
+	o.on_lapse = notify_on_lapse;
 	rc = cellkey_load(cellkey_path(a.key), o.key, err, sizeof(err));
 	if (rc) {
 		fprintf(stderr, "cairn mount: %s%s\n", err, rc == -ENOENT ?

@@ -111,6 +111,7 @@ static void print_rpc(struct rpc *r, FILE *f)
 	rpc_get_stats(r, &st);
 	fprintf(f, "rpc.connected %d\n", st.connected);
 	fprintf(f, "rpc.reconnects %llu\n", (unsigned long long)st.reconnects);
+	fprintf(f, "rpc.lapses %llu\n", (unsigned long long)st.lapses);
 	fprintf(f, "rpc.calls %llu\n", (unsigned long long)st.calls);
 	fprintf(f, "rpc.failed %llu\n", (unsigned long long)st.failed);
 	fprintf(f, "rpc.waiting %u\n", st.waiting);

@@ -847,11 +847,28 @@ void dcache_break(struct dcache *dc, uint64_t vnode)
 
 void dcache_clear(struct dcache *dc)
 {
+	dcache_clear_except(dc, NULL, NULL);
+}
+
+void dcache_clear_except(struct dcache *dc,
+			 int (*keep)(void *arg, uint64_t vnode), void *arg)
+{
+	struct dlist *l, *next;
 	struct dmark **pm;
 
 	dc_lock(dc);
-	while (dc->lru.lnext != &dc->lru)
-		list_drop(dc, dc->lru.lnext);
+	for (l = dc->lru.lnext; l != &dc->lru; l = next) {
+		next = l->lnext;
+		if (!keep || !keep(arg, l->dir)) {
+			list_drop(dc, l);
+			continue;
+		}
+		/* The names stand; the status of what they name only where
+		 * that is kept too. */
+		for (size_t i = 0; i < l->n; i++)
+			if (l->ents[i] && !keep(arg, DKEY(l->ents[i]->attr.fid.vnode)))
+				l->ents[i]->stale = 1;
+	}
 	for (pm = &dc->marks; *pm;) {
 		struct dmark *m = *pm;
 

@@ -147,6 +147,12 @@ void dcache_break(struct dcache *dc, uint64_t vnode);
 /* Every promise is gone (reconnect): drop every listing, fail every
  * fetch. */
 void dcache_clear(struct dcache *dc);
+/* The same, except the listings of the directories keep(arg, vnode) says
+ * stand anyway (their write tokens are held: a lapse, notify.c); in those,
+ * the status of every entry not kept is marked stale. keep runs under the
+ * cache's lock: it must take none. */
+void dcache_clear_except(struct dcache *dc,
+			 int (*keep)(void *arg, uint64_t vnode), void *arg);
 
 /*
  * A reply carried attributes a. fresh (no break since the request was

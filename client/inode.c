@@ -1137,36 +1137,61 @@ void itab_set_promised(struct itab *t, uint64_t ino)
 
 void itab_break_all(struct itab *t, itab_visit_fn fn, void *arg)
 {
+	itab_break_all_except(t, NULL, NULL, fn, arg);
+}
+
+/* Whether inode ino is one keep() spares (lock held). */
+static int kept(struct itab *t, uint64_t ino,
+		int (*keep)(void *karg, const struct cairn_fid *fid),
+		void *karg)
+{
+	struct inode *n;
+
+	return keep && (n = find(t, ino)) && keep(karg, &n->fid);
+}
+
+void itab_break_all_except(struct itab *t,
+			   int (*keep)(void *karg, const struct cairn_fid *fid),
+			   void *karg, itab_visit_fn fn, void *arg)
+{
 	table_lock(t);
 	for (size_t i = 0; i < t->inodes.n; i++) {
 		for (struct inode *n = t->inodes.b[i]; n; n = n->hnext) {
-			clear_promise(n);
-			/* What changed meanwhile is unknown. */
-			if (t->evict_files && n->isreg)
-				n->kstale = 1;
-			fn(arg, n->ino, 0, NULL, 0, n->isdir);
+			int kn = keep && keep(karg, &n->fid);
+
+			if (!kn) {
+				clear_promise(n);
+				/* What changed meanwhile is unknown. */
+				if (t->evict_files && n->isreg)
+					n->kstale = 1;
+				fn(arg, n->ino, 0, NULL, 0, n->isdir);
+			}
 			for (struct iname *in = n->names; in; in = in->next)
-				fn(arg, n->ino, in->parent, in->name,
-				   in->len, n->isdir);
-			for (struct iname *in = n->kids; in; in = in->knext)
+				if (!kept(t, in->parent, keep, karg))
+					fn(arg, n->ino, in->parent, in->name,
+					   in->len, n->isdir);
+			for (struct iname *in = n->kids; in && !kn;
+			     in = in->knext)
 				if (!in->owner)
 					fn(arg, 0, in->parent, in->name,
 					   in->len, 0);
 		}
 	}
-	/* Every dentry is being invalidated (directories' expired):
-	 * forget them all. */
+	/* Every dentry not kept is being invalidated (directories'
+	 * expired): forget them. An entry is kept with its directory. */
 	for (size_t i = 0; i < t->inodes.n; i++)
 		for (struct inode *n = t->inodes.b[i]; n; n = n->hnext) {
 			struct iname *in, *next;
 
-			for (in = n->kids; in; in = next) {
-				next = in->knext;
-				drop_or_expire(t, in);
-			}
+			if (!keep || !keep(karg, &n->fid))
+				for (in = n->kids; in; in = next) {
+					next = in->knext;
+					drop_or_expire(t, in);
+				}
 			for (in = n->names; in; in = next) {
 				next = in->next;
-				drop_or_expire(t, in);
+				if (!kept(t, in->parent, keep, karg))
+					drop_or_expire(t, in);
 			}
 		}
 	table_unlock(t);

@@ -269,6 +269,12 @@ void itab_set_promised(struct itab *t, uint64_t ino);
  * forgets every entry (directories' are kept, marked expired).
  */
 void itab_break_all(struct itab *t, itab_visit_fn fn, void *arg);
+/* The same, sparing every inode keep(karg, fid) says stands anyway (its
+ * write token is held: a lapse, notify.c) and every entry in a spared
+ * directory. keep runs under the table's lock: it must take none. */
+void itab_break_all_except(struct itab *t,
+			   int (*keep)(void *karg, const struct cairn_fid *fid),
+			   void *karg, itab_visit_fn fn, void *arg);
 
 /*
  * Files unlinked while maybe open. The kernel no longer tells us about

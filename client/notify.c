@@ -179,6 +179,7 @@ struct notify {
 	/* set once by notify_set_wback_hooks */
 	void (*recall_fn)(void *arg, const struct cairn_fid *fid);
 	void (*reconnected_fn)(void *arg);
+	size_t (*held_fn)(void *arg, struct cairn_fid **out);
 	void *wb_arg;
 	/* set once by notify_set_lock_hooks */
 	void (*lkwake_fn)(void *arg, const struct cairn_fid *fid);
@@ -1028,6 +1029,74 @@ void notify_on_reconnect(void *arg, int epoch_changed)
 	seq_release(n);
 }
 
+/* The FIDs whose write tokens are held, sorted by fid_order. */
+struct heldset {
+	struct cairn_fid *v;
+	size_t n;
+};
+
+static int fid_order(const void *a, const void *b)
+{
+	const struct cairn_fid *x = a, *y = b;
+
+	if (x->vnode != y->vnode)
+		return x->vnode < y->vnode ? -1 : 1;
+	if (x->uniq != y->uniq)
+		return x->uniq < y->uniq ? -1 : 1;
+	return x->vol < y->vol ? -1 : x->vol > y->vol;
+}
+
+static int held_fid(void *arg, const struct cairn_fid *fid)
+{
+	const struct heldset *h = arg;
+
+	return bsearch(fid, h->v, h->n, sizeof(*h->v), fid_order) != NULL;
+}
+
+static int held_vnode(void *arg, uint64_t vnode)
+{
+	const struct heldset *h = arg;
+	size_t lo = 0, hi = h->n;
+
+	/* Sorted by vnode first. */
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (h->v[mid].vnode < vnode)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < h->n && h->v[lo].vnode == vnode;
+}
+
+void notify_on_lapse(void *arg, const char *why)
+{
+	struct notify *n = arg;
+	struct heldset h = { 0 };
+	struct nlist l = { 0 };
+
+	/* Promises go; write tokens and locks are the server's to revoke,
+	 * and it tells us when it does (or we learn it at the reconnect).
+	 * What a held token covers stays: nobody else changes it until the
+	 * token is recalled, and a change of ours the server no longer
+	 * takes becomes a conflict copy, never lost (docs/ARCHITECTURE.md). */
+	seq_take(n, SEQ_WRITE);
+	if (n->held_fn && (h.n = n->held_fn(n->wb_arg, &h.v)))
+		qsort(h.v, h.n, sizeof(*h.v), fid_order);
+	bump_seq(n);
+	if (n->dc)
+		dcache_clear_except(n->dc, held_vnode, &h);
+	if (n->itab)
+		itab_break_all_except(n->itab, held_fid, &h, visit_all, &l);
+	log_warn("%s: cached status and data are no longer trusted until "
+		 "it answers (invalidating %zu cached inodes and entries; "
+		 "%zu held for write-back stay)", why, l.n, h.n);
+	enqueue(n, &l);
+	seq_release(n);
+	free(h.v);
+}
+
 /*
  * Decode a CB_BREAK payload (lib/msg.h) into a list of work items. A name
  * longer than any name can be is as broken as a short payload: the
@@ -1331,11 +1400,14 @@ void notify_set_orphan_hook(struct notify *n,
 void notify_set_wback_hooks(struct notify *n,
 			    void (*recall)(void *arg,
 					   const struct cairn_fid *fid),
-			    void (*reconnected)(void *arg), void *arg)
+			    void (*reconnected)(void *arg),
+			    size_t (*held)(void *arg, struct cairn_fid **out),
+			    void *arg)
 {
 	seq_take(n, SEQ_WRITE);
 	n->recall_fn = recall;
 	n->reconnected_fn = reconnected;
+	n->held_fn = held;
 	n->wb_arg = arg;
 	seq_release(n);
 }

@@ -73,10 +73,12 @@ void notify_destroy(struct notify *n);
  * reply. Callable from any thread that holds no lock. */
 void notify_inval_inode(struct notify *n, uint64_t ino);
 
-/* rpc_opts.on_push / on_reconnect; arg is the struct notify. */
+/* rpc_opts.on_push / on_reconnect / on_lapse; arg is the struct notify.
+ * A lapse drops every promise as a reconnect does, and nothing else. */
 void notify_on_push(void *arg, uint16_t op, uint32_t id,
 		    const uint8_t *payload, size_t len);
 void notify_on_reconnect(void *arg, int epoch_changed);
+void notify_on_lapse(void *arg, const char *why);
 
 /* Apply breaks and reconnects to the cached directories too (set once,
  * before the session serves; dc must outlive n's use of it). */
@@ -92,12 +94,15 @@ void notify_set_orphan_hook(struct notify *n,
 
 /* Write-back (client/wback.h): recall(arg, fid) for every FID of a
  * CB_RECALL push, and reconnected(arg) after a reconnect, both on the
- * rpc's reader thread with no lock held; they must only queue. Set once,
- * before the session serves. */
+ * rpc's reader thread with no lock held; they must only queue. held(arg,
+ * &fids) (wb_held) at a lapse, with seq_lock held: what the write tokens
+ * held keep. Set once, before the session serves. */
 void notify_set_wback_hooks(struct notify *n,
 			    void (*recall)(void *arg,
 					   const struct cairn_fid *fid),
-			    void (*reconnected)(void *arg), void *arg);
+			    void (*reconnected)(void *arg),
+			    size_t (*held)(void *arg, struct cairn_fid **out),
+			    void *arg);
 
 /* Current break sequence number (see above). */
 /* Make the kernel write inode ino's dirty pages to the daemon (under the

@@ -88,6 +88,7 @@ struct pending {
 	uint32_t id;
 	int done;
 	int status;      /* server status, RETRY or a transport error */
+	int64_t sent_ms; /* clock_mono_ms() just before its last send */
 	int answered;    /* status came from the server's reply */
 	uint8_t *buf;    /* reply payload, owned until handed to the caller */
 	size_t len;
@@ -113,7 +114,16 @@ struct rpc {
 	int64_t down_ms;           /* mu; while DOWN: since when the server
 				    * has been out of reach (clock_mono_ms) */
 	int down_said;             /* mu; this outage's fast failure logged */
-	int ping_out;              /* reader only: a heartbeat is unanswered */
+	int64_t ping_ms;           /* reader only: when the PING that is
+				    * unanswered was sent; 0: none is */
+	int64_t hello_ms;          /* reader only: when the connection's
+				    * HELLO was sent */
+	int64_t lease_ms;          /* reader only: when the latest-sent
+				    * request that got its reply was sent;
+				    * promises stand until CAIRN_CB_LEASE_MS
+				    * later (lib/proto.h) */
+	int lapsed;                /* reader only: on_lapse ran, and no
+				    * answer renewed the lease since */
 
 	uint32_t hello_flags;      /* mu; o.hello_flags as of now */
 	uint32_t rep_flags;        /* atomic; HELLO_REP_* the server said */
@@ -237,6 +247,7 @@ static int dial(struct rpc *r, uint64_t *epoch, struct cairn_attr *root,
 	memcpy(hq.client_id, r->o.client_id, sizeof(hq.client_id));
 	wbuf_init(&req);
 	msg_encode(OP_HELLO, 0, &req, &hq);
+	r->hello_ms = clock_mono_ms();
 	ret = req.err ? req.err : send_counted(r, fd, tx, OP_HELLO, 0, 0, NULL, &req);
 	wbuf_free(&req);
 	if (ret == 0)
@@ -395,9 +406,13 @@ static void conn_lost(struct rpc *r, const char *why, int silent_ms)
 	pthread_mutex_unlock(&r->send_mu);
 }
 
-static void complete(struct rpc *r, const struct wire_hdr *h, uint8_t *payload)
+/* Hand a reply to its caller. Returns when its request was sent (0 when
+ * nobody waits for it any more). */
+static int64_t complete(struct rpc *r, const struct wire_hdr *h,
+			uint8_t *payload)
 {
 	struct pending **pp, *p;
+	int64_t sent = 0;
 
 	pthread_mutex_lock(&r->mu);
 	for (pp = &r->pending; (p = *pp); pp = &p->next)
@@ -413,6 +428,7 @@ static void complete(struct rpc *r, const struct wire_hdr *h, uint8_t *payload)
 		p->buf = payload;
 		p->len = h->len;
 		p->done = 1;
+		sent = p->sent_ms;
 		pthread_cond_signal(&p->cv);
 		payload = NULL;
 	}
@@ -420,6 +436,7 @@ static void complete(struct rpc *r, const struct wire_hdr *h, uint8_t *payload)
 	if (payload || !p)
 		log_debug("reply to unknown request id %u", h->id);
 	free(payload);
+	return sent;
 }
 
 static long ms_since(const struct timespec *t)
@@ -428,6 +445,76 @@ static long ms_since(const struct timespec *t)
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	return (now.tv_sec - t->tv_sec) * 1000L +
 	       (now.tv_nsec - t->tv_nsec) / 1000000L;
+}
+
+/* Send a PING unless a sender holds send_mu (one stuck in send(): then
+ * the server is not reading either, and silence will tell). */
+static void send_ping(struct rpc *r, int fd, int64_t now)
+{
+	if (r->ping_ms || pthread_mutex_trylock(&r->send_mu))
+		return;
+	if (send_counted(r, fd, r->tx, OP_PING, 0, PING_ID, NULL, NULL) == 0) {
+		r->ping_ms = now;
+		ST_ADD(r->st.op[OP_PING].calls, 1);
+	}
+	pthread_mutex_unlock(&r->send_mu);
+}
+
+/*
+ * The promises' lease (lib/proto.h). The server waits CAIRN_CB_ACK_MS for
+ * a break's acknowledgement from the time it wrote the break: a break
+ * written before the reply to one of our requests arrives before that
+ * reply, one written after it waits from after we sent the request. So
+ * while less than CAIRN_CB_LEASE_MS has passed since we sent the latest
+ * request it answered, it has given up on no break of ours. Past that,
+ * on_lapse drops every promise, as a reconnect does.
+ */
+static void lease_lapse(struct rpc *r, const char *why)
+{
+	if (!r->o.on_lapse || r->lapsed)
+		return;
+	r->lapsed = 1;
+	ST_ADD(r->st.lapses, 1);
+	r->o.on_lapse(r->o.arg, why);
+}
+
+/* A reply to a request sent at sent_ms came (now): the lease runs from
+ * there, if that is later. */
+static void lease_renew(struct rpc *r, int64_t sent_ms, int64_t now)
+{
+	if (sent_ms > r->lease_ms)
+		r->lease_ms = sent_ms;
+	if (r->lapsed && now - r->lease_ms < CAIRN_CB_LEASE_MS) {
+		r->lapsed = 0;
+		log_info("server %s:%d answers again: new promises are trusted",
+			 r->host, r->o.port);
+	}
+}
+
+/* Lapse once the lease is over; ask for a renewal once it is due.
+ * Returns how long until either is due next (at most cap ms). */
+static int lease_tick(struct rpc *r, int fd, int64_t now, int cap)
+{
+	int64_t quiet = now - r->lease_ms, next;
+
+	if (!r->o.on_lapse)
+		return cap;
+	if (!r->lapsed && quiet >= CAIRN_CB_LEASE_MS) {
+		char why[96];
+
+		snprintf(why, sizeof(why), "no answer from the server for "
+			 "%lld ms", (long long)quiet);
+		lease_lapse(r, why);
+	}
+	if (r->lapsed)
+		return cap; /* nothing is promised: nothing to renew */
+	if (quiet >= CAIRN_CB_RENEW_MS)
+		send_ping(r, fd, now);
+	next = r->ping_ms ? CAIRN_CB_LEASE_MS - quiet
+			  : CAIRN_CB_RENEW_MS - quiet;
+	if (next < 1)
+		next = 1;
+	return next < cap ? (int)next : cap;
 }
 
 /*
@@ -443,34 +530,25 @@ static int wait_readable(struct rpc *r, int fd)
 	LOCK_ASSERT_NOT_HELD(&r->send_mu);
 	for (;;) {
 		struct pollfd pfd = { .fd = fd, .events = POLLIN };
-		int n = poll(&pfd, 1, r->beat_ms);
+		int wait_ms = lease_tick(r, fd, clock_mono_ms(), r->beat_ms);
+		int n = poll(&pfd, 1, wait_ms);
 		if (n > 0)
 			return 0;
 		if (n < 0 && errno != EINTR)
 			return -errno;
-		if (n < 0)
+		if (n < 0 || ms_since(&r->last_rx) < r->beat_ms)
 			continue;
 
 		pthread_mutex_lock(&r->mu);
 		int waiting = r->pending != NULL;
 		pthread_mutex_unlock(&r->mu);
 		if (!waiting) {
-			r->ping_out = 0;
 			clock_gettime(CLOCK_MONOTONIC, &r->last_rx);
 			continue;
 		}
 		if (ms_since(&r->last_rx) >= r->dead_ms)
 			return -ETIMEDOUT;
-		/* A sender stuck in send() holds send_mu: then the server
-		 * is not reading either, and dead_ms will tell. */
-		if (!r->ping_out && pthread_mutex_trylock(&r->send_mu) == 0) {
-			if (send_counted(r, fd, r->tx, OP_PING, 0, PING_ID,
-					 NULL, NULL) == 0) {
-				r->ping_out = 1;
-				ST_ADD(r->st.op[OP_PING].calls, 1);
-			}
-			pthread_mutex_unlock(&r->send_mu);
-		}
+		send_ping(r, fd, clock_mono_ms());
 	}
 }
 
@@ -478,7 +556,10 @@ static int wait_readable(struct rpc *r, int fd)
 static void read_loop(struct rpc *r, int fd)
 {
 	clock_gettime(CLOCK_MONOTONIC, &r->last_rx);
-	r->ping_out = 0;
+	r->ping_ms = 0;
+	/* Every promise before this connection is gone (on_reconnect). */
+	r->lease_ms = r->hello_ms;
+	r->lapsed = 0;
 	for (;;) {
 		struct wire_hdr h;
 		uint8_t *payload = NULL;
@@ -499,7 +580,10 @@ static void read_loop(struct rpc *r, int fd)
 			return;
 		}
 		clock_gettime(CLOCK_MONOTONIC, &r->last_rx);
-		r->ping_out = 0;
+		/* A frame that came after the lease ended finds it lapsed:
+		 * a reply is handed over only after that (on_lapse moves the
+		 * break sequence its caller compares with). */
+		lease_tick(r, fd, clock_mono_ms(), 0);
 
 		if (ret == 0)
 			count_in(r, &h, payload);
@@ -517,8 +601,16 @@ static void read_loop(struct rpc *r, int fd)
 				r->o.on_push(r->o.arg, h.op, h.id, payload,
 					     h.len);
 			free(payload);
+		} else if ((h.flags & WF_REPLY) && h.id == PING_ID) {
+			free(payload);
+			if (r->ping_ms)
+				lease_renew(r, r->ping_ms, clock_mono_ms());
+			r->ping_ms = 0;
 		} else if (h.flags & WF_REPLY) {
-			complete(r, &h, payload);
+			int64_t sent = complete(r, &h, payload);
+
+			if (sent)
+				lease_renew(r, sent, clock_mono_ms());
 		} else {
 			free(payload);
 			conn_lost(r, "server sent a frame that is neither "
@@ -601,9 +693,17 @@ static void *reader_main(void *arg)
 
 		if (st == RPC_SHUTDOWN)
 			return NULL;
-		if (st == RPC_UP)
+		if (st == RPC_UP) {
 			read_loop(r, fd);
-		else
+			/* The server drops our promises with the connection
+			 * (or did already): none stands until the next. (At
+			 * shutdown nobody asks any more.) */
+			pthread_mutex_lock(&r->mu);
+			st = r->state;
+			pthread_mutex_unlock(&r->mu);
+			if (st != RPC_SHUTDOWN)
+				lease_lapse(r, "the connection was lost");
+		} else
 			reconnect_loop(r);
 	}
 }
@@ -812,6 +912,7 @@ int rpc_call_cred(struct rpc *r, uint16_t op, const struct wbuf *cred,
 		p.intr = ir;
 		if (ir)
 			ir->p = &p;
+		p.sent_ms = clock_mono_ms(); /* before it can be answered */
 		p.next = r->pending;
 		r->pending = &p;
 		int fd = r->fd;
@@ -936,6 +1037,7 @@ void rpc_get_stats(struct rpc *r, struct rpc_stats *out)
 	out->pushes = ST_GET(r->st.pushes);
 	out->read_bytes = ST_GET(r->st.read_bytes);
 	out->reconnects = ST_GET(r->st.reconnects);
+	out->lapses = ST_GET(r->st.lapses);
 	pthread_mutex_lock(&r->mu);
 	out->connected = r->state == RPC_UP;
 	for (const struct pending *p = r->pending; p; p = p->next)

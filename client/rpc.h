@@ -3,7 +3,9 @@
  *
  * One TCP connection carries many requests at once; a reader thread
  * matches replies to waiting callers by id and hands server pushes
- * (callback breaks) to a callback. When the connection drops, the rpc
+ * (callback breaks) to a callback. It keeps the promises' lease
+ * (lib/proto.h): it PINGs a quiet server, and tells on_lapse when the
+ * promises can no longer be trusted. When the connection drops, the rpc
  * reconnects by itself (retrying every 500 ms), redoes HELLO and tells the
  * owner through on_reconnect; calls made meanwhile wait for the new
  * connection and are then sent (again). A call that cannot be sent within
@@ -44,6 +46,14 @@ struct rpc_opts {
 	 * when the server restarted. Every callback promise is gone either
 	 * way. Must not call rpc_call(). */
 	void (*on_reconnect)(void *arg, int epoch_changed);
+	/* Called on the reader thread when every callback promise has to be
+	 * dropped: no answer renewed the lease (lib/proto.h,
+	 * CAIRN_CB_LEASE_MS) or the connection was lost. Once per lapse; a
+	 * reply that comes in time renews the lease, and promises it carries
+	 * stand again. why says which ("no answer from the server for
+	 * 2003 ms"). NULL: promises are not leased (no idle PINGs). Must not
+	 * call rpc_call(). */
+	void (*on_lapse)(void *arg, const char *why);
 	void *arg;
 };
 
@@ -153,8 +163,8 @@ int rpc_update_hello_flags(struct rpc *r, uint32_t mask, uint32_t value);
  * resends included), reply frame bytes read, and the round trip of the
  * answered calls: from the last send of the request to its reply waking
  * the caller, in microseconds (total and longest). HELLO counts each
- * connection's handshake, PING each heartbeat (no round trip is timed
- * for either).
+ * connection's handshake, PING each heartbeat and lease renewal (no
+ * round trip is timed for either).
  */
 struct rpc_op_stats {
 	uint64_t calls;
@@ -176,6 +186,7 @@ struct rpc_stats {
 	uint64_t pushes;       /* WF_PUSH frames read */
 	uint64_t read_bytes;   /* file data in successful READ replies */
 	uint64_t reconnects;   /* connections re-established */
+	uint64_t lapses;       /* times on_lapse ran */
 	int connected;         /* 1 while UP */
 	unsigned waiting;      /* calls sent and waiting for their reply */
 };

@@ -3813,6 +3813,26 @@ int wb_holds(struct wb *w, const struct cairn_fid *fid)
 	return rc;
 }
 
+size_t wb_held(void *arg, struct cairn_fid **out)
+{
+	struct wb *w = arg;
+	struct cairn_fid *v;
+	size_t n = 0;
+
+	*out = NULL;
+	if (!w)
+		return 0;
+	pthread_mutex_lock(&w->lock);
+	v = malloc((w->nfiles ? w->nfiles : 1) * sizeof(*v));
+	for (size_t i = 0; v && i < w->nbuckets; i++)
+		for (struct wfile *f = w->buckets[i]; f; f = f->hnext)
+			if (f->tok == TK_HELD)
+				v[n++] = f->fid;
+	pthread_mutex_unlock(&w->lock);
+	*out = v;
+	return v ? n : 0;
+}
+
 int wb_dir_token(struct wb *w, const struct cairn_fid *dir,
 		 const void *cred, size_t credlen)
 {

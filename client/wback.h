@@ -259,6 +259,10 @@ int wb_create(struct wb *w, const struct cairn_fid *dir, uint64_t *dir_dv,
 void wb_barrier(struct wb *w, const struct cairn_fid *const *fids, int n);
 /* Whether fid's token is held here (and not recalled). */
 int wb_holds(struct wb *w, const struct cairn_fid *fid);
+/* Every FID whose token is held here (and not recalled), in *out
+ * (malloc'd; NULL when out of memory). Returns how many. arg is the
+ * struct wb (a notify hook). */
+size_t wb_held(void *arg, struct cairn_fid **out);
 /* 1 when the last change of fid in the journal is the removal of a name
  * of it; then *a (its attributes) gets the journal's (wb_patch). */
 int wb_removal_last(struct wb *w, const struct cairn_fid *fid,

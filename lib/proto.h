@@ -97,6 +97,24 @@ enum cairn_op {
 	OP_CB_LKRECALL,
 };
 
+/*
+ * How long a promise can be trusted without word from the server
+ * (docs/PROTOCOL.md, "Promises and silence"). A server waits
+ * CAIRN_CB_ACK_MS for a break's acknowledgement, then drops the client's
+ * promises and closes its connection, and the change goes on. A client
+ * cut off without a close (a partition, a hung host) cannot know that, so
+ * it trusts its promises only until CAIRN_CB_LEASE_MS after it sent the
+ * last request the server has answered, and asks something (a PING) once
+ * CAIRN_CB_RENEW_MS have passed since then. The server's wait for a break
+ * starts once the break is written: one written before the reply arrives
+ * first, one written after was armed after the request was sent, so it
+ * times out later than the client's lease ends; the difference is the
+ * time a client has to drop what its kernel caches.
+ */
+#define CAIRN_CB_ACK_MS   3000
+#define CAIRN_CB_LEASE_MS 2000
+#define CAIRN_CB_RENEW_MS  600
+
 /* HELLO flags. */
 enum {
 	/* The client acknowledges every CB_BREAK; the server then waits for

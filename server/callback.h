@@ -223,8 +223,9 @@ void cb_batch_free(struct cb_batch *b);
 /* --- acknowledgements (see the top of this file) ------------------------ */
 
 /* How long a change waits for a client's acknowledgement before that
- * client is declared lost. */
-#define CB_ACK_TIMEOUT_MS 3000
+ * client is declared lost: the protocol's, which clients' leases are
+ * shorter than (lib/proto.h). */
+#define CB_ACK_TIMEOUT_MS CAIRN_CB_ACK_MS
 /* Unacknowledged frames remembered per connection; past it, frames nobody
  * waits for go out unrecorded (see cb_client.untracked). */
 #define CB_FRAMES_MAX 4096

@@ -365,6 +365,82 @@ class Mount:
             kill_wait(self.pid, 2)
 
 
+class Proxy:
+    """A TCP relay between mounts and a server that a test can freeze: a
+    network partition without a close. While frozen it still accepts and
+    reads, but passes nothing on, neither bytes nor a close, in either
+    direction; thaw() sends what it held and goes on. Mount through it
+    with ctx.mount(proxy, ...)."""
+
+    def __init__(self, server):
+        import socket
+        self.server = server
+        self.lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.lsock.bind(("127.0.0.1", 0))
+        self.lsock.listen(16)
+        self.port = self.lsock.getsockname()[1]
+        self.flowing = threading.Event()
+        self.flowing.set()
+        self.socks = []
+        self.closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def addr(self):
+        return "127.0.0.1:%d" % self.port
+
+    def freeze(self):
+        self.flowing.clear()
+
+    def thaw(self):
+        self.flowing.set()
+
+    def _accept(self):
+        import socket
+        while not self.closed:
+            try:
+                c, _ = self.lsock.accept()
+            except OSError:
+                return
+            try:
+                u = socket.create_connection(("127.0.0.1", self.server.port), 5)
+                u.settimeout(None)
+            except OSError:
+                c.close()
+                continue
+            self.socks += [c, u]
+            for src, dst in ((c, u), (u, c)):
+                threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
+
+    def _pump(self, src, dst):
+        import socket
+        while True:
+            try:
+                data = src.recv(65536)
+            except OSError:
+                data = b""
+            self.flowing.wait()
+            if self.closed:
+                return
+            try:
+                if not data:
+                    dst.shutdown(socket.SHUT_WR)
+                    return
+                dst.sendall(data)
+            except OSError:
+                return
+
+    def close(self):
+        self.closed = True
+        self.flowing.set()
+        for s in [self.lsock] + self.socks:
+            try:
+                s.close()
+            except OSError:
+                pass
+
+
 class Ctx:
     """Private temp dir + the servers and mounts a test started."""
 
@@ -376,6 +452,7 @@ class Ctx:
         os.chmod(self.dir, 0o755)
         self.servers = []
         self.mounts = []
+        self.proxies = []
         self._n = 0
         _LIVE.append(self)
 
@@ -390,6 +467,12 @@ class Ctx:
         if start:
             s.start()
         return s
+
+    def proxy(self, server):
+        """A freezable relay to server (Proxy); mount through it."""
+        p = Proxy(server)
+        self.proxies.append(p)
+        return p
 
     def mount(self, server, name=None, extra=(), env=None):
         self._n += 1
@@ -422,8 +505,12 @@ class Ctx:
         return out
 
     def cleanup(self):
+        for p in self.proxies:
+            p.thaw()
         for m in reversed(self.mounts):
             m.umount()
+        for p in self.proxies:
+            p.close()
         for s in self.servers:
             if s.proc and s.proc.poll() is None:
                 kill_wait(s.proc.pid, 5)

@@ -46,7 +46,8 @@ def fresh(ctx, tag):
 
 
 def calls(ctx):
-    """op.<name>.calls of the server, by name (STATUS itself excluded)."""
+    """op.<name>.calls of the server, by name (STATUS itself, HELLO and the
+    PINGs that keep idle clients' promises excluded)."""
     c = P.Conn("127.0.0.1", ctx.srv.port)
     try:
         c.hello()
@@ -57,7 +58,7 @@ def calls(ctx):
     for k, v in st.items():
         if k.startswith("op.") and k.endswith(".calls") and isinstance(v, int):
             name = k[3:-6]
-            if name not in ("status", "hello"):
+            if name not in ("status", "hello", "ping"):  # PING: leases
                 out[name] = v
     return out
 

@@ -19,6 +19,10 @@ like to a client.
   does. Resumed, A and B agree on the content. What a failed close could
   not send is not read back on A, even while the server is still stopped
   and the client's invalidation of the kernel's pages runs late.
+- Promises are leased (lib/proto.h): a client cut off from the server
+  without a close (a frozen relay between them: a partition) does not
+  read another client's replaced content from its cache once the server
+  gave up on it; an idle client keeps its promises by PINGing.
 
 Every test resumes the server in `finally`, before its children are
 waited for and before cleanup, so nothing is left stuck whatever fails.
@@ -298,9 +302,6 @@ def create_on_a_stopped_server_fails_after_one_timeout(ctx):
             reap(p)
 
 
-READ_CODE = child_code("open(sys.argv[1], 'rb').read()")
-
-
 @test(timeout=90)
 def calls_fail_at_once_once_the_server_was_out_of_reach_for_timeout(ctx):
     """The first call to a stopped server waits --timeout and fails with
@@ -363,18 +364,20 @@ def calls_fail_at_once_once_the_server_was_out_of_reach_for_timeout(ctx):
             reap(p)
 
 
-CLOSE_CODE = child_code("os.close(fd)", timed=True,
-                        setup="fd = os.open(sys.argv[1], os.O_WRONLY)\n"
-                              "os.pwrite(fd, b'y' * 100, 0)\n")
+CLOSE_CODE = child_code("os.pwrite(fd, b'y' * 100, 0); os.close(fd)", timed=True,
+                        setup="fd = os.open(sys.argv[1], os.O_WRONLY)\n")
 
 
 @test(timeout=90)
 def close_on_a_stopped_server_fails_after_one_timeout(ctx):
-    """close() of a file written here whose write token A does not hold
-    sends its pages (WRITE) and then its times (SETATTR), two requests
-    that each need the token from the server. With the server stopped
-    the first fails after --timeout; the second must then fail at once,
-    not wait the timeout again (close took twice --timeout)."""
+    """A write and close of a file whose write token A does not hold, on
+    a stopped server, need several requests: the write the file's
+    security.capability (the kernel's GETXATTR) and, once A's promises
+    lapsed (2 s), the page it writes into (READ); the close its pages
+    (WRITE, which needs the token) and then its times (SETATTR). The
+    first of them fails after --timeout; the rest must then fail at once,
+    so the write or the close fails with EIO after one --timeout, not two
+    or more."""
     srv = ctx.server()
     a = ctx.mount(srv, extra=["--timeout", "10"])
     b = ctx.mount(srv, "b")
@@ -394,7 +397,7 @@ def close_on_a_stopped_server_fails_after_one_timeout(ctx):
                  "--timeout 10" % limit)
         out = p.stdout.read().split()
         print("# close on the stopped server: %s after %.1f s" % (out, elapsed))
-        expect_eq(out[0], "EIO", "close of a file written on a stopped server")
+        expect_eq(out[0], "EIO", "write and close of a file on a stopped server")
         expect(5 <= elapsed <= 10 + 2 + slack(),
                "close failed after %.1f s with --timeout 10" % elapsed)
         # Resumed: the close failed, so the write may be lost, or it may
@@ -447,7 +450,7 @@ def failed_close_leaves_no_unsent_bytes_to_read(ctx):
             expect(rc is not None, "close on a stopped server did not return")
             out = p.stdout.read().split()
             print("# close on the stopped server: %s after %.1f s" % (out, elapsed))
-            expect_eq(out[:1], ["EIO"], "close of a file written on a stopped server")
+            expect_eq(out[:1], ["EIO"], "write and close of a file on a stopped server")
             q = spawn([sys.executable, "-c", READ_CODE, a.p("f")])
             elapsed, rc = wait_child(q, 6 + 5 + slack())
             expect(rc is not None, "a read on A with the server stopped did not return")
@@ -541,6 +544,88 @@ def writeback_close_or_fsync_fails_after_timeout(ctx):
         if p is not None:
             reap(p)
 
+
+READ_TIMED_CODE = child_code("sys.stdout.write(open(sys.argv[1], 'rb').read().decode() + ' ')",
+                       timed=True)
+
+
+@test(timeout=120)
+def partitioned_client_reads_no_stale_data(ctx):
+    """A is cut off from the server without a close (a frozen relay: a
+    partition). B rewrites a file A has cached; the server gives up on A's
+    acknowledgement after 3 s and B's close returns. A, still cut off,
+    must not read the old content from its cache: its promises lapsed 2 s
+    after the server last answered it (lib/proto.h), so the read waits for
+    the server and fails after --timeout. Once the relay flows again, A
+    reads B's content."""
+    srv = ctx.server()
+    relay = ctx.proxy(srv)
+    a = ctx.mount(relay, "a", extra=["--timeout", "6"])
+    b = ctx.mount(srv, "b")
+    H.write_file(b.p("f"), b"old " * 100)
+    expect_eq(H.read_file(a.p("f")), b"old " * 100, "A's first read")
+    p = None
+    try:
+        relay.freeze()
+        t0 = time.time()
+        H.write_file(b.p("f"), b"new " * 100)
+        took = time.time() - t0
+        print("# B's rewrite with A cut off returned in %.2f s" % took)
+        p = spawn([sys.executable, "-c", READ_TIMED_CODE, a.p("f")])
+        elapsed, rc = wait_child(p, 6 + 6 + slack())
+        expect(rc is not None, "A's read while cut off: no answer in %.0f s" % elapsed)
+        out = p.stdout.read().strip()
+        print("# A's read while cut off: %s" % H.short(out, 40))
+        expect(not out.startswith("old"),
+               "A read the old content %.1f s after B's rewrite returned, while "
+               "cut off from the server: %s" % (elapsed, H.short(out)))
+        expect(out.split()[0] in ("EIO", "new"),
+               "A's read while cut off: %s" % H.short(out))
+        log = open(a.daemon_log, errors="replace").read()
+        expect("no longer trusted" in log,
+               "A's log does not say its promises lapsed:\n%s" % "\n".join(H.tail(a.daemon_log, 10)))
+    finally:
+        relay.thaw()
+        if p is not None:
+            reap(p)
+    end = time.time() + 30
+    got = None
+    while time.time() < end:
+        try:
+            got = H.read_file(a.p("f"))
+        except OSError as e:
+            got = e
+        if got == b"new " * 100:
+            break
+        time.sleep(0.2)
+    expect_eq(got, b"new " * 100, "A's read once the relay flows again")
+    st = H.mount_status(a)
+    expect(st["rpc.lapses"] >= 1, "rpc.lapses on A: %r" % st["rpc.lapses"])
+
+
+@test(timeout=90)
+def an_idle_client_keeps_its_promises(ctx):
+    """Promises last 2 s past the server's last answer, so an idle client
+    renews them (a PING every 0.6 s): after 5 s of nothing, A's stat and
+    read of a cached file are still answered without a call, and no
+    lapse happened."""
+    srv = ctx.server()
+    a = ctx.mount(srv, "a")
+    H.write_file(a.p("f"), b"kept\n")
+    H.wb_idle(a)
+    os.stat(a.p("f"))
+    expect_eq(H.read_file(a.p("f")), b"kept\n", "the first read")
+    before = H.mount_status(a)
+    time.sleep(5)
+    os.stat(a.p("f"))
+    expect_eq(H.read_file(a.p("f")), b"kept\n", "the read after 5 s")
+    after = H.mount_status(a)
+    pings = after["rpc.ping.calls"] - before["rpc.ping.calls"]
+    print("# 5 s idle: %d pings" % pings)
+    expect(pings >= 4, "only %d PINGs in 5 s idle" % pings)
+    expect_eq(after["rpc.lapses"], 0, "lapses in 5 s idle")
+    calls = after["rpc.calls"] - before["rpc.calls"]
+    expect_eq(calls, 0, "calls for a stat and a read after 5 s idle")
 
 if __name__ == "__main__":
     H.main()

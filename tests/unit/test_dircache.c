@@ -266,6 +266,13 @@ static void t_read_pages(void)
 	dcache_destroy(dc);
 }
 
+/* The vnodes a lapse keeps in t_breaks_and_replies. */
+static int keep_some(void *arg, uint64_t vnode)
+{
+	(void)arg;
+	return vnode == 53 || vnode == 54 || vnode == 530 || vnode == 540;
+}
+
 static void t_breaks_and_replies(void)
 {
 	struct dcache *dc = new_cache();
@@ -335,8 +342,22 @@ static void t_breaks_and_replies(void)
 	dcache_break(dc, 52);
 	CHECK_EQ(dcache_count(dc, 52), -ENOENT);
 	CHECK_EQ(dcache_count(dc, 53), 1);
+	/* A lapse keeps the listings of directories whose tokens are held
+	 * (keep_some): their names stand, the status of the entries not
+	 * kept goes stale. */
+	CHECK_EQ(install_n(dc, 54, 1, 2, 540, 1), 1);
+	CHECK_EQ(install_n(dc, 55, 1, 1, 550, 1), 1);
+	dcache_clear_except(dc, keep_some, NULL);
+	CHECK_EQ(dcache_count(dc, 55), -ENOENT);
+	CHECK_EQ(dcache_count(dc, 54), 2);
+	CHECK_EQ(lookup(dc, 54, "e0", NULL), 1);
+	CHECK_EQ(lookup(dc, 54, "e1", NULL), -EAGAIN);
+	CHECK_EQ(lookup(dc, 54, "zz", NULL), 0);
+	CHECK_EQ(dcache_count(dc, 53), 1);
+	CHECK_EQ(lookup(dc, 53, "e0", NULL), 1);
 	dcache_clear(dc);
 	CHECK_EQ(dcache_count(dc, 53), -ENOENT);
+	CHECK_EQ(dcache_count(dc, 54), -ENOENT);
 
 	struct dcache_stats st;
 	dcache_get_stats(dc, &st);

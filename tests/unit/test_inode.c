@@ -369,6 +369,49 @@ static void t_break_all(void)
 	itab_destroy(t);
 }
 
+static int keep_vnode2(void *arg, const struct cairn_fid *fid)
+{
+	(void)arg;
+	return fid->vnode == 2;
+}
+
+/* A lapse (notify.c) spares what a write token covers: the spared
+ * inode's promise, and every entry in it, positive or negative; all else
+ * goes as in t_break_all, names of the spared inode elsewhere too. */
+static void t_break_all_except(void)
+{
+	struct itab *t = new_table();
+	struct visit_count c = { 0, 0, 0 };
+	struct itab_info info;
+
+	CHECK_EQ(add(t, 1, "a", 2, 1, 1), 0);
+	CHECK_EQ(add(t, 1, "b", 3, 1, 1), 0);
+	CHECK_EQ(add(t, 2, "c", 3, 1, 1), 0);
+	CHECK_EQ(itab_add_negative(t, 1, "no", 2), 0);
+	CHECK_EQ(itab_add_negative(t, 2, "no", 2), 0);
+	itab_break_all_except(t, keep_vnode2, NULL, count_visit, &c);
+	CHECK_EQ(c.inodes, 2);   /* 1 and 3 */
+	CHECK_EQ(c.names, 2);    /* a and b, in 1 */
+	CHECK_EQ(c.negs, 1);     /* no, in 1 */
+	CHECK_EQ(promised(t, 2), 1);
+	CHECK_EQ(promised(t, 1), 0);
+	CHECK_EQ(promised(t, 3), 0);
+	CHECK_EQ(itab_entry(t, 2, "c", 1), 3);
+	CHECK_EQ(itab_info(t, 2, &info), 0);
+	CHECK_EQ(info.nnegs, 1);
+	CHECK_EQ(itab_entry(t, 1, "a", 1), -ENOENT);
+	CHECK_EQ(itab_entry(t, 1, "b", 1), -ENOENT);
+	CHECK_EQ(itab_info(t, 1, &info), 0);
+	CHECK_EQ(info.nnegs, 0);
+	/* No spared inode: as itab_break_all. */
+	c = (struct visit_count){ 0, 0, 0 };
+	itab_break_all_except(t, NULL, NULL, count_visit, &c);
+	CHECK_EQ(c.inodes, 3);
+	CHECK_EQ(promised(t, 2), 0);
+	CHECK_EQ(itab_entry(t, 2, "c", 1), -ENOENT);
+	itab_destroy(t);
+}
+
 /* A break on a directory hands back every entry in it, positive and
  * negative, and forgets them; entries elsewhere stay. */
 static void t_break_dir(void)
@@ -992,6 +1035,8 @@ int main(void)
 	run("lookup: directory promise before and after", t_lookup_promise);
 	run("break all visits every inode, name and negative entry",
 	    t_break_all);
+	run("break all but what write tokens keep (a lapse)",
+	    t_break_all_except);
 	run("break on a directory uncovers its entries", t_break_dir);
 	run("many inodes (table growth)", t_many);
 	run("concurrent lookups, forgets and breaks", t_concurrent);
