@@ -374,12 +374,11 @@ static void bind_cpu(int cpu)
  * least FR_BULK bytes (the kernel's write-back of a file, read-ahead).
  * These come many at once, all on the queue of the CPU that wrote or
  * read, often while the program goes on writing there, and each costs
- * far more than a wake-up. A thread bound to that CPU and waiting as
- * SCHED_IDLE would handle them behind the writer while the other CPU
- * idles (100 MiB written and closed: 0.115 s against 0.087 s reading
- * /dev/fuse). So a thread that takes one floats: bound to no CPU and
- * SCHED_OTHER throughout, woken where the scheduler finds room, until it
- * takes a request that is not bulk.
+ * far more than a wake-up. A thread bound to that CPU
+ * would handle them behind the writer while the other CPU idles (100 MiB
+ * written and closed: 0.115 s against 0.087 s reading /dev/fuse). So a
+ * thread that takes one floats: bound to no CPU, woken where the
+ * scheduler finds room, until it takes a request that is not bulk.
  */
 #define FR_BULK (64u * 1024u)
 
@@ -403,25 +402,14 @@ static int bulk(const struct frt *t)
 }
 
 /*
- * A thread waits for requests as SCHED_IDLE and handles them as
- * SCHED_OTHER. The scheduler counts a CPU that runs only SCHED_IDLE
- * threads as idle when it places a woken task, so the program our commit
- * wakes stays on this CPU (where its next request is taken, on this
- * queue) instead of moving to the other, idle one; measured here,
- * open()+close() of an unpinned program: 34-55 us with both classes
- * SCHED_OTHER, 15 us with this switch, 10 us with the handlers
- * SCHED_IDLE too. Handlers stay SCHED_OTHER so that one holding a lock
- * is never left behind busy programs (priority inversion).
+ * Threads stay SCHED_OTHER. Waiting as SCHED_IDLE and handling as
+ * SCHED_OTHER (so that the scheduler, counting a CPU that runs only
+ * SCHED_IDLE threads as idle, keeps the woken program on this CPU) once
+ * took an unpinned program's open()+close() from 34-55 us to 15 us; on
+ * Linux 6.18 here it costs more than it saves, two sched_setscheduler
+ * calls per request (11% of the daemon's time in cp -R): open()+close()
+ * 56-59 us with it, 42-44 us without; a stat of a new name 26-27 us, 24-26.
  */
-static void sched_class(int policy)
-{
-	static int broken;      /* the kernel refused: stop asking */
-	struct sched_param sp = { 0 };
-
-	if (!__atomic_load_n(&broken, __ATOMIC_RELAXED) &&
-	    pthread_setschedparam(pthread_self(), policy, &sp) != 0)
-		__atomic_store_n(&broken, 1, __ATOMIC_RELAXED);
-}
 
 /*
  * The first REGISTER of one of the threads the INIT reply counted on
@@ -462,7 +450,6 @@ static void *frt_main(void *arg)
 	}
 	if (prep_cmd(t, 0) < 0)
 		goto out;
-	sched_class(SCHED_IDLE);
 	for (;;) {
 		res = next_cqe(t, &ud);
 		if (ud == FR_UD_STOP)
@@ -486,13 +473,8 @@ static void *frt_main(void *arg)
 		if (bulk(t) != floating) {
 			floating = !floating;
 			bind_cpu(floating ? -1 : t->qid);
-			sched_class(SCHED_OTHER);
-		} else if (!floating) {
-			sched_class(SCHED_OTHER);
 		}
 		id = handle(t);
-		if (!floating)
-			sched_class(SCHED_IDLE);
 		set_idle(t->qid, +1);
 		if (__atomic_load_n(&g.stopping, __ATOMIC_ACQUIRE) ||
 		    prep_cmd(t, id) < 0)
