@@ -22,7 +22,8 @@ like to a client.
 - Promises are leased (lib/proto.h): a client cut off from the server
   without a close (a frozen relay between them: a partition) does not
   read another client's replaced content from its cache once the server
-  gave up on it; an idle client keeps its promises by PINGing.
+  gave up on it, but goes on writing a file whose write token it holds;
+  an idle client keeps its promises by PINGing.
 
 Every test resumes the server in `finally`, before its children are
 waited for and before cleanup, so nothing is left stuck whatever fails.
@@ -30,6 +31,7 @@ waited for and before cleanup, so nothing is left stuck whatever fails.
 
 import errno
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -601,6 +603,69 @@ def partitioned_client_reads_no_stale_data(ctx):
     expect_eq(got, b"new " * 100, "A's read once the relay flows again")
     st = H.mount_status(a)
     expect(st["rpc.lapses"] >= 1, "rpc.lapses on A: %r" % st["rpc.lapses"])
+
+
+def push_pages(fd):
+    """sync_file_range(SYNC_FILE_RANGE_WRITE | WAIT_AFTER): the kernel's
+    dirty pages of fd to the client daemon, without an fsync."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.sync_file_range(fd, ctypes.c_longlong(0), ctypes.c_longlong(0),
+                            ctypes.c_uint(2 | 4)) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+
+
+@test(timeout=120)
+def partitioned_client_writes_what_its_token_covers(ctx):
+    """What a held write token covers outlives the lapse: A, cut off with
+    a file open whose token it holds, goes on writing and closes it in
+    about the time a local disk takes (the journal), 3 s into the
+    partition; once the relay flows again, B reads every byte. (A token
+    goes back after a second in which the client daemon got no write,
+    which takes the server: sync_file_range hands it the pages as they
+    are written, as a steady writer's write-back would.)"""
+    srv = ctx.server()
+    relay = ctx.proxy(srv)
+    a = ctx.mount(relay, "a", extra=["--timeout", "6"])
+    b = ctx.mount(srv, "b")
+    chunk = b"x" * 4096
+    fd = os.open(a.p("w"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, chunk)
+        relay.freeze()
+        for _ in range(10):                  # 3 s: past the lapse
+            os.write(fd, chunk)
+            push_pages(fd)
+            time.sleep(0.3)
+        t0 = time.time()
+        os.write(fd, b"end\n")
+        os.close(fd)
+        fd = None
+        took = time.time() - t0
+        print("# write and close 3 s into the partition: %.3f s" % took)
+        expect(took < 1.0, "write and close of a file A holds the token for "
+               "took %.1f s while cut off" % took)
+        st = H.mount_status(a)
+        expect(st["rpc.lapses"] >= 1, "no lapse on A: %r" % st["rpc.lapses"])
+        kept = re.findall(r"no longer trusted .*; (\d+) held for write-back stay",
+                          open(a.daemon_log, errors="replace").read())
+        expect(kept and int(kept[0]) >= 1,
+               "A's lapse kept nothing its tokens cover: %r" % kept)
+    finally:
+        if fd is not None:
+            os.close(fd)
+        relay.thaw()
+    want = chunk * 11 + b"end\n"
+    end = time.time() + 40
+    got = None
+    while time.time() < end:
+        got = H.read_file(b.p("w"))
+        if got == want:
+            break
+        time.sleep(0.3)
+    expect(got == want, "B's read once the relay flows: %d bytes, want %d"
+           % (len(got or b""), len(want)))
 
 
 @test(timeout=90)
