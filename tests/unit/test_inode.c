@@ -339,6 +339,17 @@ static void count_visit(void *arg, uint64_t ino, uint64_t parent,
 	(void)len;
 }
 
+/* Names a and b in the root, c in 2 (naming b's inode again), and a
+ * negative "no" in each directory. */
+static void add_two_dirs(struct itab *t)
+{
+	CHECK_EQ(add(t, 1, "a", 2, 1, 1), 0);
+	CHECK_EQ(add(t, 1, "b", 3, 1, 1), 0);
+	CHECK_EQ(add(t, 2, "c", 3, 1, 1), 0);
+	CHECK_EQ(itab_add_negative(t, 1, "no", 2), 0);
+	CHECK_EQ(itab_add_negative(t, 2, "no", 2), 0);
+}
+
 static void t_break_all(void)
 {
 	struct itab *t = new_table();
@@ -346,11 +357,7 @@ static void t_break_all(void)
 	struct cairn_attr a3 = attr_of(3, 3 * 7 + 1, 1);
 	struct itab_info info;
 
-	CHECK_EQ(add(t, 1, "a", 2, 1, 1), 0);
-	CHECK_EQ(add(t, 1, "b", 3, 1, 1), 0);
-	CHECK_EQ(add(t, 2, "c", 3, 1, 1), 0);
-	CHECK_EQ(itab_add_negative(t, 1, "no", 2), 0);
-	CHECK_EQ(itab_add_negative(t, 2, "no", 2), 0);
+	add_two_dirs(t);
 	itab_open_end(t, 3, &a3, 1);
 	CHECK_EQ(keeps(t, 3), 1);
 	itab_break_all(t, count_visit, &c);
@@ -384,11 +391,7 @@ static void t_break_all_except(void)
 	struct visit_count c = { 0, 0, 0 };
 	struct itab_info info;
 
-	CHECK_EQ(add(t, 1, "a", 2, 1, 1), 0);
-	CHECK_EQ(add(t, 1, "b", 3, 1, 1), 0);
-	CHECK_EQ(add(t, 2, "c", 3, 1, 1), 0);
-	CHECK_EQ(itab_add_negative(t, 1, "no", 2), 0);
-	CHECK_EQ(itab_add_negative(t, 2, "no", 2), 0);
+	add_two_dirs(t);
 	itab_break_all_except(t, keep_vnode2, NULL, count_visit, &c);
 	CHECK_EQ(c.inodes, 2);   /* 1 and 3 */
 	CHECK_EQ(c.names, 2);    /* a and b, in 1 */
