@@ -367,10 +367,11 @@ class Mount:
 
 class Proxy:
     """A TCP relay between mounts and a server that a test can freeze: a
-    network partition without a close. While frozen it still accepts and
-    reads, but passes nothing on, neither bytes nor a close, in either
-    direction; thaw() sends what it held and goes on. Mount through it
-    with ctx.mount(proxy, ...)."""
+    network partition without a close. While frozen it passes nothing
+    on, neither bytes nor a close, in either direction (it accepts new
+    connections but forwards nothing on them either; what it read waits,
+    and the senders' windows fill); thaw() sends what it held and goes
+    on. Mount through it with ctx.mount(proxy, ...)."""
 
     def __init__(self, server):
         import socket
