@@ -1089,9 +1089,9 @@ void notify_on_lapse(void *arg, const char *why)
 		dcache_clear_except(n->dc, held_vnode, &h);
 	if (n->itab)
 		itab_break_all_except(n->itab, held_fid, &h, visit_all, &l);
-	log_warn("%s: cached status and data are no longer trusted until "
-		 "it answers (invalidating %zu cached inodes and entries; "
-		 "%zu held for write-back stay)", why, l.n, h.n);
+	log_info("promises dropped (%s): invalidating %zu cached inodes and "
+		 "entries; %zu objects held for write-back keep theirs", why,
+		 l.n, h.n);
 	enqueue(n, &l);
 	seq_release(n);
 	free(h.v);

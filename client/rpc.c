@@ -499,11 +499,14 @@ static int lease_tick(struct rpc *r, int fd, int64_t now, int cap)
 
 	if (!r->o.on_lapse)
 		return cap;
-	if (!r->lapsed && quiet >= CAIRN_CB_LEASE_MS) {
-		char why[96];
+	if (!r->lapsed && quiet >= CAIRN_CB_LEASE_MS && r->o.on_lapse) {
+		char why[64];
 
-		snprintf(why, sizeof(why), "no answer from the server for "
-			 "%lld ms", (long long)quiet);
+		log_warn("server %s:%d has not answered for %lld ms: cached "
+			 "status and data are no longer trusted until it does",
+			 r->host, r->o.port, (long long)quiet);
+		snprintf(why, sizeof(why), "no answer for %lld ms",
+			 (long long)quiet);
 		lease_lapse(r, why);
 	}
 	if (r->lapsed)
@@ -702,7 +705,7 @@ static void *reader_main(void *arg)
 			st = r->state;
 			pthread_mutex_unlock(&r->mu);
 			if (st != RPC_SHUTDOWN)
-				lease_lapse(r, "the connection was lost");
+				lease_lapse(r, "connection lost");
 		} else
 			reconnect_loop(r);
 	}

@@ -50,9 +50,9 @@ struct rpc_opts {
 	 * dropped: no answer renewed the lease (lib/proto.h,
 	 * CAIRN_CB_LEASE_MS) or the connection was lost. Once per lapse; a
 	 * reply that comes in time renews the lease, and promises it carries
-	 * stand again. why says which ("no answer from the server for
-	 * 2003 ms"). NULL: promises are not leased (no idle PINGs). Must not
-	 * call rpc_call(). */
+	 * stand again. why says which ("no answer for 2003 ms", logged as
+	 * a warning already, or "connection lost"). NULL: promises are not
+	 * leased (no idle PINGs). Must not call rpc_call(). */
 	void (*on_lapse)(void *arg, const char *why);
 	void *arg;
 };

@@ -648,7 +648,7 @@ def partitioned_client_writes_what_its_token_covers(ctx):
                "took %.1f s while cut off" % took)
         st = H.mount_status(a)
         expect(st["rpc.lapses"] >= 1, "no lapse on A: %r" % st["rpc.lapses"])
-        kept = re.findall(r"no longer trusted .*; (\d+) held for write-back stay",
+        kept = re.findall(r"promises dropped .*; (\d+) objects held for write-back keep",
                           open(a.daemon_log, errors="replace").read())
         expect(kept and int(kept[0]) >= 1,
                "A's lapse kept nothing its tokens cover: %r" % kept)
