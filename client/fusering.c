@@ -374,11 +374,11 @@ static void bind_cpu(int cpu)
  * least FR_BULK bytes (the kernel's write-back of a file, read-ahead).
  * These come many at once, all on the queue of the CPU that wrote or
  * read, often while the program goes on writing there, and each costs
- * far more than a wake-up. A thread bound to that CPU
- * would handle them behind the writer while the other CPU idles (100 MiB
- * written and closed: 0.115 s against 0.087 s reading /dev/fuse). So a
- * thread that takes one floats: bound to no CPU, woken where the
- * scheduler finds room, until it takes a request that is not bulk.
+ * far more than a wake-up. A thread bound to that CPU would handle them
+ * behind the writer while the other CPU idles (100 MiB written and
+ * closed: 0.115 s against 0.087 s reading /dev/fuse). So a thread that
+ * takes one floats: bound to no CPU, woken where the scheduler finds
+ * room, until it takes a request that is not bulk.
  */
 #define FR_BULK (64u * 1024u)
 
@@ -402,16 +402,6 @@ static int bulk(const struct frt *t)
 }
 
 /*
- * Threads stay SCHED_OTHER. Waiting as SCHED_IDLE and handling as
- * SCHED_OTHER (so that the scheduler, counting a CPU that runs only
- * SCHED_IDLE threads as idle, keeps the woken program on this CPU) once
- * took an unpinned program's open()+close() from 34-55 us to 15 us; on
- * Linux 6.18 here it costs more than it saves, two sched_setscheduler
- * calls per request (11% of the daemon's time in cp -R): open()+close()
- * 56-59 us with it, 42-44 us without; a stat of a new name 26-27 us, 24-26.
- */
-
-/*
  * The first REGISTER of one of the threads the INIT reply counted on
  * never reached the kernel (io_uring_enter failed). The kernel holds
  * every request of the mount until each queue has an entry, so the mount
@@ -428,6 +418,15 @@ static void unregistered(struct frt *t, int res)
 	_exit(1);
 }
 
+/*
+ * A ring thread. It stays SCHED_OTHER: waiting as SCHED_IDLE and handling
+ * as SCHED_OTHER (so that the scheduler, counting a CPU that runs only
+ * SCHED_IDLE threads as idle, keeps the woken program on this CPU) once
+ * took an unpinned program's open()+close() from 34-55 us to 15 us; on
+ * Linux 6.18 here it costs more than it saves, two sched_setscheduler
+ * calls per request (11% of the daemon's time in cp -R): open()+close()
+ * 56-59 us with it, 42-44 us without; a stat of a new name 26-27 us, 24-26.
+ */
 static void *frt_main(void *arg)
 {
 	struct frt *t = arg;

@@ -996,39 +996,6 @@ static void visit_all(void *arg, uint64_t ino, uint64_t parent,
 		log_error("out of memory queueing invalidations");
 }
 
-/* Every promise is gone: invalidate everything the kernel was given.
- * Called with seq_lock held for writing. */
-static void break_everything(struct notify *n, struct nlist *l)
-{
-	RWLOCK_ASSERT_WRHELD(&n->seq_lock);
-	bump_seq(n);
-	if (n->dc)
-		dcache_clear(n->dc);
-	if (n->itab)
-		itab_break_all(n->itab, visit_all, l);
-}
-
-void notify_on_reconnect(void *arg, int epoch_changed)
-{
-	struct notify *n = arg;
-	struct nlist l = { 0 };
-
-	__atomic_add_fetch(&n->st.reconnects, 1, __ATOMIC_RELAXED);
-	/* The server dropped our write tokens with the old connection. */
-	if (n->reconnected_fn)
-		n->reconnected_fn(n->wb_arg);
-	/* Our lock waits ended with the old connection, and a restarted
-	 * server lost our locks: reclaim them, wake the waiters. */
-	if (n->lkreconnected_fn)
-		n->lkreconnected_fn(n->lk_arg);
-	seq_take(n, SEQ_WRITE);
-	break_everything(n, &l);
-	log_info("reconnected to server%s: invalidating %zu cached inodes and "
-		 "entries", epoch_changed ? " (server restarted)" : "", l.n);
-	enqueue(n, &l);
-	seq_release(n);
-}
-
 /* The FIDs whose write tokens are held, sorted by fid_order. */
 struct heldset {
 	struct cairn_fid *v;
@@ -1070,6 +1037,42 @@ static int held_vnode(void *arg, uint64_t vnode)
 	return lo < h->n && h->v[lo].vnode == vnode;
 }
 
+/* Every promise is gone: invalidate everything the kernel was given,
+ * except what the write tokens in `held` cover (NULL: nothing is kept).
+ * Called with seq_lock held for writing. */
+static void break_everything(struct notify *n, struct nlist *l,
+			     struct heldset *held)
+{
+	RWLOCK_ASSERT_WRHELD(&n->seq_lock);
+	bump_seq(n);
+	if (n->dc)
+		dcache_clear_except(n->dc, held ? held_vnode : NULL, held);
+	if (n->itab)
+		itab_break_all_except(n->itab, held ? held_fid : NULL, held,
+				      visit_all, l);
+}
+
+void notify_on_reconnect(void *arg, int epoch_changed)
+{
+	struct notify *n = arg;
+	struct nlist l = { 0 };
+
+	__atomic_add_fetch(&n->st.reconnects, 1, __ATOMIC_RELAXED);
+	/* The server dropped our write tokens with the old connection. */
+	if (n->reconnected_fn)
+		n->reconnected_fn(n->wb_arg);
+	/* Our lock waits ended with the old connection, and a restarted
+	 * server lost our locks: reclaim them, wake the waiters. */
+	if (n->lkreconnected_fn)
+		n->lkreconnected_fn(n->lk_arg);
+	seq_take(n, SEQ_WRITE);
+	break_everything(n, &l, NULL);
+	log_info("reconnected to server%s: invalidating %zu cached inodes and "
+		 "entries", epoch_changed ? " (server restarted)" : "", l.n);
+	enqueue(n, &l);
+	seq_release(n);
+}
+
 void notify_on_lapse(void *arg, const char *why)
 {
 	struct notify *n = arg;
@@ -1084,11 +1087,7 @@ void notify_on_lapse(void *arg, const char *why)
 	seq_take(n, SEQ_WRITE);
 	if (n->held_fn && (h.n = n->held_fn(n->wb_arg, &h.v)))
 		qsort(h.v, h.n, sizeof(*h.v), fid_order);
-	bump_seq(n);
-	if (n->dc)
-		dcache_clear_except(n->dc, held_vnode, &h);
-	if (n->itab)
-		itab_break_all_except(n->itab, held_fid, &h, visit_all, &l);
+	break_everything(n, &l, &h);
 	log_info("promises dropped (%s): invalidating %zu cached inodes and "
 		 "entries; %zu objects held for write-back keep theirs", why,
 		 l.n, h.n);
@@ -1303,7 +1302,7 @@ void notify_on_push(void *arg, uint16_t op, uint32_t id,
 		/* We cannot tell what broke, so everything did. */
 		log_warn("malformed callback break (%s): invalidating "
 			 "everything", strerror(-rc));
-		break_everything(n, &work);
+		break_everything(n, &work, NULL);
 	} else {
 		__atomic_add_fetch(&n->st.breaks, parsed.n, __ATOMIC_RELAXED);
 		bump_seq_for(n, &parsed);

@@ -74,7 +74,8 @@ void notify_destroy(struct notify *n);
 void notify_inval_inode(struct notify *n, uint64_t ino);
 
 /* rpc_opts.on_push / on_reconnect / on_lapse; arg is the struct notify.
- * A lapse drops every promise as a reconnect does, and nothing else. */
+ * A lapse drops every promise as a reconnect does, except on what a write
+ * token held covers (the held hook below), and touches nothing else. */
 void notify_on_push(void *arg, uint16_t op, uint32_t id,
 		    const uint8_t *payload, size_t len);
 void notify_on_reconnect(void *arg, int epoch_changed);

@@ -499,7 +499,7 @@ static int lease_tick(struct rpc *r, int fd, int64_t now, int cap)
 
 	if (!r->o.on_lapse)
 		return cap;
-	if (!r->lapsed && quiet >= CAIRN_CB_LEASE_MS && r->o.on_lapse) {
+	if (!r->lapsed && quiet >= CAIRN_CB_LEASE_MS) {
 		char why[64];
 
 		log_warn("server %s:%d has not answered for %lld ms: cached "
@@ -566,6 +566,7 @@ static void read_loop(struct rpc *r, int fd)
 	for (;;) {
 		struct wire_hdr h;
 		uint8_t *payload = NULL;
+		int64_t now;
 		int ret = wait_readable(r, fd);
 
 		if (ret == -ETIMEDOUT) {
@@ -583,10 +584,11 @@ static void read_loop(struct rpc *r, int fd)
 			return;
 		}
 		clock_gettime(CLOCK_MONOTONIC, &r->last_rx);
+		now = clock_mono_ms();
 		/* A frame that came after the lease ended finds it lapsed:
 		 * a reply is handed over only after that (on_lapse moves the
 		 * break sequence its caller compares with). */
-		lease_tick(r, fd, clock_mono_ms(), 0);
+		lease_tick(r, fd, now, 0);
 
 		if (ret == 0)
 			count_in(r, &h, payload);
@@ -607,13 +609,13 @@ static void read_loop(struct rpc *r, int fd)
 		} else if ((h.flags & WF_REPLY) && h.id == PING_ID) {
 			free(payload);
 			if (r->ping_ms)
-				lease_renew(r, r->ping_ms, clock_mono_ms());
+				lease_renew(r, r->ping_ms, now);
 			r->ping_ms = 0;
 		} else if (h.flags & WF_REPLY) {
 			int64_t sent = complete(r, &h, payload);
 
 			if (sent)
-				lease_renew(r, sent, clock_mono_ms());
+				lease_renew(r, sent, now);
 		} else {
 			free(payload);
 			conn_lost(r, "server sent a frame that is neither "
